@@ -1,0 +1,31 @@
+"""Algorithm registry and the MARLlib-style API.
+
+>>> from marllib_ext import algos, make_env
+>>> algo = algos.mappo(hyperparam_source="mpe")
+>>> result = algo.fit(make_env("mpe:simple_spread"), stop={"training_iteration": 3})
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from marllib_ext.algos.api import Algo, FitResult
+from marllib_ext.algos.registry import ALGORITHMS, AlgoSpec, get_algo_spec
+
+
+def get(name: str, hyperparam_source: str | None = None, **overrides: Any) -> Algo:
+    """The registered algorithm ``name``."""
+    return Algo(name, hyperparam_source, **overrides)
+
+
+def ippo(hyperparam_source: str | None = None, **overrides: Any) -> Algo:
+    """Independent PPO (MARLlib IL pipeline)."""
+    return Algo("ippo", hyperparam_source, **overrides)
+
+
+def mappo(hyperparam_source: str | None = None, **overrides: Any) -> Algo:
+    """MAPPO with a centralized critic (MARLlib CC pipeline)."""
+    return Algo("mappo", hyperparam_source, **overrides)
+
+
+__all__ = ["ALGORITHMS", "Algo", "AlgoSpec", "FitResult", "get", "get_algo_spec", "ippo", "mappo"]

@@ -1,0 +1,185 @@
+"""MARLlib-style Python API: ``algos.mappo(hyperparam_source="mpe").fit(env, ...)``."""
+
+from __future__ import annotations
+
+import csv
+import math
+import time
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from ray.rllib.algorithms.algorithm_config import AlgorithmConfig
+
+from marllib_ext.algos.registry import AlgoSpec, get_algo_spec
+from marllib_ext.envs.handle import EnvHandle, make_env
+from marllib_ext.errors import ConfigError
+
+# stop key -> (where in the progress row, what it means)
+STOP_KEYS = {
+    "training_iteration": "iterations done",
+    "timesteps_total": "env steps sampled",
+    "episode_return_mean": "mean team episode return reached",
+    "time_total_s": "wall-clock seconds",
+}
+PROGRESS_FIELDS = (
+    "training_iteration",
+    "timesteps_total",
+    "episode_return_mean",
+    "agent_return_mean",
+    "episodes_total",
+    "time_this_iter_s",
+    "time_total_s",
+)
+
+
+@dataclass
+class FitResult:
+    """What ``Algo.fit`` returns."""
+
+    run_dir: Path
+    checkpoint_path: Path | None
+    progress: list[dict[str, float]] = field(default_factory=list)
+    last_result: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def final(self) -> dict[str, float]:
+        return self.progress[-1] if self.progress else {}
+
+
+def progress_row(result: Mapping[str, Any]) -> dict[str, float]:
+    """The few numbers printed and logged per iteration, from an RLlib result dict."""
+    runners = result.get("env_runners", {})
+    agent_returns = runners.get("agent_episode_returns_mean") or {}
+    agent_mean = (
+        sum(agent_returns.values()) / len(agent_returns) if agent_returns else math.nan
+    )
+    return {
+        "training_iteration": int(result.get("training_iteration", 0)),
+        "timesteps_total": int(runners.get("num_env_steps_sampled_lifetime", 0)),
+        "episode_return_mean": float(runners.get("episode_return_mean", math.nan)),
+        "agent_return_mean": float(agent_mean),
+        "episodes_total": int(runners.get("num_episodes_lifetime", 0)),
+        "time_this_iter_s": float(result.get("time_this_iter_s", math.nan)),
+        "time_total_s": float(result.get("time_total_s", math.nan)),
+    }
+
+
+def check_stop(stop: Mapping[str, float]) -> dict[str, float]:
+    for key, value in stop.items():
+        if key not in STOP_KEYS:
+            raise ConfigError(f"unknown stop key {key!r}; allowed: {', '.join(STOP_KEYS)}")
+        if not isinstance(value, int | float) or isinstance(value, bool):
+            raise ConfigError(f"stop key {key!r} must be a number, got {value!r}")
+    if not stop:
+        raise ConfigError("stop needs at least one of " + ", ".join(STOP_KEYS))
+    return dict(stop)
+
+
+def should_stop(row: Mapping[str, float], stop: Mapping[str, float]) -> bool:
+    return any(row[key] >= threshold for key, threshold in stop.items() if row[key] == row[key])
+
+
+class Algo:
+    """A registered algorithm with its hyperparameter source and overrides."""
+
+    def __init__(
+        self, name: str, hyperparam_source: str | None = None, **overrides: Any
+    ) -> None:
+        self.spec: AlgoSpec = get_algo_spec(name)
+        self.name = name
+        self.hyperparam_source = hyperparam_source
+        self.overrides = dict(overrides)
+
+    def __repr__(self) -> str:
+        return f"Algo({self.name!r}, hyperparam_source={self.hyperparam_source!r})"
+
+    @staticmethod
+    def _env(env: EnvHandle | str) -> EnvHandle:
+        return make_env(env) if isinstance(env, str) else env
+
+    def settings(self, env: EnvHandle | str, **overrides: Any) -> Any:
+        """The validated typed settings for ``env``."""
+        env = self._env(env)
+        source = self.hyperparam_source or env.hyperparam_source
+        return self.spec.settings(source, {**self.overrides, **overrides})
+
+    def rllib_config(
+        self,
+        env: EnvHandle | str,
+        *,
+        share_policy: str = "all",
+        seed: int | None = None,
+        **overrides: Any,
+    ) -> AlgorithmConfig:
+        """The plain RLlib ``AlgorithmConfig``, for ``config.build_algo()`` or Tune."""
+        env = self._env(env)
+        if not env.is_multi_agent and not self.spec.single_agent:
+            raise ConfigError(f"{env.name!r} is a single-agent env; {self.name} is multi-agent")
+        return self.spec.build(self.settings(env, **overrides), env, share_policy, seed)
+
+    def fit(
+        self,
+        env: EnvHandle | str,
+        *,
+        stop: Mapping[str, float],
+        share_policy: str = "all",
+        seed: int | None = None,
+        local_dir: str | Path = "runs",
+        checkpoint_end: bool = True,
+        on_iteration: Callable[[dict[str, float]], None] | None = None,
+        **overrides: Any,
+    ) -> FitResult:
+        """Trains until any ``stop`` criterion is reached; saves a final checkpoint.
+
+        ``stop`` keys: ``training_iteration``, ``timesteps_total``,
+        ``episode_return_mean``, ``time_total_s``. Progress rows are appended to
+        ``<run_dir>/progress.csv`` and passed to ``on_iteration``.
+        """
+        import ray
+
+        env = self._env(env)
+        stop = check_stop(stop)
+        config = self.rllib_config(env, share_policy=share_policy, seed=seed, **overrides)
+        run_dir = _new_run_dir(Path(local_dir), f"{self.name}_{env.name.replace(':', '-')}")
+        if not ray.is_initialized():
+            ray.init(include_dashboard=False, configure_logging=False)
+        algorithm = config.build_algo()
+        fit_result = FitResult(run_dir=run_dir, checkpoint_path=None)
+        try:
+            with open(run_dir / "progress.csv", "w", newline="") as f:
+                writer = csv.DictWriter(f, fieldnames=PROGRESS_FIELDS)
+                writer.writeheader()
+                while True:
+                    result = algorithm.train()
+                    row = progress_row(result)
+                    writer.writerow(row)
+                    f.flush()
+                    fit_result.progress.append(row)
+                    fit_result.last_result = result
+                    if on_iteration is not None:
+                        on_iteration(row)
+                    if should_stop(row, stop):
+                        break
+            if checkpoint_end:
+                checkpoint = run_dir / "checkpoint"
+                algorithm.save_to_path(str(checkpoint.resolve()))
+                fit_result.checkpoint_path = checkpoint
+        finally:
+            algorithm.stop()
+        return fit_result
+
+
+def _new_run_dir(root: Path, stem: str) -> Path:
+    """A fresh directory; never reuses one, so earlier runs are never overwritten."""
+    root.mkdir(parents=True, exist_ok=True)
+    stamp = time.strftime("%Y%m%d-%H%M%S")
+    for attempt in range(1000):
+        run_dir = root / (f"{stem}_{stamp}" + (f"_{attempt}" if attempt else ""))
+        try:
+            run_dir.mkdir()
+            return run_dir
+        except FileExistsError:
+            continue
+    raise RuntimeError(f"could not create a fresh run directory under {root}")

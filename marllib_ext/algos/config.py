@@ -1,0 +1,177 @@
+"""Typed, validated hyperparameters loaded from ``configs/algos/<name>.yaml``.
+
+An algorithm YAML file has the top-level keys ``description`` (one line),
+``inherits`` (another YAML in the same folder whose values come first), ``common``
+(defaults) and ``sources`` (per-env overrides keyed by ``hyperparam_source``, e.g.
+``mpe``). Values merge in this order: inherited common, inherited source, own common,
+own source, then the user's overrides. The merged mapping must match the algorithm's
+config dataclass exactly: an unknown key or a value of the wrong type is an error that
+names the key.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import difflib
+import types
+import typing
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from marllib_ext.configs import ALGO_CONFIG_DIR, load_yaml
+from marllib_ext.errors import ConfigError
+
+_ALGO_FILE_KEYS = {"description", "inherits", "common", "sources"}
+ACTIVATIONS = ("tanh", "relu", "elu", "silu")
+
+
+@dataclass(frozen=True)
+class PPOSettings:
+    """PPO core (seed 001) plus sampling settings; every field comes from YAML."""
+
+    lr: float
+    gamma: float
+    lambda_: float
+    clip_param: float
+    entropy_coeff: float
+    vf_loss_coeff: float
+    vf_clip_param: float
+    use_kl_loss: bool
+    kl_coeff: float
+    kl_target: float
+    grad_clip: float | None
+    train_batch_size: int
+    minibatch_size: int
+    num_epochs: int
+    num_env_runners: int
+    num_envs_per_env_runner: int
+    actor_hiddens: list[int]
+    actor_activation: str
+    vf_share_layers: bool
+    free_log_std: bool
+
+    def __post_init__(self) -> None:
+        checks = [
+            (self.lr > 0, "lr", "must be > 0"),
+            (0 <= self.gamma <= 1, "gamma", "must be in [0, 1]"),
+            (0 <= self.lambda_ <= 1, "lambda_", "must be in [0, 1]"),
+            (self.clip_param > 0, "clip_param", "must be > 0"),
+            (self.train_batch_size > 0, "train_batch_size", "must be > 0"),
+            (
+                0 < self.minibatch_size <= self.train_batch_size,
+                "minibatch_size",
+                f"must be in (0, train_batch_size={self.train_batch_size}]",
+            ),
+            (self.num_epochs > 0, "num_epochs", "must be > 0"),
+            (self.num_env_runners >= 0, "num_env_runners", "must be >= 0"),
+            (self.num_envs_per_env_runner > 0, "num_envs_per_env_runner", "must be > 0"),
+            (self.actor_activation in ACTIVATIONS, "actor_activation", f"one of {ACTIVATIONS}"),
+        ]
+        for ok, key, message in checks:
+            if not ok:
+                raise ConfigError(f"config key {key!r} = {getattr(self, key)!r}: {message}")
+
+
+@dataclass(frozen=True)
+class CentralCriticSettings(PPOSettings):
+    """PPO settings plus the joint critic network."""
+
+    critic_hiddens: list[int]
+    critic_activation: str
+
+    def __post_init__(self) -> None:
+        super().__post_init__()
+        if self.critic_activation not in ACTIVATIONS:
+            raise ConfigError(
+                f"config key 'critic_activation' = {self.critic_activation!r}: "
+                f"one of {ACTIVATIONS}"
+            )
+
+
+def _type_name(annotation: Any) -> str:
+    return getattr(annotation, "__name__", None) or str(annotation).replace("typing.", "")
+
+
+def _coerce(key: str, value: Any, annotation: Any) -> Any:
+    """Checks ``value`` against ``annotation``; ints are accepted for floats."""
+    origin = typing.get_origin(annotation)
+    if origin in (typing.Union, types.UnionType):
+        options = typing.get_args(annotation)
+        if value is None and type(None) in options:
+            return None
+        for option in options:
+            if option is type(None):
+                continue
+            try:
+                return _coerce(key, value, option)
+            except ConfigError:
+                continue
+    elif origin is list:
+        (item_type,) = typing.get_args(annotation)
+        if isinstance(value, list | tuple):
+            return [_coerce(f"{key}[{i}]", item, item_type) for i, item in enumerate(value)]
+    elif annotation is float:
+        if isinstance(value, int | float) and not isinstance(value, bool):
+            return float(value)
+    elif annotation is int:
+        if isinstance(value, int) and not isinstance(value, bool):
+            return value
+    elif annotation is bool or annotation is str:
+        if isinstance(value, annotation):
+            return value
+    else:
+        raise TypeError(f"unsupported config annotation {annotation!r} for {key!r}")
+    raise ConfigError(
+        f"config key {key!r} must be {_type_name(annotation)}, got {value!r} "
+        f"({type(value).__name__})"
+    )
+
+
+def build_settings(settings_class: type, values: dict[str, Any], *, source: str) -> Any:
+    """Validates ``values`` against the dataclass ``settings_class`` and builds it."""
+    fields = {f.name: f for f in dataclasses.fields(settings_class)}
+    hints = typing.get_type_hints(settings_class)
+    for key in values:
+        if key not in fields:
+            close = difflib.get_close_matches(key, list(fields), n=1)
+            hint = f" (did you mean {close[0]!r}?)" if close else ""
+            raise ConfigError(f"unknown config key {key!r} in {source}{hint}")
+    missing = [name for name in fields if name not in values]
+    if missing:
+        raise ConfigError(f"{source} is missing config keys: {', '.join(missing)}")
+    coerced = {key: _coerce(key, value, hints[key]) for key, value in values.items()}
+    return settings_class(**coerced)
+
+
+def algo_yaml_path(name: str) -> Path:
+    return ALGO_CONFIG_DIR / f"{name}.yaml"
+
+
+def load_algo_yaml(name: str) -> dict[str, Any]:
+    """One algorithm file, with its top-level keys checked."""
+    path = algo_yaml_path(name)
+    data = load_yaml(path)
+    for key in data:
+        if key not in _ALGO_FILE_KEYS:
+            raise ConfigError(
+                f"{path}: unknown top-level key {key!r}; allowed: {sorted(_ALGO_FILE_KEYS)}"
+            )
+    return data
+
+
+def merged_values(name: str, hyperparam_source: str) -> dict[str, Any]:
+    """Defaults of algorithm ``name`` for ``hyperparam_source``, inheritance resolved."""
+    data = load_algo_yaml(name)
+    values = merged_values(data["inherits"], hyperparam_source) if "inherits" in data else {}
+    values.update(data.get("common") or {})
+    values.update((data.get("sources") or {}).get(hyperparam_source) or {})
+    return values
+
+
+def known_sources(name: str) -> set[str]:
+    data = load_algo_yaml(name)
+    sources = set((data.get("sources") or {}).keys())
+    if "inherits" in data:
+        sources |= known_sources(data["inherits"])
+    return sources

@@ -1,0 +1,73 @@
+"""PPO learners of the centralized-critic pipeline."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import torch
+from ray.rllib.algorithms.ppo.ppo import LEARNER_RESULTS_VF_EXPLAINED_VAR_KEY
+from ray.rllib.algorithms.ppo.torch.ppo_torch_learner import PPOTorchLearner
+from ray.rllib.connectors.learner import GeneralAdvantageEstimation
+from ray.rllib.core.columns import Columns
+from ray.rllib.core.learner.learner import VF_LOSS_KEY
+from ray.rllib.evaluation.postprocessing import Postprocessing
+from ray.rllib.utils.annotations import override
+from ray.rllib.utils.torch_utils import explained_variance
+
+from marllib_ext.policies.joint_critic import CRITIC_MODULE_ID
+from marllib_ext.postprocessing.joint_advantage import JointAdvantageConnector
+
+
+class JointCriticPPOLearner(PPOTorchLearner):
+    """PPO with one learner-only joint critic module shared by all actor modules.
+
+    The actors' own value heads are unused (``use_critic=False``); the critic module is
+    trained on the team value targets with a masked MSE (``vf_loss_coeff`` times the
+    mean squared error; no RLlib-style clamp of the squared error, which zeroes the
+    gradient for returns of more than a few units).
+
+    The critic's batch has one row per env step while a shared actor's has one row
+    per agent step, and RLlib's minibatch iterator cycles every module until each has
+    seen ``num_epochs`` epochs: the critic then takes ``n_agents`` passes over its
+    unique rows per actor epoch -- the same number of critic updates as MAPPO with a
+    per-agent critic batch.
+    """
+
+    advantage_connector_class: type[JointAdvantageConnector] = JointAdvantageConnector
+
+    @override(PPOTorchLearner)
+    def build(self) -> None:
+        super().build()
+        self._learner_connector.remove(GeneralAdvantageEstimation)
+        self._learner_connector.append(
+            self.advantage_connector_class(**self.advantage_connector_kwargs())
+        )
+
+    def advantage_connector_kwargs(self) -> dict[str, Any]:
+        return {"gamma": self.config.gamma, "lambda_": self.config.lambda_}
+
+    @override(PPOTorchLearner)
+    def compute_loss_for_module(self, *, module_id, config, batch, fwd_out):
+        if module_id != CRITIC_MODULE_ID:
+            return super().compute_loss_for_module(
+                module_id=module_id, config=config, batch=batch, fwd_out=fwd_out
+            )
+        return self.critic_loss(module_id=module_id, config=config, batch=batch)
+
+    def critic_loss(self, *, module_id, config, batch) -> torch.Tensor:
+        critic = self.module[module_id].unwrapped()
+        values = critic.compute_values(batch)
+        mask = batch[Columns.LOSS_MASK]
+        targets = batch[Postprocessing.VALUE_TARGETS]
+        loss = torch.mean(torch.square(values - targets)[mask])
+        self.metrics.log_dict(
+            {
+                VF_LOSS_KEY: loss,
+                LEARNER_RESULTS_VF_EXPLAINED_VAR_KEY: explained_variance(
+                    targets[mask], values[mask]
+                ),
+            },
+            key=module_id,
+            window=1,
+        )
+        return config.vf_loss_coeff * loss

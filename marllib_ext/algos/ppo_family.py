@@ -1,0 +1,134 @@
+"""PPO-family builders: ``ippo`` (independent learning) and ``mappo`` (centralized critic)."""
+
+from __future__ import annotations
+
+from ray.rllib.algorithms.ppo import PPOConfig
+from ray.rllib.core.rl_module.default_model_config import DefaultModelConfig
+from ray.rllib.core.rl_module.multi_rl_module import MultiRLModuleSpec
+from ray.rllib.core.rl_module.rl_module import RLModuleSpec
+
+from marllib_ext.algos.config import CentralCriticSettings, PPOSettings
+from marllib_ext.algos.learners import JointCriticPPOLearner
+from marllib_ext.algos.policy_sharing import (
+    PolicyMappingFn,
+    agent_to_policy,
+    check_shared_spaces,
+)
+from marllib_ext.envs.handle import EnvHandle
+from marllib_ext.errors import ConfigError
+from marllib_ext.policies.joint_critic import CRITIC_MODULE_ID, CentralValueCritic
+
+
+def base_ppo_config(settings: PPOSettings, env: EnvHandle, *, seed: int | None) -> PPOConfig:
+    """RLlib ``PPOConfig`` carrying the PPO core and sampling settings."""
+    return (
+        PPOConfig()
+        .environment(env.register_with_rllib(), env_config=dict(env.env_args))
+        .env_runners(
+            num_env_runners=settings.num_env_runners,
+            num_envs_per_env_runner=settings.num_envs_per_env_runner,
+        )
+        .training(
+            lr=settings.lr,
+            gamma=settings.gamma,
+            lambda_=settings.lambda_,
+            clip_param=settings.clip_param,
+            entropy_coeff=settings.entropy_coeff,
+            vf_loss_coeff=settings.vf_loss_coeff,
+            vf_clip_param=settings.vf_clip_param,
+            use_kl_loss=settings.use_kl_loss,
+            kl_coeff=settings.kl_coeff,
+            kl_target=settings.kl_target,
+            grad_clip=settings.grad_clip,
+            grad_clip_by="global_norm",
+            train_batch_size_per_learner=settings.train_batch_size,
+            minibatch_size=settings.minibatch_size,
+            num_epochs=settings.num_epochs,
+        )
+        .debugging(seed=seed)
+    )
+
+
+def actor_model_config(settings: PPOSettings) -> DefaultModelConfig:
+    return DefaultModelConfig(
+        fcnet_hiddens=list(settings.actor_hiddens),
+        fcnet_activation=settings.actor_activation,
+        vf_share_layers=settings.vf_share_layers,
+        free_log_std=settings.free_log_std,
+    )
+
+
+def _policy_mapping(env: EnvHandle, share_policy: str) -> dict[str, str]:
+    layout = env.layout
+    mapping = agent_to_policy(
+        layout.agents, env.spec.policy_mapping, share_policy, env_name=env.name
+    )
+    check_shared_spaces(mapping, layout.observation_spaces, layout.action_spaces)
+    return mapping
+
+
+def build_ippo(
+    settings: PPOSettings, env: EnvHandle, share_policy: str, seed: int | None
+) -> PPOConfig:
+    """Independent PPO: RLlib's PPO, each policy with its own value head and GAE."""
+    config = base_ppo_config(settings, env, seed=seed)
+    if not env.is_multi_agent:
+        return config.rl_module(model_config=actor_model_config(settings))
+    mapping = _policy_mapping(env, share_policy)
+    policies = sorted(set(mapping.values()))
+    return config.multi_agent(
+        policies=set(policies), policy_mapping_fn=PolicyMappingFn(mapping)
+    ).rl_module(
+        rl_module_spec=MultiRLModuleSpec(
+            rl_module_specs={
+                pid: RLModuleSpec(model_config=actor_model_config(settings)) for pid in policies
+            }
+        )
+    )
+
+
+def build_mappo(
+    settings: CentralCriticSettings,
+    env: EnvHandle,
+    share_policy: str,
+    seed: int | None,
+    *,
+    learner_class: type[JointCriticPPOLearner] = JointCriticPPOLearner,
+) -> PPOConfig:
+    """MAPPO: decentralized actors, one learner-only central critic on the global state."""
+    if not env.is_multi_agent:
+        raise ConfigError(f"{env.name!r} is a single-agent env; mappo needs a multi-agent env")
+    mapping = _policy_mapping(env, share_policy)
+    policies = sorted(set(mapping.values()))
+    state_space = env.layout.state_space
+    critic_spec = RLModuleSpec(
+        module_class=CentralValueCritic,
+        learner_only=True,
+        observation_space=state_space,
+        # Unused by the critic; RLModuleSpec requires one.
+        action_space=env.layout.action_spaces[env.layout.agents[0]],
+        model_config={
+            "state_dim": int(state_space.shape[0]),
+            "hiddens": list(settings.critic_hiddens),
+            "activation": settings.critic_activation,
+        },
+    )
+    return (
+        base_ppo_config(settings, env, seed=seed)
+        .training(use_critic=False, learner_class=learner_class)
+        .multi_agent(
+            policies=set(policies) | {CRITIC_MODULE_ID},
+            policy_mapping_fn=PolicyMappingFn(mapping),
+        )
+        .rl_module(
+            rl_module_spec=MultiRLModuleSpec(
+                rl_module_specs={
+                    **{
+                        pid: RLModuleSpec(model_config=actor_model_config(settings))
+                        for pid in policies
+                    },
+                    CRITIC_MODULE_ID: critic_spec,
+                }
+            )
+        )
+    )

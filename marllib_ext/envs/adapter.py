@@ -1,0 +1,84 @@
+"""PettingZoo ParallelEnv -> RLlib MultiAgentEnv, with the global state in every info."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import gymnasium as gym
+import numpy as np
+from pettingzoo.utils.env import ParallelEnv
+from ray.rllib.env.wrappers.pettingzoo_env import ParallelPettingZooEnv
+
+STATE_KEY = "state"
+STATE_SOURCES = ("auto", "env", "observations")
+
+
+def _env_has_state(env: ParallelEnv) -> bool:
+    try:
+        env.state()
+    except (NotImplementedError, AttributeError):
+        return False
+    return True
+
+
+class ParallelEnvAdapter(ParallelPettingZooEnv):
+    """RLlib's ``ParallelPettingZooEnv`` that also reports the global state.
+
+    Every agent's info dict carries ``info["state"]``: ``env.state()`` when the env
+    implements it (``state_source="env"``, or ``"auto"``), else all agents'
+    flattened observations concatenated in sorted agent-id order
+    (``state_source="observations"``). Critics on the learner read it from the
+    episodes, so the actors never see it.
+
+    Agents must stay alive until the episode ends (MARLlib's convention for its
+    cooperative envs): the centralized critic aligns agents by env step.
+    """
+
+    def __init__(self, env: ParallelEnv, *, state_source: str = "auto") -> None:
+        if state_source not in STATE_SOURCES:
+            raise ValueError(f"state_source must be one of {STATE_SOURCES}, got {state_source!r}")
+        super().__init__(env)
+        self._sorted_agents = sorted(self.par_env.possible_agents)
+        if state_source == "auto":
+            state_source = "env" if _env_has_state(self.par_env) else "observations"
+        elif state_source == "env" and not _env_has_state(self.par_env):
+            raise ValueError(f"state_source='env' but {type(env).__name__} has no state()")
+        self.state_source = state_source
+        self.state_space = self._build_state_space()
+
+    def _build_state_space(self) -> gym.spaces.Box:
+        if self.state_source == "env":
+            dim = int(np.prod(np.shape(self.par_env.state())))
+        else:
+            dim = sum(
+                gym.spaces.flatdim(self.par_env.observation_space(agent))
+                for agent in self._sorted_agents
+            )
+        return gym.spaces.Box(-np.inf, np.inf, (dim,), np.float32)
+
+    def _global_state(self, observations: dict[str, Any]) -> np.ndarray:
+        if self.state_source == "env":
+            return np.asarray(self.par_env.state(), dtype=np.float32).reshape(-1)
+        parts = []
+        for agent in self._sorted_agents:
+            space = self.par_env.observation_space(agent)
+            if agent in observations:
+                parts.append(gym.spaces.flatten(space, observations[agent]))
+            else:
+                parts.append(np.zeros(gym.spaces.flatdim(space), np.float32))
+        return np.concatenate(parts).astype(np.float32)
+
+    def _add_state(self, observations: dict[str, Any], infos: dict[str, Any]) -> dict[str, Any]:
+        state = self._global_state(observations)
+        infos = dict(infos or {})
+        for agent in observations:
+            infos[agent] = {**infos.get(agent, {}), STATE_KEY: state}
+        return infos
+
+    def reset(self, *, seed: int | None = None, options: dict | None = None):
+        observations, infos = super().reset(seed=seed, options=options)
+        return observations, self._add_state(observations, infos)
+
+    def step(self, action_dict):
+        observations, rewards, terminateds, truncateds, infos = super().step(action_dict)
+        return observations, rewards, terminateds, truncateds, self._add_state(observations, infos)

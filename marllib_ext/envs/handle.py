@@ -1,0 +1,105 @@
+"""``make_env``: a MARLlib-style handle on a registered env plus its arguments."""
+
+from __future__ import annotations
+
+import functools
+from dataclasses import dataclass, field
+from typing import Any
+
+import gymnasium as gym
+
+from marllib_ext.envs.adapter import ParallelEnvAdapter
+from marllib_ext.envs.registry import EnvSpec, get_env_spec, is_gymnasium_id
+from marllib_ext.errors import ConfigError
+
+
+@dataclass(frozen=True)
+class EnvLayout:
+    """What an algorithm needs to know about an env before building modules."""
+
+    agents: tuple[str, ...]
+    observation_spaces: dict[str, gym.Space]
+    action_spaces: dict[str, gym.Space]
+    state_space: gym.spaces.Box | None
+
+
+def _make_rllib_env(config: dict[str, Any], *, spec: EnvSpec) -> ParallelEnvAdapter:
+    return ParallelEnvAdapter(spec.make(**config), state_source=spec.state_source)
+
+
+@dataclass(frozen=True)
+class EnvHandle:
+    """A registered env name with its arguments; what ``Algo.fit`` trains on."""
+
+    name: str
+    env_args: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def is_multi_agent(self) -> bool:
+        return not is_gymnasium_id(self.name)
+
+    @property
+    def spec(self) -> EnvSpec:
+        return get_env_spec(self.name)
+
+    @property
+    def hyperparam_source(self) -> str:
+        return self.spec.hyperparam_source if self.is_multi_agent else "common"
+
+    @property
+    def rllib_env_id(self) -> str:
+        """The name under which Ray Tune's env registry knows this env."""
+        return f"marllib_ext/{self.name}" if self.is_multi_agent else self.name
+
+    def register_with_rllib(self) -> str:
+        """Registers the RLlib env creator (a ``ParallelEnvAdapter``) and returns its id."""
+        if self.is_multi_agent:
+            from ray.tune.registry import register_env
+
+            register_env(self.rllib_env_id, functools.partial(_make_rllib_env, spec=self.spec))
+        return self.rllib_env_id
+
+    def make_rllib_env(self) -> ParallelEnvAdapter:
+        return _make_rllib_env(self.env_args, spec=self.spec)
+
+    @functools.cached_property
+    def layout(self) -> EnvLayout:
+        if not self.is_multi_agent:
+            env = gym.make(self.name, **self.env_args)
+            layout = EnvLayout(
+                ("agent",), {"agent": env.observation_space}, {"agent": env.action_space}, None
+            )
+            env.close()
+            return layout
+        env = self.make_rllib_env()
+        agents = tuple(sorted(env.par_env.possible_agents))
+        layout = EnvLayout(
+            agents=agents,
+            observation_spaces={a: env.par_env.observation_space(a) for a in agents},
+            action_spaces={a: env.par_env.action_space(a) for a in agents},
+            state_space=env.state_space,
+        )
+        env.close()
+        return layout
+
+
+def make_env(
+    name: str | None = None,
+    *,
+    environment_name: str | None = None,
+    map_name: str | None = None,
+    **env_args: Any,
+) -> EnvHandle:
+    """A handle on a registered env.
+
+    ``make_env("mpe:simple_spread", N=4)``, or MARLlib's spelling
+    ``make_env(environment_name="mpe", map_name="simple_spread", N=4)``. Any
+    registered gymnasium id is accepted too (single-agent algorithms only).
+    """
+    if name is None:
+        if environment_name is None or map_name is None:
+            raise ConfigError("make_env needs a name, or environment_name and map_name")
+        name = f"{environment_name}:{map_name}"
+    if not is_gymnasium_id(name):
+        get_env_spec(name)  # unknown names fail here, with suggestions
+    return EnvHandle(name, dict(env_args))

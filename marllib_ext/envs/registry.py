@@ -1,0 +1,161 @@
+"""Env registry: names like ``mpe:simple_spread`` -> PettingZoo ParallelEnv + policy info.
+
+Built-in entries come from ``configs/envs/<family>.yaml`` (registered as
+``<family>:<scenario>``). Users add their own with :func:`register_env`.
+"""
+
+from __future__ import annotations
+
+import difflib
+import importlib
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+import gymnasium as gym
+from pettingzoo.utils.env import ParallelEnv
+
+from marllib_ext.configs import ENV_CONFIG_DIR, load_yaml
+from marllib_ext.envs.adapter import STATE_SOURCES
+from marllib_ext.errors import ConfigError
+
+
+@dataclass(frozen=True)
+class PolicyMappingInfo:
+    """MARLlib's per-scenario policy-mapping dictionary."""
+
+    team_prefix: tuple[str, ...]
+    all_agents_one_policy: bool
+    one_agent_one_policy: bool
+    description: str = ""
+
+
+@dataclass(frozen=True)
+class EnvSpec:
+    """Everything needed to build one registered multi-agent env."""
+
+    name: str
+    creator: Callable[..., ParallelEnv]
+    policy_mapping: PolicyMappingInfo
+    env_args: Mapping[str, Any] = field(default_factory=dict)
+    hyperparam_source: str = "common"
+    state_source: str = "auto"
+
+    def make(self, **env_args: Any) -> ParallelEnv:
+        """Builds the PettingZoo ParallelEnv with the defaults updated by ``env_args``."""
+        kwargs = {**self.env_args, **env_args}
+        try:
+            return self.creator(**kwargs)
+        except TypeError as e:
+            raise ConfigError(f"env {self.name!r} rejected env_args {kwargs}: {e}") from e
+
+
+_REGISTRY: dict[str, EnvSpec] = {}
+
+
+def register_env(
+    name: str,
+    creator: Callable[..., ParallelEnv],
+    *,
+    team_prefix: tuple[str, ...] | list[str] | None = None,
+    all_agents_one_policy: bool = True,
+    one_agent_one_policy: bool = True,
+    env_args: Mapping[str, Any] | None = None,
+    hyperparam_source: str = "common",
+    state_source: str = "auto",
+    description: str = "",
+) -> EnvSpec:
+    """Registers a PettingZoo ParallelEnv factory under ``name``.
+
+    Args:
+        name: registry name, e.g. ``"my:task"``.
+        creator: ``creator(**env_args) -> ParallelEnv``.
+        team_prefix: agent-id prefixes that form the groups of ``share_policy="group"``;
+            default: one group holding every agent.
+        all_agents_one_policy: whether ``share_policy="all"`` is allowed.
+        one_agent_one_policy: whether ``share_policy="individual"`` is allowed.
+        env_args: default keyword arguments for ``creator``.
+        hyperparam_source: which per-env section of the algorithm YAML files applies.
+        state_source: ``"auto"`` (``env.state()`` if implemented), ``"env"`` or
+            ``"observations"`` (all observations concatenated in sorted agent order).
+        description: one line for ``marllib-ext list``.
+    """
+    if state_source not in STATE_SOURCES:
+        raise ConfigError(f"state_source must be one of {STATE_SOURCES}, got {state_source!r}")
+    spec = EnvSpec(
+        name=name,
+        creator=creator,
+        policy_mapping=PolicyMappingInfo(
+            team_prefix=tuple(team_prefix or ("",)),
+            all_agents_one_policy=all_agents_one_policy,
+            one_agent_one_policy=one_agent_one_policy,
+            description=description,
+        ),
+        env_args=dict(env_args or {}),
+        hyperparam_source=hyperparam_source,
+        state_source=state_source,
+    )
+    _REGISTRY[name] = spec
+    return spec
+
+
+def _import_factory(path: str) -> Callable[..., ParallelEnv]:
+    module_name, _, attribute = path.partition(":")
+    return getattr(importlib.import_module(module_name), attribute)
+
+
+class _LazyFactory:
+    """Imports the env module on first use, so listing envs stays cheap."""
+
+    def __init__(self, path: str) -> None:
+        self.path = path
+
+    def __call__(self, **kwargs: Any) -> ParallelEnv:
+        return _import_factory(self.path)(**kwargs)
+
+
+def _register_builtin_envs() -> None:
+    for yaml_path in sorted(ENV_CONFIG_DIR.glob("*.yaml")):
+        family = yaml_path.stem
+        for scenario, entry in load_yaml(yaml_path).items():
+            mapping = entry["policy_mapping"]
+            register_env(
+                f"{family}:{scenario}",
+                _LazyFactory(entry["factory"]),
+                team_prefix=mapping["team_prefix"],
+                all_agents_one_policy=mapping["all_agents_one_policy"],
+                one_agent_one_policy=mapping["one_agent_one_policy"],
+                env_args=entry.get("env_args", {}),
+                hyperparam_source=family,
+                state_source=entry.get("state_source", "auto"),
+                description=entry.get("description", ""),
+            )
+
+
+def list_envs() -> dict[str, EnvSpec]:
+    """All registered multi-agent envs by name."""
+    return dict(sorted(_REGISTRY.items()))
+
+
+def is_gymnasium_id(name: str) -> bool:
+    return name in gym.registry
+
+
+def get_env_spec(name: str) -> EnvSpec:
+    """The registry entry for ``name``; an unknown name is a ``ConfigError``."""
+    if name in _REGISTRY:
+        return _REGISTRY[name]
+    close = difflib.get_close_matches(name, list(_REGISTRY), n=3)
+    hint = f" Did you mean {', '.join(close)}?" if close else ""
+    raise ConfigError(
+        f"unknown env {name!r}.{hint} Registered multi-agent envs: {', '.join(_REGISTRY)}; "
+        "single-agent algorithms also take any registered gymnasium id."
+    )
+
+
+def make_parallel_env(name: str, **env_args: Any) -> ParallelEnv:
+    """The PettingZoo ParallelEnv registered under ``name``, built with ``env_args``."""
+    return get_env_spec(name).make(**env_args)
+
+
+_register_builtin_envs()

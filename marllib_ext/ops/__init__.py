@@ -1,0 +1,5 @@
+"""Pure math used by the learners and connectors. No Ray import anywhere in this package."""
+
+from marllib_ext.ops.advantages import team_gae
+
+__all__ = ["team_gae"]

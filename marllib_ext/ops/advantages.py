@@ -1,0 +1,80 @@
+"""Advantage estimators on time-major numpy arrays (no Ray import)."""
+
+from __future__ import annotations
+
+import numpy as np
+import numpy.typing as npt
+
+
+def _check_shape(name: str, array: np.ndarray, expected: tuple[int, ...]) -> None:
+    if array.shape != expected:
+        raise ValueError(f"{name} has shape {array.shape}, expected {expected}")
+
+
+def team_gae(
+    rewards: npt.ArrayLike,
+    values: npt.ArrayLike,
+    next_values: npt.ArrayLike,
+    terminateds: npt.ArrayLike,
+    truncateds: npt.ArrayLike,
+    *,
+    gamma: float,
+    lambda_: float,
+) -> tuple[npt.NDArray[np.float32], npt.NDArray[np.float32]]:
+    """Generalized advantage estimation on the team reward and one global value.
+
+    With the team reward ``r_t = sum_i rewards[t, i]``::
+
+        delta_t = r_t + gamma * (1 - terminated_t) * next_values[t] - values[t]
+        A_t     = delta_t + gamma * lambda_ * (1 - end_t) * A_{t+1}
+        end_t   = terminated_t or truncated_t
+        value_target_t = A_t + values[t]
+
+    A segment (episode, or episode chunk cut by the sampler) ends where
+    ``terminated_t`` or ``truncated_t`` is set. A terminated step does not bootstrap;
+    a truncated step bootstraps from ``next_values[t]``, which must then hold V of the
+    final observation. The last index always closes the last segment (as if truncated
+    unless terminated), so several segments can be concatenated into one call and give
+    the same result as one call per segment.
+
+    Args:
+        rewards: ``(T, n_agents)`` per-agent extrinsic rewards (summed inside), or
+            ``(T,)`` for an already summed team reward.
+        values: ``(T,)`` global value ``V(s_t)``.
+        next_values: ``(T,)`` ``V(s_{t+1})``; ignored where ``terminated_t``.
+        terminateds: ``(T,)`` bool.
+        truncateds: ``(T,)`` bool.
+        gamma: discount factor.
+        lambda_: GAE lambda.
+
+    Returns:
+        ``(advantages, value_targets)``, both ``(T,)`` float32.
+    """
+    rewards = np.asarray(rewards, dtype=np.float64)
+    if rewards.ndim == 2:
+        rewards = rewards.sum(axis=1)
+    if rewards.ndim != 1:
+        raise ValueError(f"rewards has shape {rewards.shape}, expected (T, n_agents) or (T,)")
+    horizon = rewards.shape[0]
+    values = np.asarray(values, dtype=np.float64)
+    next_values = np.asarray(next_values, dtype=np.float64)
+    terminateds = np.asarray(terminateds, dtype=bool)
+    truncateds = np.asarray(truncateds, dtype=bool)
+    for name, array in (
+        ("values", values),
+        ("next_values", next_values),
+        ("terminateds", terminateds),
+        ("truncateds", truncateds),
+    ):
+        _check_shape(name, array, (horizon,))
+
+    deltas = rewards + gamma * np.where(terminateds, 0.0, next_values) - values
+    # Carry factor into step t from step t+1; zero where a segment ends at t.
+    carry = gamma * lambda_ * ~(terminateds | truncateds)
+    advantages = np.empty(horizon, dtype=np.float64)
+    running = 0.0
+    for t in range(horizon - 1, -1, -1):
+        running = deltas[t] + carry[t] * running
+        advantages[t] = running
+    value_targets = advantages + values
+    return advantages.astype(np.float32), value_targets.astype(np.float32)

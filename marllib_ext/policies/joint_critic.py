@@ -1,0 +1,55 @@
+"""Learner-only joint critic: one row per (episode chunk, env step), input the global state."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import torch
+from ray.rllib.core.rl_module.apis.value_function_api import ValueFunctionAPI
+from ray.rllib.core.rl_module.torch import TorchRLModule
+from ray.rllib.utils.annotations import override
+from torch import nn
+
+CRITIC_MODULE_ID = "joint_critic"
+# Batch column of the critic module holding the global state.
+STATE = "state"
+
+_ACTIVATIONS = {"tanh": nn.Tanh, "relu": nn.ReLU, "elu": nn.ELU, "silu": nn.SiLU}
+
+
+def mlp(in_dim: int, hiddens: list[int], out_dim: int, activation: str) -> nn.Sequential:
+    """``Linear -> act`` per hidden size, then a linear output layer."""
+    if activation not in _ACTIVATIONS:
+        raise ValueError(f"activation must be one of {sorted(_ACTIVATIONS)}, got {activation!r}")
+    layers: list[nn.Module] = []
+    for size in hiddens:
+        layers += [nn.Linear(in_dim, size), _ACTIVATIONS[activation]()]
+        in_dim = size
+    layers.append(nn.Linear(in_dim, out_dim))
+    return nn.Sequential(*layers)
+
+
+class CentralValueCritic(TorchRLModule, ValueFunctionAPI):
+    """Central value ``V(s)`` on the global state.
+
+    Built only on learners (``learner_only=True``): the env runners never need it.
+    Its batch is assembled by ``JointAdvantageConnector`` and holds one row per
+    (episode chunk, env step) -- coupling agents inside one module because RLlib
+    shuffles and minibatches each module's rows independently.
+
+    ``model_config``: ``state_dim`` (int), ``hiddens`` (list of int), ``activation``.
+    """
+
+    @override(TorchRLModule)
+    def setup(self) -> None:
+        config = self.model_config
+        self.value_net = mlp(config["state_dim"], list(config["hiddens"]), 1, config["activation"])
+
+    @override(TorchRLModule)
+    def _forward(self, batch: dict[str, Any], **kwargs) -> dict[str, Any]:
+        # Values are computed in the loss through `compute_values`.
+        return {}
+
+    @override(ValueFunctionAPI)
+    def compute_values(self, batch: dict[str, Any], embeddings: Any = None) -> torch.Tensor:
+        return self.value_net(batch[STATE]).squeeze(-1)

@@ -1,0 +1,212 @@
+"""Learner connector replacing RLlib's GAE for the centralized-critic pipeline."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+import torch
+from ray.rllib.connectors.connector_v2 import ConnectorV2
+from ray.rllib.core.columns import Columns
+from ray.rllib.evaluation.postprocessing import Postprocessing
+from ray.rllib.utils.annotations import override
+
+from marllib_ext.envs.adapter import STATE_KEY
+from marllib_ext.ops.advantages import team_gae
+from marllib_ext.policies.joint_critic import CRITIC_MODULE_ID, STATE
+from marllib_ext.postprocessing.team_layout import AgentRows, TeamLayout, build_team_layout
+
+TEAM_ADVANTAGE_MEAN = "team_advantage_mean"
+TEAM_VALUE_MEAN = "team_value_mean"
+
+
+@dataclass
+class TeamBatch:
+    """Aligned team view of one training batch; arrays are ``(n_rows,)`` unless noted.
+
+    Rows are env steps of each episode chunk followed by the chunk's bootstrap row.
+    """
+
+    layout: TeamLayout
+    states: np.ndarray  # (n_rows, state_dim)
+    rewards: np.ndarray  # team reward: sum over agents
+    terminateds: np.ndarray  # bool, set on the last real row of a terminated chunk
+    truncateds: np.ndarray  # bool, set on the last real row of any other chunk
+    valid: np.ndarray  # bool, False on bootstrap rows
+    module_columns: dict[str, dict[str, np.ndarray]]  # numpy copies of actor batch columns
+
+
+def normalize_valid(values: np.ndarray, valid: np.ndarray) -> np.ndarray:
+    """Standardizes over valid rows only (RLlib's GAE also counts bootstrap rows)."""
+    selected = values[valid]
+    return (values - selected.mean()) / max(1e-4, float(selected.std()))
+
+
+class JointAdvantageConnector(ConnectorV2):
+    """Team GAE on a joint critic, written to every agent's rows.
+
+    Preconditions: runs last in a PPO learner pipeline (``GeneralAdvantageEstimation``
+    removed), after ``AddOneTsToEpisodesAndTruncate`` and batching to tensors; every
+    agent of an episode chunk acts at every env step; the env adapter puts the global
+    state in ``info["state"]``.
+
+    Per chunk, team row ``i`` is env step ``env_t_started + i`` and the last row is the
+    bootstrap row. The team reward is the sum of the agents' rewards; advantages and
+    value targets come from :func:`marllib_ext.ops.team_gae` on the critic's values,
+    pass through :meth:`transform_advantages` (the hook EFX-style variants override),
+    are standardized over valid rows and are copied to every agent's rows. The critic
+    module gets its own batch: ``state``, value targets and the loss mask.
+    """
+
+    def __init__(
+        self,
+        input_observation_space=None,
+        input_action_space=None,
+        *,
+        gamma: float,
+        lambda_: float,
+        critic_module_id: str = CRITIC_MODULE_ID,
+    ) -> None:
+        super().__init__(input_observation_space, input_action_space)
+        self.gamma = gamma
+        self.lambda_ = lambda_
+        self.critic_module_id = critic_module_id
+
+    # ---- hooks ------------------------------------------------------------------
+    def module_columns(self) -> tuple[str, ...]:
+        """Actor batch columns copied to numpy into ``TeamBatch.module_columns``."""
+        return (Columns.REWARDS,)
+
+    def transform_advantages(
+        self, team: TeamBatch, advantages: np.ndarray, metrics: Any
+    ) -> np.ndarray:
+        """Final team advantages from the extrinsic ones; identity for MAPPO."""
+        return advantages
+
+    # ---- pipeline ---------------------------------------------------------------
+    @override(ConnectorV2)
+    def __call__(
+        self,
+        *,
+        rl_module,
+        batch: dict[str, Any],
+        episodes: list,
+        metrics=None,
+        **kwargs,
+    ) -> Any:
+        team = self.build_team_batch(batch, episodes)
+        critic = rl_module[self.critic_module_id]
+        device = next(critic.parameters()).device
+        states = torch.from_numpy(team.states).to(device)
+        with torch.no_grad():
+            values = critic.compute_values({STATE: states}).cpu().numpy().astype(np.float64)
+
+        valid_rows = np.flatnonzero(team.valid)
+        advantages = np.zeros(team.layout.n_rows, dtype=np.float64)
+        value_targets = values.copy()
+        advantages[valid_rows], value_targets[valid_rows] = team_gae(
+            team.rewards[valid_rows],
+            values[valid_rows],
+            values[valid_rows + 1],  # row after a real row: next step or bootstrap row
+            team.terminateds[valid_rows],
+            team.truncateds[valid_rows],
+            gamma=self.gamma,
+            lambda_=self.lambda_,
+        )
+        if metrics is not None:
+            metrics.log_dict(
+                {
+                    TEAM_VALUE_MEAN: float(values[valid_rows].mean()),
+                    TEAM_ADVANTAGE_MEAN: float(advantages[valid_rows].mean()),
+                },
+                key=self.critic_module_id,
+                window=1,
+            )
+        advantages = self.transform_advantages(team, advantages, metrics)
+        advantages = normalize_valid(advantages, team.valid)
+        advantages[~team.valid] = 0.0
+
+        for module_id in team.layout.team_row_of:
+            batch[module_id][Postprocessing.ADVANTAGES] = self._tensor(
+                team.layout.scatter(advantages, module_id), device
+            )
+            batch[module_id][Postprocessing.VALUE_TARGETS] = self._tensor(
+                team.layout.scatter(value_targets, module_id), device
+            )
+        batch[self.critic_module_id] = {
+            STATE: states,
+            Postprocessing.VALUE_TARGETS: self._tensor(value_targets, device),
+            Columns.LOSS_MASK: torch.from_numpy(team.valid).to(device),
+        }
+        return batch
+
+    @staticmethod
+    def _tensor(array: np.ndarray, device) -> torch.Tensor:
+        return torch.from_numpy(np.ascontiguousarray(array, dtype=np.float32)).to(device)
+
+    def build_team_batch(self, batch: dict[str, Any], episodes: list) -> TeamBatch:
+        """Aligns every agent's rows by env step; see ``TeamBatch``."""
+        agent_rows, lead_episodes = [], {}
+        for sa_episode in self.single_agent_episode_iterator(
+            episodes, agents_that_stepped_only=False
+        ):
+            if sa_episode.module_id not in batch:
+                continue
+            chunk_id = sa_episode.multi_agent_episode_id
+            agent_rows.append(
+                AgentRows(chunk_id, sa_episode.agent_id, sa_episode.module_id, len(sa_episode))
+            )
+            lead = lead_episodes.get(chunk_id)
+            if lead is None or sa_episode.agent_id < lead.agent_id:
+                lead_episodes[chunk_id] = sa_episode
+        layout = build_team_layout(agent_rows)
+
+        module_columns = {
+            module_id: {
+                column: batch[module_id][column].detach().cpu().numpy()
+                for column in self.module_columns()
+            }
+            for module_id in layout.team_row_of
+        }
+        for module_id, rows in layout.team_row_of.items():
+            n_rows = len(module_columns[module_id][Columns.REWARDS])
+            if n_rows != len(rows):
+                raise RuntimeError(
+                    f"module {module_id!r} has {n_rows} batch rows but its episodes hold "
+                    f"{len(rows)}; stateful (zero-padded) actors are not supported"
+                )
+            rewards = module_columns[module_id][Columns.REWARDS]
+            if not np.isfinite(rewards).all():
+                raise ValueError(
+                    f"non-finite reward in the batch of module {module_id!r}: check the "
+                    "env's reward for NaN/inf"
+                )
+
+        ma_episodes = {episode.id_: episode for episode in episodes}
+        states = []
+        terminateds = np.zeros(layout.n_rows, dtype=bool)
+        for chunk_id, length in zip(layout.chunk_ids, layout.chunk_lengths, strict=True):
+            infos = lead_episodes[chunk_id].get_infos(slice(0, int(length)))
+            try:
+                states.append(np.stack([info[STATE_KEY] for info in infos]))
+            except (KeyError, TypeError) as e:
+                raise ValueError(
+                    "the joint critic needs the global state in info['state']; build the "
+                    "env through marllib_ext.envs (ParallelEnvAdapter)"
+                ) from e
+        last_real = layout.last_real_rows
+        terminateds[last_real] = [ma_episodes[c].is_terminated for c in layout.chunk_ids]
+        truncateds = np.zeros(layout.n_rows, dtype=bool)
+        truncateds[last_real] = ~terminateds[last_real]
+        return TeamBatch(
+            layout=layout,
+            states=np.concatenate(states).astype(np.float32),
+            rewards=layout.gather_sum(
+                {mid: cols[Columns.REWARDS] for mid, cols in module_columns.items()}
+            ),
+            terminateds=terminateds,
+            truncateds=truncateds,
+            valid=layout.valid_mask(),
+            module_columns=module_columns,
+        )
