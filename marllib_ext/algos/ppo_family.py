@@ -115,7 +115,8 @@ def build_mappo(
     )
     return (
         base_ppo_config(settings, env, seed=seed)
-        .training(use_critic=False, learner_class=learner_class)
+        .training(use_critic=False)
+        .learners(learner_class=learner_class)
         .multi_agent(
             policies=set(policies) | {CRITIC_MODULE_ID},
             policy_mapping_fn=PolicyMappingFn(mapping),

@@ -80,5 +80,31 @@ class ParallelEnvAdapter(ParallelPettingZooEnv):
         return observations, self._add_state(observations, infos)
 
     def step(self, action_dict):
-        observations, rewards, terminateds, truncateds, infos = super().step(action_dict)
+        observations, rewards, terminateds, truncateds, infos = self.par_env.step(action_dict)
+        terminateds, truncateds = episode_end_flags(terminateds, truncateds)
         return observations, rewards, terminateds, truncateds, self._add_state(observations, infos)
+
+
+def episode_end_flags(
+    terminateds: dict[str, bool], truncateds: dict[str, bool]
+) -> tuple[dict[str, bool], dict[str, bool]]:
+    """PettingZoo per-agent flags -> RLlib flags with the right ``__all__`` entries.
+
+    RLlib 2.60's ``MultiAgentEpisode`` declares an episode *terminated* whenever every
+    agent id appears done in the flag dicts, even when all were only truncated (a time
+    limit), which would stop GAE from bootstrapping. When every agent is done and not
+    all terminated, the episode is reported truncated through ``__all__`` only, keeping
+    per-agent ``True`` entries just for agents that really terminated.
+    """
+    agents = set(terminateds) | set(truncateds)
+    all_terminated = bool(agents) and all(terminateds.get(a, False) for a in agents)
+    all_done = bool(agents) and all(
+        terminateds.get(a, False) or truncateds.get(a, False) for a in agents
+    )
+    if all_done and not all_terminated:
+        kept = {a: True for a in agents if terminateds.get(a, False)}
+        return {**kept, "__all__": False}, {"__all__": True}
+    return (
+        {**terminateds, "__all__": all_terminated},
+        {**truncateds, "__all__": all_done and not all_terminated},
+    )

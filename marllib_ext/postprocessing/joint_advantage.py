@@ -31,8 +31,8 @@ class TeamBatch:
     layout: TeamLayout
     states: np.ndarray  # (n_rows, state_dim)
     rewards: np.ndarray  # team reward: sum over agents
-    terminateds: np.ndarray  # bool, set on the last real row of a terminated chunk
-    truncateds: np.ndarray  # bool, set on the last real row of any other chunk
+    terminateds: np.ndarray  # bool, last real row of a chunk where every agent terminated
+    truncateds: np.ndarray  # bool, last real row of every other chunk (bootstraps)
     valid: np.ndarray  # bool, False on bootstrap rows
     module_columns: dict[str, dict[str, np.ndarray]]  # numpy copies of actor batch columns
 
@@ -76,7 +76,7 @@ class JointAdvantageConnector(ConnectorV2):
     # ---- hooks ------------------------------------------------------------------
     def module_columns(self) -> tuple[str, ...]:
         """Actor batch columns copied to numpy into ``TeamBatch.module_columns``."""
-        return (Columns.REWARDS,)
+        return (Columns.REWARDS, Columns.TERMINATEDS)
 
     def transform_advantages(
         self, team: TeamBatch, advantages: np.ndarray, metrics: Any
@@ -183,9 +183,7 @@ class JointAdvantageConnector(ConnectorV2):
                     "env's reward for NaN/inf"
                 )
 
-        ma_episodes = {episode.id_: episode for episode in episodes}
         states = []
-        terminateds = np.zeros(layout.n_rows, dtype=bool)
         for chunk_id, length in zip(layout.chunk_ids, layout.chunk_lengths, strict=True):
             infos = lead_episodes[chunk_id].get_infos(slice(0, int(length)))
             try:
@@ -195,8 +193,18 @@ class JointAdvantageConnector(ConnectorV2):
                     "the joint critic needs the global state in info['state']; build the "
                     "env through marllib_ext.envs (ParallelEnvAdapter)"
                 ) from e
+        # The team is terminated only where every agent is. MultiAgentEpisode's own
+        # is_terminated is also True when all agents are merely truncated (ray 2.60),
+        # so the per-agent TERMINATEDS columns are the reliable source.
+        agents_per_row = layout.gather_sum(
+            {mid: np.ones(len(rows)) for mid, rows in layout.team_row_of.items()}
+        )
+        terminated_per_row = layout.gather_sum(
+            {mid: cols[Columns.TERMINATEDS] for mid, cols in module_columns.items()}
+        )
+        terminateds = np.zeros(layout.n_rows, dtype=bool)
         last_real = layout.last_real_rows
-        terminateds[last_real] = [ma_episodes[c].is_terminated for c in layout.chunk_ids]
+        terminateds[last_real] = terminated_per_row[last_real] == agents_per_row[last_real]
         truncateds = np.zeros(layout.n_rows, dtype=bool)
         truncateds[last_real] = ~terminateds[last_real]
         return TeamBatch(

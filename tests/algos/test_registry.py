@@ -1,0 +1,117 @@
+"""Every registered algorithm's YAML loads, validates and builds an RLlib config."""
+
+import pytest
+from ray.rllib.algorithms.algorithm_config import AlgorithmConfig
+
+from marllib_ext import algos
+from marllib_ext.algos.config import ALGO_CONFIG_DIR, known_sources
+from marllib_ext.algos.policy_sharing import SHARED_POLICY_ID
+from marllib_ext.envs import list_envs, make_env, register_env
+from marllib_ext.envs.toy import CoordinationEnv
+from marllib_ext.errors import ConfigError
+from marllib_ext.policies import CRITIC_MODULE_ID
+
+MULTI_AGENT_ENVS = sorted(list_envs())
+
+
+def test_every_algo_yaml_is_registered():
+    files = {p.stem for p in ALGO_CONFIG_DIR.glob("*.yaml") if not p.stem.startswith("_")}
+    assert files == set(algos.ALGORITHMS)
+
+
+@pytest.mark.parametrize("name", sorted(algos.ALGORITHMS))
+@pytest.mark.parametrize("source", ["common", "mpe", "toy"])
+def test_every_yaml_source_gives_valid_settings(name, source):
+    settings = algos.get(name).spec.settings(source)
+    assert settings.train_batch_size >= settings.minibatch_size
+
+
+@pytest.mark.parametrize("name", sorted(algos.ALGORITHMS))
+@pytest.mark.parametrize("env_name", MULTI_AGENT_ENVS)
+def test_builds_and_validates_rllib_config(name, env_name):
+    env = make_env(env_name)
+    share = "all" if env.spec.policy_mapping.all_agents_one_policy else "group"
+    config = algos.get(name).rllib_config(env, share_policy=share, seed=1)
+    assert isinstance(config, AlgorithmConfig)
+    config.validate()
+    if name == "mappo":
+        assert CRITIC_MODULE_ID in config.policies
+        assert config.rl_module_spec.rl_module_specs[CRITIC_MODULE_ID].learner_only
+
+
+def test_ippo_runs_on_a_gymnasium_id():
+    config = algos.ippo().rllib_config("CartPole-v1")
+    assert not config.is_multi_agent
+
+
+@pytest.mark.parametrize(
+    "share_policy,expected",
+    [
+        ("all", {"agent_0": SHARED_POLICY_ID, "agent_1": SHARED_POLICY_ID}),
+        ("group", {"agent_0": "agent", "agent_1": "agent"}),
+        ("individual", {"agent_0": "agent_0", "agent_1": "agent_1"}),
+    ],
+)
+def test_share_policy_modes(share_policy, expected):
+    config = algos.mappo().rllib_config("toy:coordination", share_policy=share_policy)
+    mapping = {a: config.policy_mapping_fn(a, None) for a in expected}
+    assert mapping == expected
+    assert set(config.policies) == set(expected.values()) | {CRITIC_MODULE_ID}
+
+
+def test_group_mode_uses_team_prefixes():
+    config = algos.ippo().rllib_config("mpe:simple_speaker_listener", share_policy="group")
+    assert config.policy_mapping_fn("speaker_0", None) == "speaker"
+    assert config.policy_mapping_fn("listener_0", None) == "listener"
+
+
+def test_env_forbidding_all_is_an_error():
+    with pytest.raises(ConfigError, match="share_policy='all' is not allowed"):
+        algos.mappo().rllib_config("mpe:simple_speaker_listener", share_policy="all")
+
+
+def test_env_forbidding_individual_is_an_error():
+    register_env("user:no_individual", CoordinationEnv, one_agent_one_policy=False)
+    with pytest.raises(ConfigError, match="share_policy='individual' is not allowed"):
+        algos.ippo().rllib_config("user:no_individual", share_policy="individual")
+
+
+def test_unknown_key_names_the_key():
+    with pytest.raises(ConfigError, match=r"unknown config key 'lrr'.*did you mean 'lr'"):
+        algos.mappo(lrr=0.1).rllib_config("toy:coordination")
+
+
+def test_wrong_type_names_the_key():
+    with pytest.raises(ConfigError, match="config key 'num_epochs' must be int"):
+        algos.mappo(num_epochs=2.5).rllib_config("toy:coordination")
+    with pytest.raises(ConfigError, match=r"config key 'actor_hiddens\[1\]' must be int"):
+        algos.mappo(actor_hiddens=[64, "x"]).rllib_config("toy:coordination")
+
+
+def test_out_of_range_value_names_the_key():
+    with pytest.raises(ConfigError, match="'minibatch_size'"):
+        algos.mappo(minibatch_size=10**9).rllib_config("toy:coordination")
+
+
+def test_critic_key_is_rejected_for_ippo():
+    with pytest.raises(ConfigError, match="unknown config key 'critic_hiddens'"):
+        algos.ippo(critic_hiddens=[8]).rllib_config("toy:coordination")
+
+
+def test_hyperparam_source_typo_is_an_error():
+    assert "mpe" in known_sources("mappo")
+    with pytest.raises(ConfigError, match="did you mean 'mpe'"):
+        algos.mappo(hyperparam_source="mpee").rllib_config("mpe:simple_spread")
+
+
+def test_source_overrides_common_and_user_overrides_source():
+    common = algos.mappo(hyperparam_source="common").settings("toy:coordination")
+    toy = algos.mappo().settings("toy:coordination")
+    user = algos.mappo(lr=0.123).settings("toy:coordination")
+    assert toy.train_batch_size != common.train_batch_size
+    assert user.lr == 0.123 and user.train_batch_size == toy.train_batch_size
+
+
+def test_mappo_rejects_single_agent_env():
+    with pytest.raises(ConfigError, match="single-agent"):
+        algos.mappo().rllib_config(make_env("CartPole-v1"))

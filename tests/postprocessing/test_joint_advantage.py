@@ -1,0 +1,195 @@
+"""JointAdvantageConnector on real RLlib batches: every agent's row for env step t gets
+the advantage of team step t, also across chunk cuts, checked against a reference
+computed only from what the observations say (episode id, step, agent)."""
+
+import copy
+from collections import defaultdict
+
+import numpy as np
+import pytest
+import torch
+from gymnasium import spaces
+from pettingzoo.utils.env import ParallelEnv
+from ray.rllib.core.columns import Columns
+from ray.rllib.evaluation.postprocessing import Postprocessing
+
+from marllib_ext import algos
+from marllib_ext.algos.learners import JointCriticPPOLearner
+from marllib_ext.envs import register_env
+from marllib_ext.policies import CRITIC_MODULE_ID, STATE
+from marllib_ext.postprocessing import JointAdvantageConnector
+
+EPISODE_LENGTH = 7
+N_AGENTS = 3
+GAMMA, LAMBDA = 0.9, 0.8
+
+
+def reward_of(uid: int, t: int, agent: int) -> float:
+    return ((uid * 31 + t * 7 + agent * 3) % 11) / 10.0 - 0.5
+
+
+class CounterEnv(ParallelEnv):
+    """obs = (episode uid, step, agent index); odd uids terminate, even ones truncate."""
+
+    metadata = {"name": "counter_v0"}
+
+    def __init__(self):
+        self.possible_agents = [f"agent_{i}" for i in range(N_AGENTS)]
+        self.agents = []
+        self._rng = np.random.default_rng()
+
+    def observation_space(self, agent):
+        return spaces.Box(-np.inf, np.inf, (3,), np.float32)
+
+    def action_space(self, agent):
+        return spaces.Discrete(2)
+
+    def _obs(self):
+        return {
+            a: np.array([self.uid, self.t, i], np.float32)
+            for i, a in enumerate(self.possible_agents)
+        }
+
+    def reset(self, seed=None, options=None):
+        self.agents = list(self.possible_agents)
+        self.uid, self.t = int(self._rng.integers(1, 100_000)), 0
+        return self._obs(), {a: {} for a in self.agents}
+
+    def step(self, actions):
+        rewards = {a: reward_of(self.uid, self.t, i) for i, a in enumerate(self.agents)}
+        self.t += 1
+        done = self.t >= EPISODE_LENGTH
+        terminated = done and self.uid % 2 == 1
+        obs = self._obs()
+        terms = {a: terminated for a in self.agents}
+        truncs = {a: done and not terminated for a in self.agents}
+        infos = {a: {} for a in self.agents}
+        if done:
+            self.agents = []
+        return obs, rewards, terms, truncs, infos
+
+
+RECORDED = []
+
+
+class RecordingConnector(JointAdvantageConnector):
+    def __call__(self, *, rl_module, batch, episodes, **kwargs):
+        batch = super().__call__(rl_module=rl_module, batch=batch, episodes=episodes, **kwargs)
+        critic = copy.deepcopy(rl_module[CRITIC_MODULE_ID])  # weights as used here
+        RECORDED.append(
+            {
+                "modules": {
+                    mid: {
+                        c: batch[mid][c].detach().cpu().numpy()
+                        for c in (Columns.OBS, Columns.LOSS_MASK, Postprocessing.ADVANTAGES,
+                                  Postprocessing.VALUE_TARGETS)
+                    }
+                    for mid in batch
+                    if mid != CRITIC_MODULE_ID
+                },
+                "critic": lambda states, critic=critic: critic.compute_values(
+                    {STATE: torch.as_tensor(states, dtype=torch.float32)}
+                ).detach().numpy(),
+            }
+        )
+        return batch
+
+
+class RecordingLearner(JointCriticPPOLearner):
+    advantage_connector_class = RecordingConnector
+
+
+register_env("test:counter", CounterEnv, state_source="observations")
+
+
+def reference_team_advantages(record):
+    """(uid, t) -> normalized team advantage, from obs-decoded identities only."""
+    valid_steps, chunk_ends = set(), set()
+    for columns in record["modules"].values():
+        for (uid, t, _), valid in zip(columns[Columns.OBS], columns[Columns.LOSS_MASK],
+                                      strict=True):
+            (valid_steps if valid else chunk_ends).add((int(uid), int(t)))
+
+    def state(uid, t):
+        return np.concatenate([[uid, t, i] for i in range(N_AGENTS)])
+
+    by_uid = defaultdict(list)
+    for uid, t in sorted(valid_steps):
+        by_uid[uid].append(t)
+    advantages = {}
+    for uid, steps in by_uid.items():
+        # Split into chunks at the bootstrap rows (chunk end = next t is a bootstrap row).
+        segments, current = [], []
+        for t in steps:
+            current.append(t)
+            if (uid, t + 1) in chunk_ends:
+                segments.append(current)
+                current = []
+        assert not current, "every chunk ends in a bootstrap row"
+        for segment in segments:
+            ts = np.array(segment)
+            values = record["critic"](np.stack([state(uid, t) for t in ts]))
+            bootstrap = record["critic"](state(uid, ts[-1] + 1)[None])[0]
+            terminated = ts[-1] + 1 == EPISODE_LENGTH and uid % 2 == 1
+            running = 0.0
+            for k in range(len(ts) - 1, -1, -1):
+                team_reward = sum(reward_of(uid, ts[k], i) for i in range(N_AGENTS))
+                if k == len(ts) - 1:
+                    next_value = 0.0 if terminated else bootstrap
+                    running = team_reward + GAMMA * next_value - values[k]
+                else:
+                    delta = team_reward + GAMMA * values[k + 1] - values[k]
+                    running = delta + GAMMA * LAMBDA * running
+                advantages[(uid, int(ts[k]))] = running
+    raw = np.array(list(advantages.values()))
+    return {key: (value - raw.mean()) / max(1e-4, raw.std()) for key, value in advantages.items()}
+
+
+@pytest.mark.parametrize("share_policy", ["all", "individual"])
+def test_every_agent_row_gets_its_team_step_advantage(ray_session, share_policy):
+    RECORDED.clear()
+    config = algos.mappo(
+        hyperparam_source="toy",
+        num_env_runners=0,
+        num_envs_per_env_runner=2,
+        train_batch_size=48,
+        minibatch_size=48,
+        num_epochs=1,
+        gamma=GAMMA,
+        lambda_=LAMBDA,
+    ).rllib_config("test:counter", share_policy=share_policy, seed=0)
+    # Fragments of 5 steps cut 7-step episodes mid-way: continuation chunks appear.
+    config = config.env_runners(rollout_fragment_length=5).learners(
+        learner_class=RecordingLearner
+    )
+    algorithm = config.build_algo()
+    try:
+        for _ in range(3):
+            algorithm.train()
+    finally:
+        algorithm.stop()
+
+    saw_continuation = saw_terminated = saw_truncated = False
+    for record in RECORDED:
+        reference = reference_team_advantages(record)
+        rows_per_step = defaultdict(int)
+        for columns in record["modules"].values():
+            for (uid, t, _), valid, advantage in zip(
+                columns[Columns.OBS], columns[Columns.LOSS_MASK],
+                columns[Postprocessing.ADVANTAGES], strict=True,
+            ):
+                if not valid:
+                    assert advantage == 0.0
+                    continue
+                key = (int(uid), int(t))
+                rows_per_step[key] += 1
+                assert advantage == pytest.approx(reference[key], abs=2e-4), key
+        assert set(rows_per_step.values()) == {N_AGENTS}
+        starts = {}
+        for uid, t in rows_per_step:
+            starts[uid] = min(starts.get(uid, t), t)
+        saw_continuation |= any(t > 0 for t in starts.values())
+        ends = {(uid, t) for uid, t in rows_per_step if t == EPISODE_LENGTH - 1}
+        saw_terminated |= any(uid % 2 == 1 for uid, _ in ends)
+        saw_truncated |= any(uid % 2 == 0 for uid, _ in ends)
+    assert saw_continuation and saw_terminated and saw_truncated
