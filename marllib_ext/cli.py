@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import contextlib
 import importlib
 import os
 import sys
@@ -24,10 +25,8 @@ def parse_assignments(pairs: list[str], flag: str) -> dict[str, Any]:
             raise ConfigError(f"{flag} expects key=value, got {pair!r}")
         value = yaml.safe_load(raw) if raw else ""
         if isinstance(value, str):
-            try:  # YAML 1.1 reads "1e-3" as a string
+            with contextlib.suppress(ValueError):  # YAML 1.1 reads "1e-3" as a string
                 value = float(value)
-            except ValueError:
-                pass
         values[key.strip()] = value
     return values
 
@@ -69,8 +68,7 @@ def cmd_train(args: argparse.Namespace) -> int:
         log_to_driver=args.verbose,
     )
     print(
-        f"training {args.algo} on {env.name} (share_policy={args.share_policy}, "
-        f"stop={stop})",
+        f"training {args.algo} on {env.name} (share_policy={args.share_policy}, stop={stop})",
         flush=True,
     )
     try:
@@ -127,12 +125,23 @@ def build_parser() -> argparse.ArgumentParser:
     train = commands.add_parser("train", help="train an algorithm and save a checkpoint")
     train.add_argument("algo", help="registered algorithm, see `marllib-ext list`")
     train.add_argument("--env", default=DEFAULT_ENV, help=f"env name (default {DEFAULT_ENV})")
-    train.add_argument("--set", action="append", default=[], metavar="KEY=VALUE",
-                       help="override a hyperparameter from the algorithm's YAML")
-    train.add_argument("--env-arg", action="append", default=[], metavar="KEY=VALUE",
-                       help="env constructor argument, e.g. N=4")
-    train.add_argument("--hyperparam-source", default=None,
-                       help="YAML section to use (default: the env's family)")
+    train.add_argument(
+        "--set",
+        action="append",
+        default=[],
+        metavar="KEY=VALUE",
+        help="override a hyperparameter from the algorithm's YAML",
+    )
+    train.add_argument(
+        "--env-arg",
+        action="append",
+        default=[],
+        metavar="KEY=VALUE",
+        help="env constructor argument, e.g. N=4",
+    )
+    train.add_argument(
+        "--hyperparam-source", default=None, help="YAML section to use (default: the env's family)"
+    )
     train.add_argument("--share-policy", default="all", choices=["all", "group", "individual"])
     stop = train.add_argument_group("stop (any reached ends training; default 10 iterations)")
     stop.add_argument("--stop-iters", type=int, default=None)

@@ -52,9 +52,7 @@ def progress_row(result: Mapping[str, Any]) -> dict[str, float]:
     """The few numbers printed and logged per iteration, from an RLlib result dict."""
     runners = result.get("env_runners", {})
     agent_returns = runners.get("agent_episode_returns_mean") or {}
-    agent_mean = (
-        sum(agent_returns.values()) / len(agent_returns) if agent_returns else math.nan
-    )
+    agent_mean = sum(agent_returns.values()) / len(agent_returns) if agent_returns else math.nan
     return {
         "training_iteration": int(result.get("training_iteration", 0)),
         "timesteps_total": int(runners.get("num_env_steps_sampled_lifetime", 0)),
@@ -84,9 +82,7 @@ def should_stop(row: Mapping[str, float], stop: Mapping[str, float]) -> bool:
 class Algo:
     """A registered algorithm with its hyperparameter source and overrides."""
 
-    def __init__(
-        self, name: str, hyperparam_source: str | None = None, **overrides: Any
-    ) -> None:
+    def __init__(self, name: str, hyperparam_source: str | None = None, **overrides: Any) -> None:
         self.spec: AlgoSpec = get_algo_spec(name)
         self.name = name
         self.hyperparam_source = hyperparam_source

@@ -84,8 +84,7 @@ class CentralCriticSettings(PPOSettings):
         super().__post_init__()
         if self.critic_activation not in ACTIVATIONS:
             raise ConfigError(
-                f"config key 'critic_activation' = {self.critic_activation!r}: "
-                f"one of {ACTIVATIONS}"
+                f"config key 'critic_activation' = {self.critic_activation!r}: one of {ACTIVATIONS}"
             )
 
 

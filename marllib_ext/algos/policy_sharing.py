@@ -31,9 +31,7 @@ def agent_to_policy(
     ``individual``: one policy per agent (allowed when ``one_agent_one_policy``).
     """
     if share_policy not in SHARE_POLICY_MODES:
-        raise ConfigError(
-            f"share_policy must be one of {SHARE_POLICY_MODES}, got {share_policy!r}"
-        )
+        raise ConfigError(f"share_policy must be one of {SHARE_POLICY_MODES}, got {share_policy!r}")
     if share_policy == "all":
         if not info.all_agents_one_policy:
             raise ConfigError(

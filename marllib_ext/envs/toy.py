@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import functools
-
 import numpy as np
 from gymnasium import spaces
 from pettingzoo.utils.env import ParallelEnv
@@ -28,17 +26,17 @@ class CoordinationEnv(ParallelEnv):
         self.episode_length = episode_length
         self.possible_agents = [f"agent_{i}" for i in range(n_agents)]
         self.agents: list[str] = []
+        self._observation_space = spaces.Box(0.0, 1.0, (n_targets + 1,), np.float32)
+        self._action_space = spaces.Discrete(n_targets)
         self._rng = np.random.default_rng()
         self._target = 0
         self._t = 0
 
-    @functools.lru_cache(maxsize=None)  # noqa: B019 - spaces are fixed per agent
     def observation_space(self, agent: str) -> spaces.Box:
-        return spaces.Box(0.0, 1.0, (self.n_targets + 1,), np.float32)
+        return self._observation_space
 
-    @functools.lru_cache(maxsize=None)  # noqa: B019
     def action_space(self, agent: str) -> spaces.Discrete:
-        return spaces.Discrete(self.n_targets)
+        return self._action_space
 
     def _observation(self) -> np.ndarray:
         obs = np.zeros(self.n_targets + 1, np.float32)

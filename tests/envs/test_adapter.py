@@ -73,8 +73,12 @@ def test_unknown_env_suggests_close_names():
 
 
 def test_register_user_env():
-    register_env("user:coord3", lambda **kw: CoordinationEnv(n_agents=3, **kw),
-                 team_prefix=("agent_",), env_args={"episode_length": 4})
+    register_env(
+        "user:coord3",
+        lambda **kw: CoordinationEnv(n_agents=3, **kw),
+        team_prefix=("agent_",),
+        env_args={"episode_length": 4},
+    )
     env = make_parallel_env("user:coord3")
     env.reset(seed=0)
     assert env.episode_length == 4 and len(env.possible_agents) == 3

@@ -78,12 +78,8 @@ def test_truncation_bootstraps_and_termination_does_not():
     rewards = np.array([[1.0, 1.0]])
     values = np.array([0.5])
     next_values = np.array([10.0])
-    truncated, _ = team_gae(
-        rewards, values, next_values, [False], [True], gamma=0.9, lambda_=0.95
-    )
-    terminated, _ = team_gae(
-        rewards, values, next_values, [True], [False], gamma=0.9, lambda_=0.95
-    )
+    truncated, _ = team_gae(rewards, values, next_values, [False], [True], gamma=0.9, lambda_=0.95)
+    terminated, _ = team_gae(rewards, values, next_values, [True], [False], gamma=0.9, lambda_=0.95)
     assert truncated[0] == pytest.approx(2.0 + 0.9 * 10.0 - 0.5)
     assert terminated[0] == pytest.approx(2.0 - 0.5)
 
@@ -123,5 +119,12 @@ def test_permuting_agents_changes_nothing():
 
 def test_shape_mismatch_names_both_shapes():
     with pytest.raises(ValueError, match=r"values has shape \(3,\), expected \(4,\)"):
-        team_gae(np.zeros((4, 2)), np.zeros(3), np.zeros(4), np.zeros(4), np.zeros(4),
-                 gamma=0.9, lambda_=0.9)
+        team_gae(
+            np.zeros((4, 2)),
+            np.zeros(3),
+            np.zeros(4),
+            np.zeros(4),
+            np.zeros(4),
+            gamma=0.9,
+            lambda_=0.9,
+        )

@@ -81,15 +81,21 @@ class RecordingConnector(JointAdvantageConnector):
                 "modules": {
                     mid: {
                         c: batch[mid][c].detach().cpu().numpy()
-                        for c in (Columns.OBS, Columns.LOSS_MASK, Postprocessing.ADVANTAGES,
-                                  Postprocessing.VALUE_TARGETS)
+                        for c in (
+                            Columns.OBS,
+                            Columns.LOSS_MASK,
+                            Postprocessing.ADVANTAGES,
+                            Postprocessing.VALUE_TARGETS,
+                        )
                     }
                     for mid in batch
                     if mid != CRITIC_MODULE_ID
                 },
-                "critic": lambda states, critic=critic: critic.compute_values(
-                    {STATE: torch.as_tensor(states, dtype=torch.float32)}
-                ).detach().numpy(),
+                "critic": lambda states, critic=critic: (
+                    critic.compute_values({STATE: torch.as_tensor(states, dtype=torch.float32)})
+                    .detach()
+                    .numpy()
+                ),
             }
         )
         return batch
@@ -106,8 +112,9 @@ def reference_team_advantages(record):
     """(uid, t) -> normalized team advantage, from obs-decoded identities only."""
     valid_steps, chunk_ends = set(), set()
     for columns in record["modules"].values():
-        for (uid, t, _), valid in zip(columns[Columns.OBS], columns[Columns.LOSS_MASK],
-                                      strict=True):
+        for (uid, t, _), valid in zip(
+            columns[Columns.OBS], columns[Columns.LOSS_MASK], strict=True
+        ):
             (valid_steps if valid else chunk_ends).add((int(uid), int(t)))
 
     def state(uid, t):
@@ -159,9 +166,7 @@ def test_every_agent_row_gets_its_team_step_advantage(ray_session, share_policy)
         lambda_=LAMBDA,
     ).rllib_config("test:counter", share_policy=share_policy, seed=0)
     # Fragments of 5 steps cut 7-step episodes mid-way: continuation chunks appear.
-    config = config.env_runners(rollout_fragment_length=5).learners(
-        learner_class=RecordingLearner
-    )
+    config = config.env_runners(rollout_fragment_length=5).learners(learner_class=RecordingLearner)
     algorithm = config.build_algo()
     try:
         for _ in range(3):
@@ -175,8 +180,10 @@ def test_every_agent_row_gets_its_team_step_advantage(ray_session, share_policy)
         rows_per_step = defaultdict(int)
         for columns in record["modules"].values():
             for (uid, t, _), valid, advantage in zip(
-                columns[Columns.OBS], columns[Columns.LOSS_MASK],
-                columns[Postprocessing.ADVANTAGES], strict=True,
+                columns[Columns.OBS],
+                columns[Columns.LOSS_MASK],
+                columns[Postprocessing.ADVANTAGES],
+                strict=True,
             ):
                 if not valid:
                     assert advantage == 0.0

@@ -1,0 +1,74 @@
+"""The real CLI at tiny size, and one clear error line per bad input."""
+
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+
+def run_cli(*args: str, cwd: Path) -> subprocess.CompletedProcess:
+    return subprocess.run(
+        [sys.executable, "-m", "marllib_ext.cli", *args],
+        cwd=cwd,
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
+
+
+def test_train_prints_progress_and_checkpoint(tmp_path):
+    result = run_cli(
+        "train",
+        "mappo",
+        "--env",
+        "toy:coordination",
+        "--stop-iters",
+        "2",
+        "--set",
+        "num_env_runners=0",
+        "--set",
+        "lr=1e-3",
+        "--seed",
+        "3",
+        "--num-cpus",
+        "2",
+        "--local-dir",
+        str(tmp_path),
+        cwd=tmp_path,
+    )
+    assert result.returncode == 0, result.stderr[-3000:]
+    progress = [line for line in result.stdout.splitlines() if line.startswith("iter")]
+    assert len(progress) == 2
+    assert "env steps" in progress[0] and "episode return" in progress[0]
+    checkpoint = Path(result.stdout.split("checkpoint: ")[1].split()[0])
+    assert checkpoint.exists()
+    assert (checkpoint.parent / "progress.csv").read_text().count("\n") == 3
+
+
+def test_list_shows_algorithms_and_envs(tmp_path):
+    result = run_cli("list", cwd=tmp_path)
+    assert result.returncode == 0
+    for name in ("ippo", "mappo", "mpe:simple_spread", "toy:coordination"):
+        assert name in result.stdout
+
+
+@pytest.mark.parametrize(
+    "args,message",
+    [
+        (["train", "mappo", "--env", "mpe:simple_sprad"], "unknown env 'mpe:simple_sprad'"),
+        (["train", "mapo"], "unknown algorithm 'mapo'"),
+        (["train", "mappo", "--set", "lrr=0.1"], "unknown config key 'lrr'"),
+        (["train", "mappo", "--set", "num_epochs=many"], "config key 'num_epochs' must be int"),
+        (
+            ["train", "mappo", "--env", "mpe:simple_speaker_listener"],
+            "share_policy='all' is not allowed",
+        ),
+    ],
+)
+def test_bad_input_is_one_error_line(tmp_path, args, message):
+    result = run_cli(*args, "--local-dir", str(tmp_path / "runs"), cwd=tmp_path)
+    assert result.returncode == 2
+    lines = [line for line in result.stderr.splitlines() if line.strip()]
+    assert len(lines) == 1 and message in lines[0], result.stderr
+    assert not (tmp_path / "runs").exists()  # nothing was started or written
