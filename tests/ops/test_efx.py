@@ -1,0 +1,140 @@
+"""ops/efx.py against slow references, literal cases and the seed's invariants."""
+
+import numpy as np
+import pytest
+
+from marllib_ext.ops.efx import (
+    budget_path,
+    budget_slack,
+    conservative_advantage,
+    intrinsic_rewards,
+)
+
+
+def slow_conservative(a_ext, delta, z, episode_ends):
+    """Seed 000 sec. 1.4 literally: backward DP per segment with S from its definition."""
+    a_ext = np.asarray(a_ext, float)
+    horizon, n_agents = a_ext.shape
+    z = np.broadcast_to(np.asarray(z, float).reshape(horizon, -1), (horizon, n_agents))
+    out = np.zeros_like(a_ext)
+    start = 0
+    for end in range(horizon):
+        if not (episode_ends[end] or end == horizon - 1):
+            continue
+        for i in range(n_agents):
+            slack_end = sum(delta[k] for k in range(end, end + 1)) - z[end, i]
+            out[end, i] = min(a_ext[end, i], slack_end)
+            for t in range(end - 1, start - 1, -1):
+                out[t, i] = min(a_ext[t, i], out[t + 1, i])
+        start = end + 1
+    return out
+
+
+def test_intrinsic_rewards_literal():
+    logp = np.array([[-1.0, -2.0], [-0.5, 0.0]])
+    r_int, delta = intrinsic_rewards(logp, coef=0.5)
+    np.testing.assert_allclose(r_int, [[0.5, 1.0], [0.25, 0.0]])
+    np.testing.assert_allclose(delta, [1.5, 0.25])
+
+
+def test_budget_path_literal_with_clipping():
+    # z: 3 -> 3-1=2 -> 2-4=-2 clipped to -1 -> -1-(-5)=4 clipped to 3.5
+    z = budget_path([1.0, 4.0, -5.0, 0.0], z0=3.0, z_low=-1.0, z_high=3.5)
+    np.testing.assert_allclose(z, [3.0, 2.0, -1.0, 3.5])
+
+
+def test_budget_path_matches_loop_reference():
+    rng = np.random.default_rng(0)
+    delta = rng.normal(size=50)
+    z = budget_path(delta, z0=0.3, z_low=-2.0, z_high=2.0)
+    current = 0.3
+    for t in range(50):
+        assert z[t] == pytest.approx(current)
+        current = min(max(current - delta[t], -2.0), 2.0)
+
+
+def test_budget_slack_literal_and_reference():
+    delta = np.array([1.0, 2.0, 3.0])
+    z = np.array([6.0, 5.0, 3.0])
+    np.testing.assert_allclose(budget_slack(delta, z), [0.0, 0.0, 0.0])
+    rng = np.random.default_rng(1)
+    delta, z = rng.normal(size=9), rng.normal(size=(9, 2))
+    expected = np.array([[delta[t:].sum() - z[t, i] for i in range(2)] for t in range(9)])
+    np.testing.assert_allclose(budget_slack(delta, z), expected)
+
+
+def test_slack_is_constant_within_a_segment_without_clipping():
+    rng = np.random.default_rng(2)
+    delta = rng.normal(size=30)
+    z = budget_path(delta, z0=1.0, z_low=-1e9, z_high=1e9)
+    slack = budget_slack(delta, z)
+    np.testing.assert_allclose(slack, np.full(30, slack[0]), atol=1e-9)
+
+
+def test_slack_changes_where_the_budget_is_clipped():
+    delta = np.array([5.0, 1.0, 1.0])
+    z = budget_path(delta, z0=1.0, z_low=0.0, z_high=10.0)  # 1, 0 (clipped), -> 0 (clipped)
+    slack = budget_slack(delta, z)
+    assert slack[0] != pytest.approx(slack[1])
+
+
+def test_conservative_literal_slack_is_the_minimum():
+    a_ext = np.array([[3.0], [2.0], [5.0], [4.0]])
+    delta = np.array([0.1, 0.1, 0.1, 1.0])
+    z = np.array([10.0, 9.9, 9.8, 2.5])  # S[T] = 1.0 - 2.5 = -1.5 < every A_ext
+    out = conservative_advantage(a_ext, delta, z, [False, False, False, True])
+    np.testing.assert_allclose(out[:, 0], [-1.5, -1.5, -1.5, -1.5])
+
+
+def test_conservative_literal_two_segments_running_minimum():
+    a_ext = np.array([[3.0, 1.0], [2.0, 4.0], [5.0, 0.0], [4.0, 6.0], [1.0, 2.0]])
+    delta = np.array([0.0, 0.0, 10.0, 0.0, 10.0])
+    z = np.zeros(5)  # S at both ends = 10: never binds
+    ends = [False, False, True, False, True]
+    out = conservative_advantage(a_ext, delta, z, ends)
+    # segment 1 (t=0..2): reversed running minimum; segment 2 (t=3..4) restarts.
+    np.testing.assert_allclose(out, [[2.0, 0.0], [2.0, 0.0], [5.0, 0.0], [1.0, 2.0], [1.0, 2.0]])
+
+
+def test_conservative_per_agent_budget_broadcast():
+    a_ext = np.zeros((2, 2))
+    z = np.array([[0.0, 0.0], [1.0, -1.0]])
+    out = conservative_advantage(a_ext, [0.0, 0.5], z, [False, True])
+    # S_T per agent: 0.5 - 1 = -0.5 (binds) and 0.5 + 1 = 1.5 (does not)
+    np.testing.assert_allclose(out, [[-0.5, 0.0], [-0.5, 0.0]])
+
+
+@pytest.mark.parametrize("seed", range(8))
+def test_conservative_matches_slow_reference_on_random_segments(seed):
+    rng = np.random.default_rng(seed)
+    horizon, n_agents = 60, 3
+    a_ext = rng.normal(size=(horizon, n_agents))
+    delta = rng.normal(size=horizon)
+    z = rng.normal(size=horizon) if seed % 2 else rng.normal(size=(horizon, n_agents))
+    ends = rng.random(horizon) < 0.15
+    out = conservative_advantage(a_ext, delta, z, ends)
+    np.testing.assert_allclose(out, slow_conservative(a_ext, delta, z, ends))
+
+
+def test_last_index_always_ends_a_segment_and_1d_input():
+    a_ext = np.array([2.0, 1.0, 3.0])
+    out = conservative_advantage(a_ext, np.zeros(3), np.full(3, -100.0), np.zeros(3, bool))
+    np.testing.assert_allclose(out, [1.0, 1.0, 3.0])
+
+
+def test_unreachable_budget_reduces_to_running_minimum_of_a_ext():
+    rng = np.random.default_rng(5)
+    a_ext = rng.normal(size=(20, 2))
+    ends = np.zeros(20, bool)
+    ends[[6, 13, 19]] = True
+    out = conservative_advantage(a_ext, np.zeros(20), np.full(20, -1e9), ends)
+    for start, end in ((0, 6), (7, 13), (14, 19)):
+        segment = a_ext[start : end + 1]
+        np.testing.assert_allclose(out[start : end + 1], np.minimum.accumulate(segment[::-1])[::-1])
+
+
+def test_shape_errors_name_the_argument():
+    with pytest.raises(ValueError, match="delta has shape"):
+        conservative_advantage(np.zeros((3, 2)), np.zeros(4), np.zeros(3), np.zeros(3, bool))
+    with pytest.raises(ValueError, match="z has shape"):
+        conservative_advantage(np.zeros((3, 2)), np.zeros(3), np.zeros((3, 5)), np.zeros(3, bool))
