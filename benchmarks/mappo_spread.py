@@ -25,6 +25,7 @@ from ray.rllib.env.wrappers.pettingzoo_env import ParallelPettingZooEnv
 from ray.tune.registry import register_env
 
 from marllib_ext import algos, make_env
+from marllib_ext.algos.ppo_family import actor_model_config
 
 N, CYCLES = 3, 25
 ENV = make_env("mpe:simple_spread", N=N, max_cycles=CYCLES)
@@ -76,6 +77,9 @@ def plain_ppo_config(settings) -> PPOConfig:
             lr=settings.lr,
         )
         .multi_agent(policies={"shared"}, policy_mapping_fn=lambda aid, ep, **kw: "shared")
+        # Same actor network as ours (RLlib's default is 256x256), so only the
+        # pipelines differ.
+        .rl_module(model_config=actor_model_config(settings))
     )
 
 
@@ -132,7 +136,9 @@ def main() -> None:
     parser.add_argument("--skip-learning", action="store_true")
     args = parser.parse_args()
 
-    ray.init(num_cpus=2, include_dashboard=False, configure_logging=False, log_to_driver=False)
+    # Logical CPUs: the three interleaved algorithms each hold an env-runner actor but
+    # only one of them runs at a time on this 2-core machine.
+    ray.init(num_cpus=4, include_dashboard=False, configure_logging=False, log_to_driver=False)
     report: dict[str, object] = {
         "random_agent_return": baseline_return("random", args.baseline_episodes, args.seed),
         "scripted_agent_return": baseline_return("scripted", args.baseline_episodes, args.seed),

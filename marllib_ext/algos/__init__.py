@@ -28,4 +28,19 @@ def mappo(hyperparam_source: str | None = None, **overrides: Any) -> Algo:
     return Algo("mappo", hyperparam_source, **overrides)
 
 
-__all__ = ["ALGORITHMS", "Algo", "AlgoSpec", "FitResult", "get", "get_algo_spec", "ippo", "mappo"]
+def efx_mappo(hyperparam_source: str | None = None, **overrides: Any) -> Algo:
+    """MAPPO with EFXplorer conservative exploration."""
+    return Algo("efx_mappo", hyperparam_source, **overrides)
+
+
+__all__ = [
+    "ALGORITHMS",
+    "Algo",
+    "AlgoSpec",
+    "FitResult",
+    "efx_mappo",
+    "get",
+    "get_algo_spec",
+    "ippo",
+    "mappo",
+]

@@ -94,8 +94,12 @@ def build_mappo(
     seed: int | None,
     *,
     learner_class: type[JointCriticPPOLearner] = JointCriticPPOLearner,
+    critic_extra_inputs: int = 0,
 ) -> PPOConfig:
-    """MAPPO: decentralized actors, one learner-only central critic on the global state."""
+    """MAPPO: decentralized actors, one learner-only central critic on the global state.
+
+    ``critic_extra_inputs`` widens the critic input beyond the state (EFX appends z).
+    """
     if not env.is_multi_agent:
         raise ConfigError(f"{env.name!r} is a single-agent env; mappo needs a multi-agent env")
     mapping = _policy_mapping(env, share_policy)
@@ -108,7 +112,7 @@ def build_mappo(
         # Unused by the critic; RLModuleSpec requires one.
         action_space=env.layout.action_spaces[env.layout.agents[0]],
         model_config={
-            "state_dim": int(state_space.shape[0]),
+            "state_dim": int(state_space.shape[0]) + critic_extra_inputs,
             "hiddens": list(settings.critic_hiddens),
             "activation": settings.critic_activation,
         },

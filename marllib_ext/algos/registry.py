@@ -9,7 +9,7 @@ from typing import Any
 
 from ray.rllib.algorithms.algorithm_config import AlgorithmConfig
 
-from marllib_ext.algos import ppo_family
+from marllib_ext.algos import efx, ppo_family
 from marllib_ext.algos.config import (
     CentralCriticSettings,
     PPOSettings,
@@ -60,6 +60,7 @@ ALGORITHMS: dict[str, AlgoSpec] = {
     for spec in (
         AlgoSpec("ippo", "IL", PPOSettings, ppo_family.build_ippo, single_agent=True),
         AlgoSpec("mappo", "CC", CentralCriticSettings, ppo_family.build_mappo, single_agent=False),
+        AlgoSpec("efx_mappo", "CC", efx.EFXSettings, efx.build_efx_mappo, single_agent=False),
     )
 }
 

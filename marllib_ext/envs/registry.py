@@ -40,6 +40,8 @@ class EnvSpec:
     env_args: Mapping[str, Any] = field(default_factory=dict)
     hyperparam_source: str = "common"
     state_source: str = "auto"
+    # Declared range [R_min, R_max] of the team's episode return (EFX budget bounds).
+    reward_range: tuple[float, float] | None = None
 
     def make(self, **env_args: Any) -> ParallelEnv:
         """Builds the PettingZoo ParallelEnv with the defaults updated by ``env_args``."""
@@ -64,6 +66,7 @@ def register_env(
     hyperparam_source: str = "common",
     state_source: str = "auto",
     description: str = "",
+    reward_range: tuple[float, float] | None = None,
 ) -> EnvSpec:
     """Registers a PettingZoo ParallelEnv factory under ``name``.
 
@@ -79,6 +82,8 @@ def register_env(
         state_source: ``"auto"`` (``env.state()`` if implemented), ``"env"`` or
             ``"observations"`` (all observations concatenated in sorted agent order).
         description: one line for ``marllib-ext list``.
+        reward_range: ``(R_min, R_max)`` of the team episode return; EFXplorer's
+            budget bounds default to ``[-R_max, -R_min]``.
     """
     if state_source not in STATE_SOURCES:
         raise ConfigError(f"state_source must be one of {STATE_SOURCES}, got {state_source!r}")
@@ -94,9 +99,17 @@ def register_env(
         env_args=dict(env_args or {}),
         hyperparam_source=hyperparam_source,
         state_source=state_source,
+        reward_range=None if reward_range is None else _check_range(name, reward_range),
     )
     _REGISTRY[name] = spec
     return spec
+
+
+def _check_range(name: str, reward_range) -> tuple[float, float]:
+    low, high = (float(v) for v in reward_range)
+    if low > high:
+        raise ConfigError(f"env {name!r}: reward_range {reward_range} has min > max")
+    return low, high
 
 
 def _import_factory(path: str) -> Callable[..., ParallelEnv]:
@@ -129,6 +142,7 @@ def _register_builtin_envs() -> None:
                 hyperparam_source=family,
                 state_source=entry.get("state_source", "auto"),
                 description=entry.get("description", ""),
+                reward_range=entry.get("reward_range"),
             )
 
 

@@ -94,6 +94,40 @@ def budget_slack(delta: npt.ArrayLike, z: npt.ArrayLike) -> npt.NDArray[np.float
     return intrinsic_to_go.reshape((-1,) + (1,) * (z.ndim - 1)) - z
 
 
+def _segments(episode_ends: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """``(starts, ends)`` of the segments; the last index always ends one."""
+    horizon = len(episode_ends)
+    ends = np.flatnonzero(episode_ends)
+    if ends.size == 0 or ends[-1] != horizon - 1:
+        ends = np.append(ends, horizon - 1)
+    return np.concatenate([[0], ends[:-1] + 1]).astype(np.int64), ends.astype(np.int64)
+
+
+def segment_slack(
+    delta: npt.ArrayLike, z: npt.ArrayLike, episode_ends: npt.ArrayLike
+) -> npt.NDArray[np.float64]:
+    """:func:`budget_slack` for many segments at once: ``S[t] = sum_{k=t..T_s} delta[k]
+    - z[t]`` with ``T_s`` the end of ``t``'s segment.
+
+    Args:
+        delta: ``(T,)``; z: ``(T,)``; episode_ends: ``(T,)`` bool.
+
+    Returns:
+        ``(T,)`` slack.
+    """
+    delta = np.asarray(delta, dtype=np.float64)
+    z = np.asarray(z, dtype=np.float64)
+    episode_ends = np.asarray(episode_ends, dtype=bool)
+    _check_shape("z", z, delta.shape)
+    _check_shape("episode_ends", episode_ends, delta.shape)
+    if delta.size == 0:
+        return delta.copy()
+    starts, ends = _segments(episode_ends)
+    cumulative = np.cumsum(delta)
+    segment_end = np.repeat(ends, ends - starts + 1)
+    return cumulative[segment_end] - cumulative + delta - z
+
+
 def conservative_advantage(
     a_ext: npt.ArrayLike,
     delta: npt.ArrayLike,
@@ -134,10 +168,7 @@ def conservative_advantage(
         return a_ext[:, 0] if squeeze else a_ext
     z = np.broadcast_to(z.reshape(horizon, -1), (horizon, n_agents))
 
-    ends = np.flatnonzero(episode_ends)
-    if ends.size == 0 or ends[-1] != horizon - 1:
-        ends = np.append(ends, horizon - 1)
-    starts = np.concatenate([[0], ends[:-1] + 1])
+    starts, ends = _segments(episode_ends)
     lengths = ends - starts + 1
 
     values = a_ext.copy()
@@ -149,3 +180,103 @@ def conservative_advantage(
         block = values[rows][:, ::-1]
         result[rows] = np.minimum.accumulate(block, axis=1)[:, ::-1]
     return result[:, 0] if squeeze else result
+
+
+Z_SAMPLING_MODES = ("fixed", "uniform", "defmarl")
+
+
+def sample_initial_budget(
+    rng: np.random.Generator, mode: str, *, budget: float, z_low: float, z_high: float
+) -> float:
+    """``z_0`` of a new episode.
+
+    ``fixed``: the current budget. ``uniform``: ``U[z_low, z_high]``. ``defmarl``: as
+    DefMARL samples its budget: ``z_low`` with probability 0.3, ``z_high`` with 0.2,
+    else uniform.
+    """
+    if mode == "fixed":
+        return float(budget)
+    if mode == "uniform":
+        return float(rng.uniform(z_low, z_high))
+    if mode == "defmarl":
+        draw = rng.random()
+        if draw < 0.3:
+            return float(z_low)
+        if draw < 0.5:
+            return float(z_high)
+        return float(rng.uniform(z_low, z_high))
+    raise ValueError(f"z_sampling must be one of {Z_SAMPLING_MODES}, got {mode!r}")
+
+
+class BudgetController:
+    """Outer loop of seed 000: raise the budget while the constraints hold.
+
+    After each iteration, with ``J_ext`` the mean team extrinsic return and ``J_int``
+    the mean team intrinsic return of that iteration's completed episodes::
+
+        slack = min(J_ext - J_ext_prev, J_int - z)
+        z    <- clip(z + lr * step(slack), z_low, z_high)
+
+    ``step`` is the identity (``sgd``) or Adam's bias-corrected ratio ``m / sqrt(v)``
+    (``adam``, as SafePO's Lagrange multiplier). The first call only records
+    ``J_ext_prev``.
+    """
+
+    def __init__(
+        self,
+        *,
+        z: float,
+        z_low: float,
+        z_high: float,
+        lr: float,
+        optimizer: str = "sgd",
+        betas: tuple[float, float] = (0.9, 0.999),
+        eps: float = 1e-8,
+    ) -> None:
+        if optimizer not in ("sgd", "adam"):
+            raise ValueError(f"optimizer must be 'sgd' or 'adam', got {optimizer!r}")
+        if z_low > z_high:
+            raise ValueError(f"z_low={z_low} must not exceed z_high={z_high}")
+        self.z = float(min(max(z, z_low), z_high))
+        self.z_low, self.z_high, self.lr = float(z_low), float(z_high), float(lr)
+        self.optimizer, self.betas, self.eps = optimizer, betas, eps
+        self.j_ext_prev: float | None = None
+        self.first_moment = self.second_moment = 0.0
+        self.steps = 0
+
+    def update(self, j_ext: float, j_int: float) -> float | None:
+        """One outer step; returns the slack used (None on the first call)."""
+        if self.j_ext_prev is None or not np.isfinite(self.j_ext_prev):
+            self.j_ext_prev = float(j_ext)
+            return None
+        slack = min(j_ext - self.j_ext_prev, j_int - self.z)
+        self.j_ext_prev = float(j_ext)
+        if not np.isfinite(slack):
+            return None
+        step = slack
+        if self.optimizer == "adam":
+            beta1, beta2 = self.betas
+            self.steps += 1
+            self.first_moment = beta1 * self.first_moment + (1 - beta1) * slack
+            self.second_moment = beta2 * self.second_moment + (1 - beta2) * slack**2
+            m_hat = self.first_moment / (1 - beta1**self.steps)
+            v_hat = self.second_moment / (1 - beta2**self.steps)
+            step = m_hat / (np.sqrt(v_hat) + self.eps)
+        self.z = float(min(max(self.z + self.lr * step, self.z_low), self.z_high))
+        return float(slack)
+
+    def get_state(self) -> dict[str, float | int | None]:
+        return {
+            "z": self.z,
+            "j_ext_prev": self.j_ext_prev,
+            "first_moment": self.first_moment,
+            "second_moment": self.second_moment,
+            "steps": self.steps,
+        }
+
+    def set_state(self, state: dict) -> None:
+        self.z = float(state["z"])
+        self.j_ext_prev = state["j_ext_prev"]
+        self.first_moment = float(state["first_moment"])
+        self.second_moment = float(state["second_moment"])
+        self.steps = int(state["steps"])

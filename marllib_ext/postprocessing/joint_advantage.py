@@ -78,6 +78,10 @@ class JointAdvantageConnector(ConnectorV2):
         """Actor batch columns copied to numpy into ``TeamBatch.module_columns``."""
         return (Columns.REWARDS, Columns.TERMINATEDS)
 
+    def critic_inputs(self, team: TeamBatch) -> np.ndarray:
+        """``(n_rows, critic_input_dim)`` rows the critic sees; the global state here."""
+        return team.states
+
     def transform_advantages(
         self, team: TeamBatch, advantages: np.ndarray, metrics: Any
     ) -> np.ndarray:
@@ -98,7 +102,7 @@ class JointAdvantageConnector(ConnectorV2):
         team = self.build_team_batch(batch, episodes)
         critic = rl_module[self.critic_module_id]
         device = next(critic.parameters()).device
-        states = torch.from_numpy(team.states).to(device)
+        states = torch.from_numpy(self.critic_inputs(team)).to(device)
         with torch.no_grad():
             values = critic.compute_values({STATE: states}).cpu().numpy().astype(np.float64)
 

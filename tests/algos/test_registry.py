@@ -31,10 +31,13 @@ def test_every_yaml_source_gives_valid_settings(name, source):
 def test_builds_and_validates_rllib_config(name, env_name):
     env = make_env(env_name)
     share = "all" if env.spec.policy_mapping.all_agents_one_policy else "group"
-    config = algos.get(name).rllib_config(env, share_policy=share, seed=1)
+    overrides = {}
+    if name.startswith("efx") and env.spec.reward_range is None:
+        overrides = {"z_low": -10.0, "z_high": 0.0}
+    config = algos.get(name, **overrides).rllib_config(env, share_policy=share, seed=1)
     assert isinstance(config, AlgorithmConfig)
     config.validate()
-    if name == "mappo":
+    if name != "ippo":
         assert CRITIC_MODULE_ID in config.policies
         assert config.rl_module_spec.rl_module_specs[CRITIC_MODULE_ID].learner_only
 
@@ -115,3 +118,30 @@ def test_source_overrides_common_and_user_overrides_source():
 def test_mappo_rejects_single_agent_env():
     with pytest.raises(ConfigError, match="single-agent"):
         algos.mappo().rllib_config(make_env("CartPole-v1"))
+
+
+def test_efx_needs_budget_bounds_when_env_declares_no_range():
+    with pytest.raises(ConfigError, match="declares no reward_range; set z_low and z_high"):
+        algos.efx_mappo().rllib_config("mpe:simple_reference")
+
+
+def test_efx_bounds_default_from_reward_range():
+    from marllib_ext.algos.efx import budget_bounds
+
+    env = make_env("toy:coordination")  # team return in [0, 20]
+    settings = algos.efx_mappo().settings(env)
+    assert budget_bounds(settings, env) == (-20.0, 0.0, -20.0)
+
+
+@pytest.mark.parametrize(
+    "key,value,message",
+    [
+        ("z_sampling", "gaussian", "z_sampling"),
+        ("z_optimizer", "rmsprop", "z_optimizer"),
+        ("intrinsic_coef", -1.0, "intrinsic_coef"),
+        ("z_init", 5.0, "z_init"),
+    ],
+)
+def test_efx_bad_settings_name_the_key(key, value, message):
+    with pytest.raises(ConfigError, match=message):
+        algos.efx_mappo(**{key: value}).rllib_config("toy:coordination")

@@ -138,3 +138,59 @@ def test_shape_errors_name_the_argument():
         conservative_advantage(np.zeros((3, 2)), np.zeros(4), np.zeros(3), np.zeros(3, bool))
     with pytest.raises(ValueError, match="z has shape"):
         conservative_advantage(np.zeros((3, 2)), np.zeros(3), np.zeros((3, 5)), np.zeros(3, bool))
+
+
+def test_segment_slack_equals_budget_slack_per_segment():
+    from marllib_ext.ops.efx import segment_slack
+
+    rng = np.random.default_rng(9)
+    delta, z = rng.normal(size=30), rng.normal(size=30)
+    ends = np.zeros(30, bool)
+    ends[[4, 5, 17]] = True
+    out = segment_slack(delta, z, ends)
+    for start, end in ((0, 4), (5, 5), (6, 17), (18, 29)):
+        np.testing.assert_allclose(
+            out[start : end + 1], budget_slack(delta[start : end + 1], z[start : end + 1])
+        )
+
+
+def test_budget_controller_direction_clip_and_state():
+    from marllib_ext.ops.efx import BudgetController
+
+    controller = BudgetController(z=1.0, z_low=0.0, z_high=2.0, lr=0.1)
+    assert controller.update(j_ext=5.0, j_int=3.0) is None  # first call: records J_ext
+    slack = controller.update(j_ext=6.0, j_int=3.0)  # min(6-5, 3-1) = 1 -> z up
+    assert slack == pytest.approx(1.0) and controller.z == pytest.approx(1.1)
+    slack = controller.update(j_ext=4.0, j_int=3.0)  # min(-2, ...) -> z down
+    assert slack == pytest.approx(-2.0) and controller.z == pytest.approx(0.9)
+    controller.update(j_ext=1e9, j_int=1e9)
+    controller.update(j_ext=2e9, j_int=2e9)
+    assert controller.z <= 2.0
+    clone = BudgetController(z=0.0, z_low=0.0, z_high=2.0, lr=0.1)
+    clone.set_state(controller.get_state())
+    assert clone.get_state() == controller.get_state()
+
+
+def test_budget_controller_adam_takes_normalized_steps():
+    from marllib_ext.ops.efx import BudgetController
+
+    controller = BudgetController(z=0.0, z_low=-10, z_high=10, lr=0.5, optimizer="adam")
+    controller.update(j_ext=0.0, j_int=0.0)
+    controller.update(j_ext=100.0, j_int=100.0)  # slack 100; Adam's first step = lr
+    assert controller.z == pytest.approx(0.5, rel=1e-6)
+
+
+def test_initial_budget_sampling_modes():
+    from marllib_ext.ops.efx import sample_initial_budget
+
+    rng = np.random.default_rng(0)
+    draws = [
+        sample_initial_budget(rng, "defmarl", budget=0, z_low=-1, z_high=1) for _ in range(4000)
+    ]
+    assert np.mean(np.isclose(draws, -1)) == pytest.approx(0.3, abs=0.03)
+    assert np.mean(np.isclose(draws, 1)) == pytest.approx(0.2, abs=0.03)
+    assert sample_initial_budget(rng, "fixed", budget=0.7, z_low=-1, z_high=1) == 0.7
+    uniform = [
+        sample_initial_budget(rng, "uniform", budget=0, z_low=2, z_high=3) for _ in range(100)
+    ]
+    assert min(uniform) >= 2 and max(uniform) <= 3

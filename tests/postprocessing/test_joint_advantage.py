@@ -8,8 +8,6 @@ from collections import defaultdict
 import numpy as np
 import pytest
 import torch
-from gymnasium import spaces
-from pettingzoo.utils.env import ParallelEnv
 from ray.rllib.core.columns import Columns
 from ray.rllib.evaluation.postprocessing import Postprocessing
 
@@ -18,55 +16,9 @@ from marllib_ext.algos.learners import JointCriticPPOLearner
 from marllib_ext.envs import register_env
 from marllib_ext.policies import CRITIC_MODULE_ID, STATE
 from marllib_ext.postprocessing import JointAdvantageConnector
+from tests.helpers import EPISODE_LENGTH, N_AGENTS, CounterEnv, reward_of
 
-EPISODE_LENGTH = 7
-N_AGENTS = 3
 GAMMA, LAMBDA = 0.9, 0.8
-
-
-def reward_of(uid: int, t: int, agent: int) -> float:
-    return ((uid * 31 + t * 7 + agent * 3) % 11) / 10.0 - 0.5
-
-
-class CounterEnv(ParallelEnv):
-    """obs = (episode uid, step, agent index); odd uids terminate, even ones truncate."""
-
-    metadata = {"name": "counter_v0"}
-
-    def __init__(self):
-        self.possible_agents = [f"agent_{i}" for i in range(N_AGENTS)]
-        self.agents = []
-        self._rng = np.random.default_rng()
-
-    def observation_space(self, agent):
-        return spaces.Box(-np.inf, np.inf, (3,), np.float32)
-
-    def action_space(self, agent):
-        return spaces.Discrete(2)
-
-    def _obs(self):
-        return {
-            a: np.array([self.uid, self.t, i], np.float32)
-            for i, a in enumerate(self.possible_agents)
-        }
-
-    def reset(self, seed=None, options=None):
-        self.agents = list(self.possible_agents)
-        self.uid, self.t = int(self._rng.integers(1, 100_000)), 0
-        return self._obs(), {a: {} for a in self.agents}
-
-    def step(self, actions):
-        rewards = {a: reward_of(self.uid, self.t, i) for i, a in enumerate(self.agents)}
-        self.t += 1
-        done = self.t >= EPISODE_LENGTH
-        terminated = done and self.uid % 2 == 1
-        obs = self._obs()
-        terms = {a: terminated for a in self.agents}
-        truncs = {a: done and not terminated for a in self.agents}
-        infos = {a: {} for a in self.agents}
-        if done:
-            self.agents = []
-        return obs, rewards, terms, truncs, infos
 
 
 RECORDED = []

@@ -1,0 +1,127 @@
+"""Env-to-module connector conditioning every actor on the team budget z (EFXplorer)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import gymnasium as gym
+import numpy as np
+from ray.rllib.connectors.connector_v2 import ConnectorV2
+from ray.rllib.connectors.env_to_module.observation_preprocessor import (
+    MultiAgentObservationPreprocessor,
+)
+from ray.rllib.core.columns import Columns
+from ray.rllib.utils.annotations import override
+
+from marllib_ext.ops.efx import (
+    Z_SAMPLING_MODES,
+    BudgetController,
+    budget_step,
+    sample_initial_budget,
+)
+
+
+class BudgetObservationConnector(MultiAgentObservationPreprocessor):
+    """Appends the shared budget ``z_t`` as the last entry of every agent's observation.
+
+    At ``env_t == 0``, ``z_0`` comes from the budget controller (``z_sampling``: the
+    current budget, uniform, or DefMARL's mix). Afterwards
+    ``z_t = clip(z_{t-1} - delta_{t-1}, z_low, z_high)`` with
+    ``delta = -intrinsic_coef * sum_i logp_i`` of the agents' last logged log-probs.
+    ``z_{t-1}`` is read back from the previous (already augmented) observation, which
+    the episode keeps in its lookback buffer across chunk cuts, and the augmented
+    observation is written into the episode: the learner sees exactly what the actor
+    saw. (With ``explore=False`` RLlib logs ``logp = 0``, so z stays at ``z_0``.)
+
+    The budget controller's state lives here, so it is part of every env runner's
+    state and of checkpoints.
+    """
+
+    def __init__(
+        self,
+        input_observation_space: gym.Space | None = None,
+        input_action_space: gym.Space | None = None,
+        *,
+        intrinsic_coef: float,
+        z_init: float,
+        z_low: float,
+        z_high: float,
+        lr_z: float,
+        z_optimizer: str,
+        z_sampling: str,
+        seed: int | None = None,
+    ) -> None:
+        if z_sampling not in Z_SAMPLING_MODES:
+            raise ValueError(f"z_sampling must be one of {Z_SAMPLING_MODES}, got {z_sampling!r}")
+        self.intrinsic_coef = float(intrinsic_coef)
+        self.z_sampling = z_sampling
+        self.controller = BudgetController(
+            z=z_init, z_low=z_low, z_high=z_high, lr=lr_z, optimizer=z_optimizer
+        )
+        self._rng = np.random.default_rng(seed)
+        super().__init__(input_observation_space, input_action_space)
+
+    @property
+    def budget(self) -> float:
+        return self.controller.z
+
+    @override(ConnectorV2)
+    def recompute_output_observation_space(self, input_observation_space, input_action_space):
+        low, high = self.controller.z_low, self.controller.z_high
+        spaces = {}
+        for agent_id, space in input_observation_space.spaces.items():
+            if not isinstance(space, gym.spaces.Box) or len(space.shape) != 1:
+                raise ValueError(
+                    f"EFX budget conditioning needs flat Box observations; agent "
+                    f"{agent_id!r} has {space}"
+                )
+            spaces[agent_id] = gym.spaces.Box(
+                np.append(space.low, low).astype(np.float32),
+                np.append(space.high, high).astype(np.float32),
+                dtype=np.float32,
+            )
+        return gym.spaces.Dict(spaces)
+
+    def next_budget(self, episode, agent_ids) -> float:
+        if episode.env_t == 0:
+            return sample_initial_budget(
+                self._rng,
+                self.z_sampling,
+                budget=self.controller.z,
+                z_low=self.controller.z_low,
+                z_high=self.controller.z_high,
+            )
+        agent_episodes = [episode.agent_episodes[agent_id] for agent_id in agent_ids]
+        previous_z = float(agent_episodes[0].get_observations(-2)[-1])
+        # Per-agent lookups: MultiAgentEpisode.get_extra_model_outputs(indices=-1)
+        # returns {} in continuation chunks (ray 2.60).
+        logp_sum = sum(
+            float(np.sum(sa.get_extra_model_outputs(key=Columns.ACTION_LOGP, indices=-1)))
+            for sa in agent_episodes
+        )
+        delta = -self.intrinsic_coef * logp_sum
+        return budget_step(
+            previous_z, delta, z_low=self.controller.z_low, z_high=self.controller.z_high
+        )
+
+    @override(MultiAgentObservationPreprocessor)
+    def preprocess(self, observations: dict[str, Any], episode) -> dict[str, Any]:
+        z = np.float32(self.next_budget(episode, list(observations)))
+        return {
+            agent_id: np.append(np.asarray(obs, np.float32), z)
+            for agent_id, obs in observations.items()
+        }
+
+    @override(ConnectorV2)
+    def get_state(self, components=None, *, not_components=None, **kwargs) -> dict:
+        return {"controller": self.controller.get_state()}
+
+    @override(ConnectorV2)
+    def set_state(self, state: dict) -> None:
+        if "controller" in state:
+            self.controller.set_state(state["controller"])
+
+    @override(ConnectorV2)
+    def merge_states(self, states: list[dict]) -> dict:
+        # Every runner holds the same broadcast budget; any one state is the state.
+        return states[0] if states else {}

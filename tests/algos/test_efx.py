@@ -1,0 +1,170 @@
+"""efx_mappo on real RLlib batches: z path, conservative advantage, checkpoints, metrics."""
+
+import numpy as np
+import pytest
+from ray.rllib.algorithms.algorithm import Algorithm
+from ray.rllib.core.columns import Columns
+
+from marllib_ext import algos
+from marllib_ext.algos.efx import RESULT_KEY, EFXJointCriticLearner, budget_connector
+from marllib_ext.envs import register_env
+from marllib_ext.policies import CRITIC_MODULE_ID
+from marllib_ext.postprocessing.efx_advantage import (
+    CLIP_ACTIVE_FRACTION,
+    EFXJointAdvantageConnector,
+)
+from tests.helpers import CounterEnv
+
+register_env("test:efx_counter", CounterEnv, state_source="observations")
+
+RECORDED = []
+
+
+class RecordingEFXConnector(EFXJointAdvantageConnector):
+    def transform_advantages(self, team, advantages, metrics):
+        out = super().transform_advantages(team, advantages, metrics)
+        RECORDED.append(
+            {
+                "team": team,
+                "a_ext": advantages.copy(),
+                "a_final": out.copy(),
+                "columns": {
+                    mid: {c: cols[c].copy() for c in (Columns.OBS, Columns.ACTION_LOGP)}
+                    for mid, cols in team.module_columns.items()
+                },
+            }
+        )
+        return out
+
+
+class RecordingEFXLearner(EFXJointCriticLearner):
+    advantage_connector_class = RecordingEFXConnector
+
+
+def build(share_policy="all", env="test:efx_counter", **overrides):
+    settings = dict(
+        hyperparam_source="toy",
+        num_env_runners=0,
+        num_envs_per_env_runner=2,
+        train_batch_size=48,
+        minibatch_size=48,
+        num_epochs=1,
+    )
+    settings.update(overrides)
+    config = algos.efx_mappo(**settings).rllib_config(env, share_policy=share_policy, seed=0)
+    return config.env_runners(rollout_fragment_length=5).learners(learner_class=RecordingEFXLearner)
+
+
+def train(config, iterations):
+    RECORDED.clear()
+    algorithm = config.build_algo()
+    try:
+        results = [algorithm.train() for _ in range(iterations)]
+    finally:
+        algorithm.stop()
+    return results
+
+
+def rows_by_step(record):
+    """(uid, t) -> (z seen, team delta) over valid rows, from the actors' columns."""
+    steps = {}
+    team = record["team"]
+    for mid, cols in record["columns"].items():
+        valid = team.valid[team.layout.team_row_of[mid]]
+        for obs, logp, ok in zip(cols[Columns.OBS], cols[Columns.ACTION_LOGP], valid, strict=True):
+            if ok:
+                key = (int(obs[0]), int(obs[1]))
+                z, logp_sum = steps.get(key, (float(obs[-1]), 0.0))
+                assert z == float(obs[-1]), "every agent sees the same z"
+                steps[key] = (z, logp_sum + float(logp))
+    return steps
+
+
+def test_batch_z_equals_budget_path_across_chunk_cuts(ray_session):
+    coef, z_low, z_high, z_init = 0.7, -2.0, 3.0, 2.5
+    train(
+        build(intrinsic_coef=coef, z_low=z_low, z_high=z_high, z_init=z_init, lr_z=0.0),
+        iterations=3,
+    )
+    steps = {}
+    for record in RECORDED:
+        steps.update(rows_by_step(record))
+    checked = clipped = crossing = 0
+    for (uid, t), (z, logp_sum) in steps.items():
+        if t == 0:
+            assert z == pytest.approx(z_init)
+        if (uid, t + 1) not in steps:
+            continue
+        expected = min(max(z + coef * logp_sum, z_low), z_high)  # z - delta, delta = -c*sum logp
+        assert steps[(uid, t + 1)][0] == pytest.approx(expected, abs=1e-5), (uid, t)
+        checked += 1
+        clipped += expected in (z_low, z_high)
+        crossing += t == 4  # fragments of 5 steps: t=4 -> 5 crosses a chunk cut
+    assert checked > 20 and clipped > 0 and crossing > 0
+
+
+def test_unreachable_budget_gives_running_minimum_of_a_ext(ray_session):
+    train(build(intrinsic_coef=0.0, z_low=-1e6, z_high=-1e6, z_init=-1e6, lr_z=0.0), iterations=2)
+    for record in RECORDED:
+        team = record["team"]
+        valid = np.flatnonzero(team.valid)
+        ends = (team.terminateds | team.truncateds)[valid]
+        a_ext, a_final = record["a_ext"][valid], record["a_final"][valid]
+        start = 0
+        for end in np.flatnonzero(ends):
+            segment = a_ext[start : end + 1]
+            np.testing.assert_allclose(
+                a_final[start : end + 1], np.minimum.accumulate(segment[::-1])[::-1]
+            )
+            start = end + 1
+        assert start == len(valid)
+
+
+def test_checkpoint_restore_keeps_the_budget(ray_session, tmp_path):
+    # A large lr_z so the budget moves visibly from z_init within two iterations.
+    config = algos.efx_mappo(
+        hyperparam_source="toy", num_env_runners=0, lr_z=0.5, z_init=-10.0
+    ).rllib_config("toy:coordination", share_policy="group", seed=0)
+    algorithm = config.build_algo()
+    try:
+        results = [algorithm.train() for _ in range(3)]
+        budget = results[-1][RESULT_KEY]["budget_z"]
+        assert budget != pytest.approx(-10.0)
+        assert budget_connector(algorithm.env_runner).budget == pytest.approx(budget)
+        algorithm.save_to_path(str(tmp_path / "checkpoint"))
+    finally:
+        algorithm.stop()
+    restored = Algorithm.from_checkpoint(str(tmp_path / "checkpoint"))
+    try:
+        assert budget_connector(restored.env_runner).budget == pytest.approx(budget)
+        restored.train()  # and training goes on from there
+    finally:
+        restored.stop()
+
+
+def test_metrics_are_reported(ray_session):
+    results = train(build(z_low=-5.0, z_high=5.0, lr_z=0.01), iterations=2)
+    efx = results[-1][RESULT_KEY]
+    assert set(efx) >= {"budget_z", "slack", "team_intrinsic_return_mean"}
+    critic_metrics = results[-1]["learners"][CRITIC_MODULE_ID]
+    assert CLIP_ACTIVE_FRACTION in critic_metrics
+    assert 0.0 <= critic_metrics[CLIP_ACTIVE_FRACTION] <= 1.0
+
+
+@pytest.mark.parametrize(
+    "env,share_policy",
+    [("toy:coordination", "individual"), ("mpe:simple_spread", "group")],
+)
+def test_runs_with_sharing_modes_and_continuous_actions(ray_session, env, share_policy):
+    from marllib_ext import make_env
+
+    handle = make_env(env, continuous_actions=True) if env.startswith("mpe") else make_env(env)
+    config = algos.efx_mappo(
+        hyperparam_source="toy", num_env_runners=0, train_batch_size=100, minibatch_size=50
+    ).rllib_config(handle, share_policy=share_policy, seed=0)
+    algorithm = config.build_algo()
+    try:
+        result = algorithm.train()
+    finally:
+        algorithm.stop()
+    assert np.isfinite(result[RESULT_KEY]["budget_z"])
