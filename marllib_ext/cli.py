@@ -9,6 +9,7 @@ import os
 import sys
 from typing import Any
 
+import numpy as np
 import yaml
 
 from marllib_ext.errors import ConfigError
@@ -88,6 +89,32 @@ def cmd_train(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_evaluate(args: argparse.Namespace) -> int:
+    import ray
+
+    from marllib_ext.algos.evaluation import evaluate
+
+    ray.init(
+        num_cpus=args.num_cpus,
+        include_dashboard=False,
+        configure_logging=False,
+        log_to_driver=args.verbose,
+    )
+    try:
+        result = evaluate(
+            args.checkpoint, episodes=args.episodes, z=args.z, explore=not args.deterministic
+        )
+    finally:
+        ray.shutdown()
+    budget = "" if result.budget_z is None else f" at budget z={result.budget_z:g}"
+    print(f"evaluated {len(result.team_returns)} episodes{budget}")
+    print(f"team return mean {result.team_return_mean:.3f}")
+    for agent_id, returns in sorted(result.agent_returns.items()):
+        print(f"  {agent_id}: return mean {np.mean(returns):.3f}")
+    print(f"per-agent return mean {result.agent_return_mean:.3f}")
+    return 0
+
+
 def cmd_list(args: argparse.Namespace) -> int:
     from marllib_ext.algos import ALGORITHMS
     from marllib_ext.envs import list_envs
@@ -152,6 +179,24 @@ def build_parser() -> argparse.ArgumentParser:
     train.add_argument("--num-cpus", type=int, default=None, help="CPUs for the local Ray")
     train.add_argument("--verbose", action="store_true", help="show Ray worker logs")
     train.set_defaults(func=cmd_train)
+
+    evaluate = commands.add_parser("evaluate", help="run a trained team from a checkpoint")
+    evaluate.add_argument("checkpoint", help="checkpoint directory written by train")
+    evaluate.add_argument("--episodes", type=int, default=10)
+    evaluate.add_argument(
+        "--z",
+        type=float,
+        default=None,
+        help="fixed budget z at every episode start (EFX algorithms)",
+    )
+    evaluate.add_argument(
+        "--deterministic",
+        action="store_true",
+        help="greedy actions (z then stays at its start value)",
+    )
+    evaluate.add_argument("--num-cpus", type=int, default=None, help="CPUs for the local Ray")
+    evaluate.add_argument("--verbose", action="store_true", help="show Ray worker logs")
+    evaluate.set_defaults(func=cmd_evaluate)
 
     list_cmd = commands.add_parser("list", help="list algorithms and envs")
     list_cmd.set_defaults(func=cmd_list)

@@ -72,3 +72,29 @@ def test_bad_input_is_one_error_line(tmp_path, args, message):
     lines = [line for line in result.stderr.splitlines() if line.strip()]
     assert len(lines) == 1 and message in lines[0], result.stderr
     assert not (tmp_path / "runs").exists()  # nothing was started or written
+
+
+def test_evaluate_an_efx_checkpoint_at_a_chosen_budget(tmp_path):
+    trained = run_cli(
+        "train",
+        "efx_mappo",
+        "--env",
+        "toy:coordination",
+        "--stop-iters",
+        "1",
+        "--set",
+        "num_env_runners=0",
+        "--num-cpus",
+        "2",
+        "--local-dir",
+        str(tmp_path),
+        cwd=tmp_path,
+    )
+    assert trained.returncode == 0, trained.stderr[-3000:]
+    checkpoint = trained.stdout.split("checkpoint: ")[1].split()[0]
+    result = run_cli(
+        "evaluate", checkpoint, "--z", "-4", "--episodes", "3", "--num-cpus", "2", cwd=tmp_path
+    )
+    assert result.returncode == 0, result.stderr[-3000:]
+    assert "evaluated 3 episodes at budget z=-4" in result.stdout
+    assert "team return mean" in result.stdout

@@ -75,7 +75,8 @@ def budget_bounds(settings: EFXSettings, env: EnvHandle) -> tuple[float, float, 
     z_init = z_low if settings.z_init is None else settings.z_init
     if not z_low <= z_init <= z_high:
         raise ConfigError(f"config key 'z_init' = {z_init} is outside [{z_low}, {z_high}]")
-    return float(z_low), float(z_high), float(z_init)
+    # + 0.0 turns -0.0 (from -R_min = -0) into 0.0 for display.
+    return float(z_low) + 0.0, float(z_high) + 0.0, float(z_init) + 0.0
 
 
 class EFXJointCriticLearner(JointCriticPPOLearner):

@@ -168,3 +168,30 @@ def test_runs_with_sharing_modes_and_continuous_actions(ray_session, env, share_
     finally:
         algorithm.stop()
     assert np.isfinite(result[RESULT_KEY]["budget_z"])
+
+
+def test_evaluate_with_a_chosen_budget(ray_session, tmp_path):
+    from marllib_ext.algos.evaluation import evaluate
+    from marllib_ext.errors import ConfigError
+
+    result = algos.efx_mappo(num_env_runners=0).fit(
+        "toy:coordination", stop={"training_iteration": 1}, local_dir=tmp_path
+    )
+    evaluation = evaluate(result.checkpoint_path, episodes=3, z=-7.5)
+    assert evaluation.budget_z == pytest.approx(-7.5)
+    assert len(evaluation.team_returns) == 3
+    assert set(evaluation.agent_returns) == {"agent_0", "agent_1"}
+    with pytest.raises(ConfigError, match="outside the trained budget range"):
+        evaluate(result.checkpoint_path, episodes=1, z=100.0)
+
+
+def test_evaluate_z_needs_an_efx_checkpoint(ray_session, tmp_path):
+    from marllib_ext.algos.evaluation import evaluate
+    from marllib_ext.errors import ConfigError
+
+    result = algos.mappo(num_env_runners=0).fit(
+        "toy:coordination", stop={"training_iteration": 1}, local_dir=tmp_path
+    )
+    assert len(evaluate(result.checkpoint_path, episodes=2).team_returns) == 2
+    with pytest.raises(ConfigError, match="needs a checkpoint of an EFX algorithm"):
+        evaluate(result.checkpoint_path, episodes=1, z=0.0)
