@@ -1,0 +1,93 @@
+"""Cost of EFXplorer on top of MAPPO, measured in one run.
+
+Prints:
+  * seconds per training iteration of `efx_mappo` and `mappo` on mpe:simple_spread
+    (N=3, 25 cycles, same YAML settings), interleaved iteration by iteration, and the
+    ratio efx_mappo / mappo (target <= 1.10);
+  * wall time of `ops.conservative_advantage` for T=10^6 steps and 8 agents, with
+    episodes of 25 steps, next to one `np.minimum.accumulate` pass over the same array.
+
+    python benchmarks/efx_overhead.py --timing-iters 8
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import statistics
+import time
+
+import numpy as np
+import ray
+
+from marllib_ext import algos, make_env
+from marllib_ext.ops.efx import conservative_advantage
+
+
+def iteration_times(timing_iters: int, seed: int) -> dict[str, float]:
+    env = make_env("mpe:simple_spread", N=3, max_cycles=25)
+    algorithms = {
+        "mappo": algos.mappo().rllib_config(env, seed=seed).build_algo(),
+        "efx_mappo": algos.efx_mappo().rllib_config(env, seed=seed).build_algo(),
+    }
+    times: dict[str, list[float]] = {name: [] for name in algorithms}
+    try:
+        for iteration in range(timing_iters + 1):
+            for name, algorithm in algorithms.items():
+                start = time.perf_counter()
+                algorithm.train()
+                if iteration > 0:  # the first iteration includes warm-up
+                    times[name].append(time.perf_counter() - start)
+    finally:
+        for algorithm in algorithms.values():
+            algorithm.stop()
+    return {name: statistics.median(values) for name, values in times.items()}
+
+
+def conservative_advantage_time(horizon: int, n_agents: int, repeats: int = 5) -> dict:
+    rng = np.random.default_rng(0)
+    a_ext = rng.normal(size=(horizon, n_agents))
+    delta = rng.normal(size=horizon)
+    z = rng.normal(size=horizon)
+    ends = np.zeros(horizon, bool)
+    ends[24::25] = True
+    best = min(_timed(conservative_advantage, a_ext, delta, z, ends) for _ in range(repeats))
+    plain = min(_timed(np.minimum.accumulate, a_ext, 0) for _ in range(repeats))
+    return {"seconds": best, "one_minimum_accumulate_seconds": plain}
+
+
+def _timed(fn, *args) -> float:
+    start = time.perf_counter()
+    fn(*args)
+    return time.perf_counter() - start
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--timing-iters", type=int, default=8)
+    parser.add_argument("--seed", type=int, default=0)
+    args = parser.parse_args()
+
+    report: dict[str, object] = {
+        "conservative_advantage_T1e6_8agents": conservative_advantage_time(10**6, 8)
+    }
+    ca = report["conservative_advantage_T1e6_8agents"]
+    print(
+        f"conservative_advantage T=1e6, 8 agents: {ca['seconds'] * 1e3:.1f} ms "
+        f"(one np.minimum.accumulate over the array: "
+        f"{ca['one_minimum_accumulate_seconds'] * 1e3:.1f} ms)"
+    )
+    # Logical CPUs: both algorithms hold an env-runner actor; only one runs at a time.
+    ray.init(num_cpus=4, include_dashboard=False, configure_logging=False, log_to_driver=False)
+    seconds = iteration_times(args.timing_iters, args.seed)
+    ray.shutdown()
+    report["seconds_per_iteration"] = seconds
+    report["efx_over_mappo"] = seconds["efx_mappo"] / seconds["mappo"]
+    for name, value in seconds.items():
+        print(f"{name:<10} {value:.2f} s/iteration (median of {args.timing_iters})")
+    print(f"efx_mappo / mappo iteration time: {report['efx_over_mappo']:.3f} (target <= 1.10)")
+    print(json.dumps(report, indent=1))
+
+
+if __name__ == "__main__":
+    main()
