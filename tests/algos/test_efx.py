@@ -8,12 +8,13 @@ from ray.rllib.core.columns import Columns
 from marllib_ext import algos
 from marllib_ext.algos.efx import RESULT_KEY, EFXJointCriticLearner, budget_connector
 from marllib_ext.envs import register_env
+from marllib_ext.ops.efx import budget_path
 from marllib_ext.policies import CRITIC_MODULE_ID
 from marllib_ext.postprocessing.efx_advantage import (
     CLIP_ACTIVE_FRACTION,
     EFXJointAdvantageConnector,
 )
-from tests.helpers import CounterEnv
+from tests.helpers import EPISODE_LENGTH, CounterEnv
 
 register_env("test:efx_counter", CounterEnv, state_source="observations")
 
@@ -101,6 +102,16 @@ def test_batch_z_equals_budget_path_across_chunk_cuts(ray_session):
         clipped += expected in (z_low, z_high)
         crossing += t == 4  # fragments of 5 steps: t=4 -> 5 crosses a chunk cut
     assert checked > 20 and clipped > 0 and crossing > 0
+    # Whole episodes (both chunks recorded) follow ops.budget_path from z_init.
+    whole = 0
+    for uid in {uid for uid, _ in steps}:
+        if all((uid, t) in steps for t in range(EPISODE_LENGTH)):
+            z_seen = [steps[(uid, t)][0] for t in range(EPISODE_LENGTH)]
+            delta = [-coef * steps[(uid, t)][1] for t in range(EPISODE_LENGTH)]
+            expected = budget_path(delta, z0=z_init, z_low=z_low, z_high=z_high)
+            np.testing.assert_allclose(z_seen, expected, atol=1e-5)
+            whole += 1
+    assert whole > 0
 
 
 def test_unreachable_budget_gives_running_minimum_of_a_ext(ray_session):
