@@ -14,11 +14,11 @@ from __future__ import annotations
 
 import argparse
 import json
-import statistics
 import time
 
 import numpy as np
 import ray
+from timing import interleaved_seconds_per_iteration
 
 from marllib_ext import algos, make_env
 from marllib_ext.ops.efx import conservative_advantage
@@ -26,22 +26,13 @@ from marllib_ext.ops.efx import conservative_advantage
 
 def iteration_times(timing_iters: int, seed: int) -> dict[str, float]:
     env = make_env("mpe:simple_spread", N=3, max_cycles=25)
-    algorithms = {
-        "mappo": algos.mappo().rllib_config(env, seed=seed).build_algo(),
-        "efx_mappo": algos.efx_mappo().rllib_config(env, seed=seed).build_algo(),
-    }
-    times: dict[str, list[float]] = {name: [] for name in algorithms}
-    try:
-        for iteration in range(timing_iters + 1):
-            for name, algorithm in algorithms.items():
-                start = time.perf_counter()
-                algorithm.train()
-                if iteration > 0:  # the first iteration includes warm-up
-                    times[name].append(time.perf_counter() - start)
-    finally:
-        for algorithm in algorithms.values():
-            algorithm.stop()
-    return {name: statistics.median(values) for name, values in times.items()}
+    return interleaved_seconds_per_iteration(
+        {
+            "mappo": lambda: algos.mappo().rllib_config(env, seed=seed).build_algo(),
+            "efx_mappo": lambda: algos.efx_mappo().rllib_config(env, seed=seed).build_algo(),
+        },
+        timing_iters,
+    )
 
 
 def conservative_advantage_time(horizon: int, n_agents: int, repeats: int = 5) -> dict:

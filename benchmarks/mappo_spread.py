@@ -15,14 +15,13 @@ from __future__ import annotations
 
 import argparse
 import json
-import statistics
-import time
 
 import numpy as np
 import ray
 from ray.rllib.algorithms.ppo import PPOConfig
 from ray.rllib.env.wrappers.pettingzoo_env import ParallelPettingZooEnv
 from ray.tune.registry import register_env
+from timing import interleaved_seconds_per_iteration
 
 from marllib_ext import algos, make_env
 from marllib_ext.algos.ppo_family import actor_model_config
@@ -84,26 +83,15 @@ def plain_ppo_config(settings) -> PPOConfig:
 
 
 def timing(timing_iters: int, seed: int) -> dict[str, float]:
-    """Seconds per iteration, interleaved so every variant sees the same machine state."""
     settings = algos.mappo().settings(ENV)
-    builders = {
-        "plain_ppo": lambda: plain_ppo_config(settings).build_algo(),
-        "mappo": lambda: algos.mappo().rllib_config(ENV, seed=seed).build_algo(),
-        "ippo": lambda: algos.ippo().rllib_config(ENV, seed=seed).build_algo(),
-    }
-    algorithms = {name: build() for name, build in builders.items()}
-    times: dict[str, list[float]] = {name: [] for name in algorithms}
-    try:
-        for iteration in range(timing_iters + 1):
-            for name, algorithm in algorithms.items():
-                start = time.perf_counter()
-                algorithm.train()
-                if iteration > 0:  # the first iteration includes warm-up
-                    times[name].append(time.perf_counter() - start)
-    finally:
-        for algorithm in algorithms.values():
-            algorithm.stop()
-    return {name: statistics.median(values) for name, values in times.items()}
+    return interleaved_seconds_per_iteration(
+        {
+            "plain_ppo": lambda: plain_ppo_config(settings).build_algo(),
+            "mappo": lambda: algos.mappo().rllib_config(ENV, seed=seed).build_algo(),
+            "ippo": lambda: algos.ippo().rllib_config(ENV, seed=seed).build_algo(),
+        },
+        timing_iters,
+    )
 
 
 def learning(name: str, steps: int, seed: int) -> dict[str, float]:
