@@ -33,7 +33,19 @@ def efx_mappo(hyperparam_source: str | None = None, **overrides: Any) -> Algo:
     return Algo("efx_mappo", hyperparam_source, **overrides)
 
 
+def vdppo(hyperparam_source: str | None = None, **overrides: Any) -> Algo:
+    """VDPPO: team GAE on V_tot mixed by VDN or QMIX (MARLlib VD pipeline)."""
+    return Algo("vdppo", hyperparam_source, **overrides)
+
+
+def efx_vdppo(hyperparam_source: str | None = None, **overrides: Any) -> Algo:
+    """VDPPO with EFXplorer conservative exploration."""
+    return Algo("efx_vdppo", hyperparam_source, **overrides)
+
+
 __all__ = [
+    "efx_vdppo",
+    "vdppo",
     "ALGORITHMS",
     "Algo",
     "AlgoSpec",

@@ -1,7 +1,8 @@
 """Typed, validated hyperparameters loaded from ``configs/algos/<name>.yaml``.
 
 An algorithm YAML file has the top-level keys ``description`` (one line),
-``inherits`` (another YAML in the same folder whose values come first), ``common``
+``inherits`` (another YAML in the same folder, or a list of them merged left to right,
+whose values come first), ``common``
 (defaults) and ``sources`` (per-env overrides keyed by ``hyperparam_source``, e.g.
 ``mpe``). Values merge in this order: inherited common, inherited source, own common,
 own source, then the user's overrides. The merged mapping must match the algorithm's
@@ -24,6 +25,7 @@ from marllib_ext.errors import ConfigError
 
 _ALGO_FILE_KEYS = {"description", "inherits", "common", "sources"}
 ACTIVATIONS = ("tanh", "relu", "elu", "silu")
+MIXERS = ("vdn", "qmix")
 
 
 @dataclass(frozen=True)
@@ -86,6 +88,23 @@ class CentralCriticSettings(PPOSettings):
             raise ConfigError(
                 f"config key 'critic_activation' = {self.critic_activation!r}: one of {ACTIVATIONS}"
             )
+
+
+@dataclass(frozen=True)
+class VDSettings(CentralCriticSettings):
+    """Joint-critic settings plus the value-decomposition mixer."""
+
+    mixer: str
+    mixer_embed_dim: int
+    hypernet_embed_dim: int
+
+    def __post_init__(self) -> None:
+        super().__post_init__()
+        if self.mixer not in MIXERS:
+            raise ConfigError(f"config key 'mixer' = {self.mixer!r}: one of {MIXERS}")
+        for key in ("mixer_embed_dim", "hypernet_embed_dim"):
+            if getattr(self, key) < 1:
+                raise ConfigError(f"config key {key!r} = {getattr(self, key)}: must be >= 1")
 
 
 def _type_name(annotation: Any) -> str:
@@ -162,7 +181,9 @@ def load_algo_yaml(name: str) -> dict[str, Any]:
 def merged_values(name: str, hyperparam_source: str) -> dict[str, Any]:
     """Defaults of algorithm ``name`` for ``hyperparam_source``, inheritance resolved."""
     data = load_algo_yaml(name)
-    values = merged_values(data["inherits"], hyperparam_source) if "inherits" in data else {}
+    values: dict[str, Any] = {}
+    for parent in _parents(data):
+        values.update(merged_values(parent, hyperparam_source))
     values.update(data.get("common") or {})
     values.update((data.get("sources") or {}).get(hyperparam_source) or {})
     return values
@@ -171,6 +192,12 @@ def merged_values(name: str, hyperparam_source: str) -> dict[str, Any]:
 def known_sources(name: str) -> set[str]:
     data = load_algo_yaml(name)
     sources = set((data.get("sources") or {}).keys())
-    if "inherits" in data:
-        sources |= known_sources(data["inherits"])
+    for parent in _parents(data):
+        sources |= known_sources(parent)
     return sources
+
+
+def _parents(data: dict[str, Any]) -> list[str]:
+    """``inherits``: one file name or a list, merged left to right."""
+    parents = data.get("inherits") or []
+    return [parents] if isinstance(parents, str) else list(parents)

@@ -1,9 +1,11 @@
-"""EFXplorer conservative exploration on the centralized-critic pipeline (``efx_mappo``)."""
+"""EFXplorer conservative exploration on the joint-critic pipelines (``efx_mappo``,
+``efx_vdppo``)."""
 
 from __future__ import annotations
 
 import functools
 import math
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -11,14 +13,15 @@ import numpy as np
 from ray.rllib.algorithms.ppo import PPOConfig
 from ray.rllib.core.columns import Columns
 
-from marllib_ext.algos.config import CentralCriticSettings
+from marllib_ext.algos.config import CentralCriticSettings, VDSettings
 from marllib_ext.algos.learners import JointCriticPPOLearner
-from marllib_ext.algos.ppo_family import build_mappo
+from marllib_ext.algos.ppo_family import build_mappo, build_vdppo
 from marllib_ext.envs.handle import EnvHandle
 from marllib_ext.errors import ConfigError
 from marllib_ext.ops.efx import Z_SAMPLING_MODES, BudgetController
 from marllib_ext.postprocessing.budget import BudgetObservationConnector
 from marllib_ext.postprocessing.efx_advantage import EFXJointAdvantageConnector
+from marllib_ext.postprocessing.vd_advantage import VDJointAdvantageConnector
 
 EFX_CONFIG_KEY = "efx"
 # Per-iteration sums logged by env runners at episode end.
@@ -31,8 +34,8 @@ RESULT_KEY = "efx"
 
 
 @dataclass(frozen=True)
-class EFXSettings(CentralCriticSettings):
-    """MAPPO settings plus the EFXplorer budget (seed 000)."""
+class EFXFields:
+    """The EFXplorer budget settings (seed 000), mixed into a joint-critic settings class."""
 
     intrinsic_coef: float
     lr_z: float
@@ -43,7 +46,7 @@ class EFXSettings(CentralCriticSettings):
     z_optimizer: str
 
     def __post_init__(self) -> None:
-        super().__post_init__()
+        super().__post_init__()  # the joint-critic settings' checks (cooperative MRO)
         if self.intrinsic_coef < 0:
             raise ConfigError(f"config key 'intrinsic_coef' = {self.intrinsic_coef}: must be >= 0")
         if self.z_sampling not in Z_SAMPLING_MODES:
@@ -56,7 +59,17 @@ class EFXSettings(CentralCriticSettings):
             raise ConfigError(f"config key 'z_low' = {self.z_low} exceeds z_high = {self.z_high}")
 
 
-def budget_bounds(settings: EFXSettings, env: EnvHandle) -> tuple[float, float, float]:
+@dataclass(frozen=True)
+class EFXSettings(EFXFields, CentralCriticSettings):
+    """``efx_mappo``: MAPPO settings plus the budget."""
+
+
+@dataclass(frozen=True)
+class EFXVDSettings(EFXFields, VDSettings):
+    """``efx_vdppo``: VDPPO settings plus the budget."""
+
+
+def budget_bounds(settings: EFXFields, env: EnvHandle) -> tuple[float, float, float]:
     """``(z_low, z_high, z_init)``; unset bounds come from the env's declared team
     return range ``[R_min, R_max]`` as ``[-R_max, -R_min]`` (seed 000)."""
     z_low, z_high = settings.z_low, settings.z_high
@@ -87,6 +100,16 @@ class EFXJointCriticLearner(JointCriticPPOLearner):
     def advantage_connector_kwargs(self) -> dict[str, Any]:
         efx = self.config.learner_config_dict[EFX_CONFIG_KEY]
         return {**super().advantage_connector_kwargs(), "intrinsic_coef": efx["intrinsic_coef"]}
+
+
+class EFXVDJointAdvantageConnector(EFXJointAdvantageConnector, VDJointAdvantageConnector):
+    """Conservative advantage on ``A_ext`` from ``V_tot``; mixer inputs carry z."""
+
+
+class EFXVDLearner(EFXJointCriticLearner):
+    """VDPPO learner with the conservative advantage."""
+
+    advantage_connector_class = EFXVDJointAdvantageConnector
 
 
 def _episode_logp_sum(chunks) -> float:
@@ -176,36 +199,44 @@ def _budget_connector_factory(env, spaces, device, *, kwargs):
     return [BudgetObservationConnector(**kwargs)]
 
 
-def build_efx_mappo(
-    settings: EFXSettings, env: EnvHandle, share_policy: str, seed: int | None
-) -> PPOConfig:
-    """MAPPO + z-conditioned actors, conservative advantage and the budget outer loop."""
-    if not env.is_multi_agent:
-        raise ConfigError(f"{env.name!r} is a single-agent env; efx_mappo needs a multi-agent env")
-    z_low, z_high, z_init = budget_bounds(settings, env)
-    efx = {
-        "intrinsic_coef": settings.intrinsic_coef,
-        "lr_z": settings.lr_z,
-        "z_init": z_init,
-        "z_low": z_low,
-        "z_high": z_high,
-        "z_sampling": settings.z_sampling,
-        "z_optimizer": settings.z_optimizer,
-    }
-    config = build_mappo(
-        settings,
-        env,
-        share_policy,
-        seed,
-        learner_class=EFXJointCriticLearner,
-        critic_extra_inputs=1,  # the budget z
-    )
-    return (
-        config.env_runners(
-            env_to_module_connector=functools.partial(
-                _budget_connector_factory, kwargs={**efx, "seed": seed}
-            )
+def _with_budget(
+    base_builder, learner_class: type[JointCriticPPOLearner], name: str
+) -> Callable[..., PPOConfig]:
+    """A registry builder: ``base_builder`` + z-conditioned actors + budget outer loop."""
+
+    def build(
+        settings: EFXFields, env: EnvHandle, share_policy: str, seed: int | None
+    ) -> PPOConfig:
+        if not env.is_multi_agent:
+            raise ConfigError(f"{env.name!r} is a single-agent env; {name} is multi-agent")
+        z_low, z_high, z_init = budget_bounds(settings, env)
+        efx = {
+            "intrinsic_coef": settings.intrinsic_coef,
+            "lr_z": settings.lr_z,
+            "z_init": z_init,
+            "z_low": z_low,
+            "z_high": z_high,
+            "z_sampling": settings.z_sampling,
+            "z_optimizer": settings.z_optimizer,
+        }
+        config = base_builder(
+            settings, env, share_policy, seed, learner_class=learner_class, extra_inputs=1
         )
-        .learners(learner_config_dict={EFX_CONFIG_KEY: efx})
-        .callbacks(on_episode_end=log_episode_returns, on_train_result=update_budget)
-    )
+        return (
+            config.env_runners(
+                env_to_module_connector=functools.partial(
+                    _budget_connector_factory, kwargs={**efx, "seed": seed}
+                )
+            )
+            .learners(learner_config_dict={EFX_CONFIG_KEY: efx})
+            .callbacks(on_episode_end=log_episode_returns, on_train_result=update_budget)
+        )
+
+    build.__doc__ = f"{name}: {base_builder.__doc__}"
+    return build
+
+
+# The joint critic sees the budget too: V(s, z) for MAPPO, V_i(o_i, z) mixed on (s, z)
+# for VDPPO (extra_inputs=1).
+build_efx_mappo = _with_budget(build_mappo, EFXJointCriticLearner, "efx_mappo")
+build_efx_vdppo = _with_budget(build_vdppo, EFXVDLearner, "efx_vdppo")

@@ -16,6 +16,7 @@ from ray.rllib.utils.torch_utils import explained_variance
 
 from marllib_ext.policies.joint_critic import CRITIC_MODULE_ID
 from marllib_ext.postprocessing.joint_advantage import JointAdvantageConnector
+from marllib_ext.postprocessing.vd_advantage import VDJointAdvantageConnector
 
 
 class JointCriticPPOLearner(PPOTorchLearner):
@@ -56,12 +57,13 @@ class JointCriticPPOLearner(PPOTorchLearner):
 
     def critic_loss(self, *, module_id, config, batch) -> torch.Tensor:
         critic = self.module[module_id].unwrapped()
-        values = critic.compute_values(batch)
+        values, diagnostics = critic.values_with_diagnostics(batch)
         mask = batch[Columns.LOSS_MASK]
         targets = batch[Postprocessing.VALUE_TARGETS]
         loss = torch.mean(torch.square(values - targets)[mask])
         self.metrics.log_dict(
             {
+                **diagnostics,
                 VF_LOSS_KEY: loss,
                 LEARNER_RESULTS_VF_EXPLAINED_VAR_KEY: explained_variance(
                     targets[mask], values[mask]
@@ -71,3 +73,9 @@ class JointCriticPPOLearner(PPOTorchLearner):
             window=1,
         )
         return config.vf_loss_coeff * loss
+
+
+class VDPPOLearner(JointCriticPPOLearner):
+    """PPO with team GAE on ``V_tot`` from the value-decomposition critic."""
+
+    advantage_connector_class = VDJointAdvantageConnector

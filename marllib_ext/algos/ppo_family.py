@@ -1,14 +1,17 @@
-"""PPO-family builders: ``ippo`` (independent learning) and ``mappo`` (centralized critic)."""
+"""PPO-family builders: ``ippo`` (IL), ``mappo`` (CC) and ``vdppo`` (VD)."""
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
+import gymnasium as gym
 from ray.rllib.algorithms.ppo import PPOConfig
 from ray.rllib.core.rl_module.default_model_config import DefaultModelConfig
 from ray.rllib.core.rl_module.multi_rl_module import MultiRLModuleSpec
 from ray.rllib.core.rl_module.rl_module import RLModuleSpec
 
-from marllib_ext.algos.config import CentralCriticSettings, PPOSettings
-from marllib_ext.algos.learners import JointCriticPPOLearner
+from marllib_ext.algos.config import CentralCriticSettings, PPOSettings, VDSettings
+from marllib_ext.algos.learners import JointCriticPPOLearner, VDPPOLearner
 from marllib_ext.algos.policy_sharing import (
     PolicyMappingFn,
     agent_to_policy,
@@ -17,6 +20,7 @@ from marllib_ext.algos.policy_sharing import (
 from marllib_ext.envs.handle import EnvHandle
 from marllib_ext.errors import ConfigError
 from marllib_ext.policies.joint_critic import CRITIC_MODULE_ID, CentralValueCritic
+from marllib_ext.policies.vd_critic import ValueDecompositionCritic
 
 
 def base_ppo_config(settings: PPOSettings, env: EnvHandle, *, seed: int | None) -> PPOConfig:
@@ -87,36 +91,67 @@ def build_ippo(
     )
 
 
-def build_mappo(
-    settings: CentralCriticSettings,
-    env: EnvHandle,
-    share_policy: str,
-    seed: int | None,
-    *,
-    learner_class: type[JointCriticPPOLearner] = JointCriticPPOLearner,
-    critic_extra_inputs: int = 0,
-) -> PPOConfig:
-    """MAPPO: decentralized actors, one learner-only central critic on the global state.
-
-    ``critic_extra_inputs`` widens the critic input beyond the state (EFX appends z).
-    """
-    if not env.is_multi_agent:
-        raise ConfigError(f"{env.name!r} is a single-agent env; mappo needs a multi-agent env")
-    mapping = _policy_mapping(env, share_policy)
-    policies = sorted(set(mapping.values()))
+def central_critic_spec(
+    settings: CentralCriticSettings, env: EnvHandle, *, extra_inputs: int = 0
+) -> RLModuleSpec:
+    """Central ``V(s)`` module; ``extra_inputs`` widens its input (EFX appends z)."""
     state_space = env.layout.state_space
-    critic_spec = RLModuleSpec(
+    return RLModuleSpec(
         module_class=CentralValueCritic,
         learner_only=True,
         observation_space=state_space,
         # Unused by the critic; RLModuleSpec requires one.
         action_space=env.layout.action_spaces[env.layout.agents[0]],
         model_config={
-            "state_dim": int(state_space.shape[0]) + critic_extra_inputs,
+            "state_dim": int(state_space.shape[0]) + extra_inputs,
             "hiddens": list(settings.critic_hiddens),
             "activation": settings.critic_activation,
         },
     )
+
+
+def vd_critic_spec(
+    settings: VDSettings, env: EnvHandle, mapping: dict[str, str], *, extra_inputs: int = 0
+) -> RLModuleSpec:
+    """Per-agent value heads (one per actor policy) mixed by ``settings.mixer``.
+
+    ``extra_inputs`` widens the state and every agent's observation (EFX's z)."""
+    layout = env.layout
+    return RLModuleSpec(
+        module_class=ValueDecompositionCritic,
+        learner_only=True,
+        observation_space=layout.state_space,
+        action_space=layout.action_spaces[layout.agents[0]],
+        model_config={
+            "head_of_agent": [mapping[agent] for agent in layout.agents],
+            "obs_dims": [
+                gym.spaces.flatdim(layout.observation_spaces[agent]) + extra_inputs
+                for agent in layout.agents
+            ],
+            "state_dim": int(layout.state_space.shape[0]) + extra_inputs,
+            "hiddens": list(settings.critic_hiddens),
+            "activation": settings.critic_activation,
+            "mixer": settings.mixer,
+            "mixer_embed_dim": settings.mixer_embed_dim,
+            "hypernet_embed_dim": settings.hypernet_embed_dim,
+        },
+    )
+
+
+def build_joint_critic_ppo(
+    settings: CentralCriticSettings,
+    env: EnvHandle,
+    share_policy: str,
+    seed: int | None,
+    *,
+    learner_class: type[JointCriticPPOLearner],
+    critic_spec: Callable[[dict[str, str]], RLModuleSpec],
+) -> PPOConfig:
+    """PPO actors (value heads unused) plus one learner-only joint critic module."""
+    if not env.is_multi_agent:
+        raise ConfigError(f"{env.name!r} is a single-agent env; this algorithm is multi-agent")
+    mapping = _policy_mapping(env, share_policy)
+    policies = sorted(set(mapping.values()))
     return (
         base_ppo_config(settings, env, seed=seed)
         .training(use_critic=False)
@@ -132,8 +167,50 @@ def build_mappo(
                         pid: RLModuleSpec(model_config=actor_model_config(settings))
                         for pid in policies
                     },
-                    CRITIC_MODULE_ID: critic_spec,
+                    CRITIC_MODULE_ID: critic_spec(mapping),
                 }
             )
         )
+    )
+
+
+def build_mappo(
+    settings: CentralCriticSettings,
+    env: EnvHandle,
+    share_policy: str,
+    seed: int | None,
+    *,
+    learner_class: type[JointCriticPPOLearner] = JointCriticPPOLearner,
+    extra_inputs: int = 0,
+) -> PPOConfig:
+    """MAPPO: decentralized actors, one learner-only central critic on the global state."""
+    return build_joint_critic_ppo(
+        settings,
+        env,
+        share_policy,
+        seed,
+        learner_class=learner_class,
+        critic_spec=lambda mapping: central_critic_spec(settings, env, extra_inputs=extra_inputs),
+    )
+
+
+def build_vdppo(
+    settings: VDSettings,
+    env: EnvHandle,
+    share_policy: str,
+    seed: int | None,
+    *,
+    learner_class: type[JointCriticPPOLearner] = VDPPOLearner,
+    extra_inputs: int = 0,
+) -> PPOConfig:
+    """VDPPO: decentralized actors, team GAE on V_tot mixed from per-agent values."""
+    return build_joint_critic_ppo(
+        settings,
+        env,
+        share_policy,
+        seed,
+        learner_class=learner_class,
+        critic_spec=lambda mapping: vd_critic_spec(
+            settings, env, mapping, extra_inputs=extra_inputs
+        ),
     )

@@ -13,6 +13,7 @@ from marllib_ext.algos import efx, ppo_family
 from marllib_ext.algos.config import (
     CentralCriticSettings,
     PPOSettings,
+    VDSettings,
     build_settings,
     known_sources,
     load_algo_yaml,
@@ -29,7 +30,7 @@ class AlgoSpec:
     """One registered algorithm."""
 
     name: str
-    family: str  # MARLlib pipeline: IL (independent), CC (centralized critic)
+    family: str  # MARLlib pipeline: IL (independent), CC (centralized critic), VD
     settings_class: type
     build: Builder
     single_agent: bool  # whether it also runs on gymnasium (single-agent) envs
@@ -61,6 +62,8 @@ ALGORITHMS: dict[str, AlgoSpec] = {
         AlgoSpec("ippo", "IL", PPOSettings, ppo_family.build_ippo, single_agent=True),
         AlgoSpec("mappo", "CC", CentralCriticSettings, ppo_family.build_mappo, single_agent=False),
         AlgoSpec("efx_mappo", "CC", efx.EFXSettings, efx.build_efx_mappo, single_agent=False),
+        AlgoSpec("vdppo", "VD", VDSettings, ppo_family.build_vdppo, single_agent=False),
+        AlgoSpec("efx_vdppo", "VD", efx.EFXVDSettings, efx.build_efx_vdppo, single_agent=False),
     )
 }
 

@@ -50,6 +50,10 @@ class CentralValueCritic(TorchRLModule, ValueFunctionAPI):
         # Values are computed in the loss through `compute_values`.
         return {}
 
+    def values_with_diagnostics(self, batch: dict[str, Any]) -> tuple[torch.Tensor, dict]:
+        """Values for the loss plus critic-specific diagnostics (none here)."""
+        return self.compute_values(batch), {}
+
     @override(ValueFunctionAPI)
     def compute_values(self, batch: dict[str, Any], embeddings: Any = None) -> torch.Tensor:
         return self.value_net(batch[STATE]).squeeze(-1)

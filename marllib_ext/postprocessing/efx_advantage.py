@@ -9,6 +9,7 @@ from ray.rllib.core.columns import Columns
 from ray.rllib.utils.annotations import override
 
 from marllib_ext.ops.efx import conservative_advantage, segment_slack
+from marllib_ext.policies.joint_critic import STATE
 from marllib_ext.postprocessing.joint_advantage import JointAdvantageConnector, TeamBatch
 
 A_EXT_MEAN = "efx_advantage_ext_mean"
@@ -47,9 +48,11 @@ class EFXJointAdvantageConnector(JointAdvantageConnector):
         return z
 
     @override(JointAdvantageConnector)
-    def critic_inputs(self, team: TeamBatch) -> np.ndarray:
+    def critic_batch(self, team: TeamBatch) -> dict[str, np.ndarray]:
+        columns = super().critic_batch(team)
         z = self.team_budget(team).astype(np.float32)
-        return np.concatenate([team.states, z[:, None]], axis=1)
+        columns[STATE] = np.concatenate([columns[STATE], z[:, None]], axis=1)
+        return columns
 
     @override(JointAdvantageConnector)
     def transform_advantages(

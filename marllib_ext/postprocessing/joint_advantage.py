@@ -78,9 +78,9 @@ class JointAdvantageConnector(ConnectorV2):
         """Actor batch columns copied to numpy into ``TeamBatch.module_columns``."""
         return (Columns.REWARDS, Columns.TERMINATEDS)
 
-    def critic_inputs(self, team: TeamBatch) -> np.ndarray:
-        """``(n_rows, critic_input_dim)`` rows the critic sees; the global state here."""
-        return team.states
+    def critic_batch(self, team: TeamBatch) -> dict[str, np.ndarray]:
+        """Columns of the critic module's batch, one row per team row: the state here."""
+        return {STATE: team.states}
 
     def transform_advantages(
         self, team: TeamBatch, advantages: np.ndarray, metrics: Any
@@ -102,9 +102,12 @@ class JointAdvantageConnector(ConnectorV2):
         team = self.build_team_batch(batch, episodes)
         critic = rl_module[self.critic_module_id]
         device = next(critic.parameters()).device
-        states = torch.from_numpy(self.critic_inputs(team)).to(device)
+        critic_inputs = {
+            column: torch.from_numpy(np.ascontiguousarray(array)).to(device)
+            for column, array in self.critic_batch(team).items()
+        }
         with torch.no_grad():
-            values = critic.compute_values({STATE: states}).cpu().numpy().astype(np.float64)
+            values = critic.compute_values(critic_inputs).cpu().numpy().astype(np.float64)
 
         valid_rows = np.flatnonzero(team.valid)
         advantages = np.zeros(team.layout.n_rows, dtype=np.float64)
@@ -139,7 +142,7 @@ class JointAdvantageConnector(ConnectorV2):
                 team.layout.scatter(value_targets, module_id), device
             )
         batch[self.critic_module_id] = {
-            STATE: states,
+            **critic_inputs,
             Postprocessing.VALUE_TARGETS: self._tensor(value_targets, device),
             Columns.LOSS_MASK: torch.from_numpy(team.valid).to(device),
         }

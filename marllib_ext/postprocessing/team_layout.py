@@ -35,6 +35,8 @@ class TeamLayout:
         chunk_lengths: ``(n_chunks,)`` rows per chunk, including the bootstrap row.
         chunk_agents: sorted agent ids per chunk.
         chunk_ids: the chunks' ids, in batch order.
+        agent_ids: every agent id seen, sorted.
+        agent_index_of: module id -> ``(module_rows,)`` index into ``agent_ids``.
     """
 
     team_row_of: dict[str, npt.NDArray[np.int64]]
@@ -42,6 +44,8 @@ class TeamLayout:
     chunk_lengths: npt.NDArray[np.int64]
     chunk_agents: list[list[str]]
     chunk_ids: list[Hashable]
+    agent_ids: list[str]
+    agent_index_of: dict[str, npt.NDArray[np.int64]]
 
     @property
     def n_rows(self) -> int:
@@ -106,11 +110,24 @@ def build_team_layout(agent_rows: Sequence[AgentRows]) -> TeamLayout:
     chunk_starts = np.concatenate([[0], np.cumsum(chunk_lengths)[:-1]]).astype(np.int64)
     start_of = dict(zip(chunk_ids, chunk_starts.tolist(), strict=True))
 
+    agent_ids = sorted({rows.agent_id for rows in agent_rows})
+    agent_index = {agent_id: index for index, agent_id in enumerate(agent_ids)}
     pieces: dict[str, list[np.ndarray]] = {}
+    agent_pieces: dict[str, list[np.ndarray]] = {}
     for rows in agent_rows:
         start = start_of[rows.chunk_id]
         pieces.setdefault(rows.module_id, []).append(
             np.arange(start, start + rows.length, dtype=np.int64)
         )
-    team_row_of = {mid: np.concatenate(parts) for mid, parts in pieces.items()}
-    return TeamLayout(team_row_of, chunk_starts, chunk_lengths, chunk_agents, chunk_ids)
+        agent_pieces.setdefault(rows.module_id, []).append(
+            np.full(rows.length, agent_index[rows.agent_id], dtype=np.int64)
+        )
+    return TeamLayout(
+        team_row_of={mid: np.concatenate(parts) for mid, parts in pieces.items()},
+        chunk_starts=chunk_starts,
+        chunk_lengths=chunk_lengths,
+        chunk_agents=chunk_agents,
+        chunk_ids=chunk_ids,
+        agent_ids=agent_ids,
+        agent_index_of={mid: np.concatenate(parts) for mid, parts in agent_pieces.items()},
+    )
