@@ -24,6 +24,13 @@ FIELDS = ("timesteps_total", "episode_return_mean", "agent_return_mean", "time_t
 
 
 def run(name: str, steps: int, seed: int, out: Path) -> list[dict]:
+    """Trains one (algorithm, seed); an existing CSV that reached ``steps`` is reused."""
+    path = out / f"{name}_seed{seed}.csv"
+    if path.exists():
+        with open(path) as f:
+            rows = [{k: float(v) for k, v in row.items()} for row in csv.DictReader(f)]
+        if rows and rows[-1]["timesteps_total"] >= steps:
+            return rows
     rows = []
     algos.get(name).fit(
         make_env("mpe:simple_spread", N=3, max_cycles=25),
@@ -33,7 +40,7 @@ def run(name: str, steps: int, seed: int, out: Path) -> list[dict]:
         checkpoint_end=False,
         on_iteration=rows.append,
     )
-    with open(out / f"{name}_seed{seed}.csv", "w", newline="") as f:
+    with open(path, "w", newline="") as f:
         writer = csv.DictWriter(f, fieldnames=FIELDS, extrasaction="ignore")
         writer.writeheader()
         writer.writerows(rows)
@@ -55,7 +62,7 @@ def main() -> None:
             rows = run(name, args.steps, seed, args.out)
             finals[name].append(rows[-1]["agent_return_mean"])
             print(
-                f"{name:<10} seed {seed}: {rows[-1]['timesteps_total']} env steps, final "
+                f"{name:<10} seed {seed}: {rows[-1]['timesteps_total']:.0f} env steps, final "
                 f"per-agent return {rows[-1]['agent_return_mean']:.2f}",
                 flush=True,
             )
