@@ -32,6 +32,24 @@ def parse_assignments(pairs: list[str], flag: str) -> dict[str, Any]:
     return values
 
 
+def init_ray(args: argparse.Namespace) -> None:
+    """A local Ray, or the cluster at ``--address`` / ``RAY_ADDRESS`` (``ray job submit``)."""
+    import ray
+
+    address = args.address or os.environ.get("RAY_ADDRESS")
+    if address:
+        if args.num_cpus is not None:
+            raise ConfigError("--num-cpus applies to a local Ray only, not with --address")
+        ray.init(address=address, configure_logging=False, log_to_driver=args.verbose)
+    else:
+        ray.init(
+            num_cpus=args.num_cpus,
+            include_dashboard=False,
+            configure_logging=False,
+            log_to_driver=args.verbose,
+        )
+
+
 def _format_row(row: dict[str, float]) -> str:
     return (
         f"iter {row['training_iteration']:4d} | env steps {row['timesteps_total']:8d} | "
@@ -60,14 +78,7 @@ def cmd_train(args: argparse.Namespace) -> int:
     # Validate everything before Ray starts, so bad input costs nothing.
     algo.rllib_config(env, share_policy=args.share_policy, seed=args.seed, **overrides)
 
-    import ray
-
-    ray.init(
-        num_cpus=args.num_cpus,
-        include_dashboard=False,
-        configure_logging=False,
-        log_to_driver=args.verbose,
-    )
+    init_ray(args)
     print(
         f"training {args.algo} on {env.name} (share_policy={args.share_policy}, stop={stop})",
         flush=True,
@@ -79,10 +90,14 @@ def cmd_train(args: argparse.Namespace) -> int:
             share_policy=args.share_policy,
             seed=args.seed,
             local_dir=args.local_dir,
+            checkpoint_freq=args.checkpoint_freq,
+            resume_from=args.resume,
             on_iteration=lambda row: print(_format_row(row), flush=True),
             **overrides,
         )
     finally:
+        import ray
+
         ray.shutdown()
     print(f"progress: {result.run_dir / 'progress.csv'}")
     print(f"checkpoint: {result.checkpoint_path}")
@@ -135,6 +150,16 @@ def cmd_list(args: argparse.Namespace) -> int:
     return 0
 
 
+def _add_ray_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--num-cpus", type=int, default=None, help="CPUs for the local Ray")
+    parser.add_argument(
+        "--address",
+        default=None,
+        help="existing Ray cluster to join (default: $RAY_ADDRESS, else local)",
+    )
+    parser.add_argument("--verbose", action="store_true", help="show Ray worker logs")
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="marllib-ext", description="MARLlib-style multi-agent RL on Ray RLlib"
@@ -176,8 +201,20 @@ def build_parser() -> argparse.ArgumentParser:
     stop.add_argument("--stop-reward", type=float, default=None)
     train.add_argument("--seed", type=int, default=None)
     train.add_argument("--local-dir", default="runs", help="where run directories go")
-    train.add_argument("--num-cpus", type=int, default=None, help="CPUs for the local Ray")
-    train.add_argument("--verbose", action="store_true", help="show Ray worker logs")
+    train.add_argument(
+        "--checkpoint-freq",
+        type=int,
+        default=0,
+        metavar="N",
+        help="also checkpoint every N iterations (always at the end)",
+    )
+    train.add_argument(
+        "--resume",
+        default=None,
+        metavar="CHECKPOINT",
+        help="continue from a checkpoint of the same algorithm",
+    )
+    _add_ray_arguments(train)
     train.set_defaults(func=cmd_train)
 
     evaluate = commands.add_parser("evaluate", help="run a trained team from a checkpoint")
@@ -194,8 +231,7 @@ def build_parser() -> argparse.ArgumentParser:
         action="store_true",
         help="greedy actions (z then stays at its start value)",
     )
-    evaluate.add_argument("--num-cpus", type=int, default=None, help="CPUs for the local Ray")
-    evaluate.add_argument("--verbose", action="store_true", help="show Ray worker logs")
+    _add_ray_arguments(evaluate)
     evaluate.set_defaults(func=cmd_evaluate)
 
     list_cmd = commands.add_parser("list", help="list algorithms and envs")

@@ -1,8 +1,12 @@
 """Test envs shared by several test modules."""
 
+import os
+
 import numpy as np
 from gymnasium import spaces
 from pettingzoo.utils.env import ParallelEnv
+
+from marllib_ext.envs.toy import CoordinationEnv
 
 EPISODE_LENGTH = 7
 N_AGENTS = 3
@@ -51,3 +55,20 @@ class CounterEnv(ParallelEnv):
         if done:
             self.agents = []
         return obs, rewards, terms, truncs, infos
+
+
+class CrashOnceEnv(CoordinationEnv):
+    """Coordination game whose process dies once, at step ``crash_at`` of its life,
+    the first time any instance gets there (``marker`` file records it)."""
+
+    def __init__(self, marker: str, crash_at: int = 150, **kwargs):
+        super().__init__(**kwargs)
+        self.marker, self.crash_at, self.steps = marker, crash_at, 0
+
+    def step(self, actions):
+        self.steps += 1
+        if self.steps >= self.crash_at and not os.path.exists(self.marker):
+            with open(self.marker, "w") as f:
+                f.write("crashed\n")
+            os._exit(1)  # the env runner process dies, as on a segfault or OOM kill
+        return super().step(actions)

@@ -10,6 +10,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 from ray.rllib.algorithms.algorithm_config import AlgorithmConfig
 
 from marllib_ext.algos.registry import AlgoSpec, get_algo_spec
@@ -31,6 +32,7 @@ PROGRESS_FIELDS = (
     "episodes_total",
     "time_this_iter_s",
     "time_total_s",
+    "budget_z",
 )
 
 
@@ -61,6 +63,8 @@ def progress_row(result: Mapping[str, Any]) -> dict[str, float]:
         "episodes_total": int(runners.get("num_episodes_lifetime", 0)),
         "time_this_iter_s": float(result.get("time_this_iter_s", math.nan)),
         "time_total_s": float(result.get("time_total_s", math.nan)),
+        # EFX algorithms' budget after this iteration's outer step (NaN otherwise).
+        "budget_z": float(result.get("efx", {}).get("budget_z", math.nan)),
     }
 
 
@@ -124,47 +128,109 @@ class Algo:
         seed: int | None = None,
         local_dir: str | Path = "runs",
         checkpoint_end: bool = True,
+        checkpoint_freq: int = 0,
+        resume_from: str | Path | None = None,
+        tensorboard: bool = True,
         on_iteration: Callable[[dict[str, float]], None] | None = None,
         **overrides: Any,
     ) -> FitResult:
-        """Trains until any ``stop`` criterion is reached; saves a final checkpoint.
+        """Trains until any ``stop`` criterion is reached; saves checkpoints.
 
         ``stop`` keys: ``training_iteration``, ``timesteps_total``,
-        ``episode_return_mean``, ``time_total_s``. Progress rows are appended to
-        ``<run_dir>/progress.csv`` and passed to ``on_iteration``.
+        ``episode_return_mean``, ``time_total_s``. Each call writes a fresh run
+        directory: ``progress.csv`` (one row per iteration, also passed to
+        ``on_iteration``), TensorBoard event files under ``tb/`` with every numeric
+        result entry (the algorithm's custom metrics included), a checkpoint every
+        ``checkpoint_freq`` iterations (``checkpoint_<iteration>``) and one at the end
+        (``checkpoint``). ``resume_from`` restores a checkpoint of the same algorithm
+        first: iteration count, env-step counters, weights, optimizer states and
+        connector states (EFX's budget) continue from there.
         """
         import ray
 
         env = self._env(env)
         stop = check_stop(stop)
+        if checkpoint_freq < 0:
+            raise ConfigError(f"checkpoint_freq must be >= 0, got {checkpoint_freq}")
+        if resume_from is not None and not Path(resume_from).exists():
+            raise ConfigError(f"resume checkpoint {str(resume_from)!r} does not exist")
         config = self.rllib_config(env, share_policy=share_policy, seed=seed, **overrides)
-        run_dir = _new_run_dir(Path(local_dir), f"{self.name}_{env.name.replace(':', '-')}")
         if not ray.is_initialized():
             ray.init(include_dashboard=False, configure_logging=False)
+        check_cluster_resources(config)
+        run_dir = _new_run_dir(Path(local_dir), f"{self.name}_{env.name.replace(':', '-')}")
         algorithm = config.build_algo()
         fit_result = FitResult(run_dir=run_dir, checkpoint_path=None)
+        writer = _tensorboard_writer(run_dir) if tensorboard else None
         try:
+            if resume_from is not None:
+                algorithm.restore_from_path(str(Path(resume_from).resolve()))
             with open(run_dir / "progress.csv", "w", newline="") as f:
-                writer = csv.DictWriter(f, fieldnames=PROGRESS_FIELDS)
-                writer.writeheader()
+                progress = csv.DictWriter(f, fieldnames=PROGRESS_FIELDS)
+                progress.writeheader()
                 while True:
                     result = algorithm.train()
                     row = progress_row(result)
-                    writer.writerow(row)
+                    progress.writerow(row)
                     f.flush()
+                    if writer is not None:
+                        _write_scalars(writer, result, row["training_iteration"])
                     fit_result.progress.append(row)
                     fit_result.last_result = result
                     if on_iteration is not None:
                         on_iteration(row)
                     if should_stop(row, stop):
                         break
+                    if checkpoint_freq and row["training_iteration"] % checkpoint_freq == 0:
+                        name = f"checkpoint_{row['training_iteration']:06d}"
+                        algorithm.save_to_path(str((run_dir / name).resolve()))
             if checkpoint_end:
                 checkpoint = run_dir / "checkpoint"
                 algorithm.save_to_path(str(checkpoint.resolve()))
                 fit_result.checkpoint_path = checkpoint
         finally:
+            if writer is not None:
+                writer.close()
             algorithm.stop()
         return fit_result
+
+
+def check_cluster_resources(config: AlgorithmConfig) -> None:
+    """GPU learners need GPUs in the Ray cluster; say so before anything starts."""
+    import ray
+
+    gpus_per_learner = config.num_gpus_per_learner
+    if not gpus_per_learner:
+        return
+    needed = gpus_per_learner * max(1, config.num_learners)
+    available = ray.cluster_resources().get("GPU", 0)
+    if available < needed:
+        raise ConfigError(
+            f"num_gpus_per_learner={gpus_per_learner} with num_learners={config.num_learners} "
+            f"needs {needed:g} GPU(s) but the Ray cluster has {available:g}; "
+            "set num_gpus_per_learner=0 to learn on CPU"
+        )
+
+
+def _tensorboard_writer(run_dir: Path):
+    from tensorboardX import SummaryWriter
+
+    return SummaryWriter(str(run_dir / "tb"))
+
+
+def _write_scalars(writer, result: Mapping[str, Any], step: int, prefix: str = "") -> None:
+    """Every finite numeric entry of the (nested) result dict, keyed by its path."""
+    for key, value in result.items():
+        name = f"{prefix}{key}"
+        if isinstance(value, Mapping):
+            _write_scalars(writer, value, step, prefix=f"{name}/")
+        elif _is_finite_number(value):
+            writer.add_scalar(name, float(value), step)
+
+
+def _is_finite_number(value: Any) -> bool:
+    numeric = isinstance(value, int | float | np.floating | np.integer)
+    return numeric and not isinstance(value, bool) and bool(np.isfinite(value))
 
 
 def _new_run_dir(root: Path, stem: str) -> Path:

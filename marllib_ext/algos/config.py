@@ -48,6 +48,9 @@ class PPOSettings:
     num_epochs: int
     num_env_runners: int
     num_envs_per_env_runner: int
+    num_cpus_per_env_runner: float
+    num_learners: int
+    num_gpus_per_learner: float
     actor_hiddens: list[int]
     actor_activation: str
     vf_share_layers: bool
@@ -68,6 +71,9 @@ class PPOSettings:
             (self.num_epochs > 0, "num_epochs", "must be > 0"),
             (self.num_env_runners >= 0, "num_env_runners", "must be >= 0"),
             (self.num_envs_per_env_runner > 0, "num_envs_per_env_runner", "must be > 0"),
+            (self.num_cpus_per_env_runner > 0, "num_cpus_per_env_runner", "must be > 0"),
+            (self.num_learners >= 0, "num_learners", "must be >= 0 (0: learn in the driver)"),
+            (self.num_gpus_per_learner >= 0, "num_gpus_per_learner", "must be >= 0"),
             (self.actor_activation in ACTIVATIONS, "actor_activation", f"one of {ACTIVATIONS}"),
         ]
         for ok, key, message in checks:

@@ -31,7 +31,15 @@ def base_ppo_config(settings: PPOSettings, env: EnvHandle, *, seed: int | None) 
         .env_runners(
             num_env_runners=settings.num_env_runners,
             num_envs_per_env_runner=settings.num_envs_per_env_runner,
+            num_cpus_per_env_runner=settings.num_cpus_per_env_runner,
         )
+        .learners(
+            num_learners=settings.num_learners,
+            num_gpus_per_learner=settings.num_gpus_per_learner,
+        )
+        # A crashed env runner is replaced and training goes on (RLlib's default, kept
+        # explicit because our runs rely on it).
+        .fault_tolerance(restart_failed_env_runners=True)
         .training(
             lr=settings.lr,
             gamma=settings.gamma,
