@@ -32,6 +32,60 @@ def parse_assignments(pairs: list[str], flag: str) -> dict[str, Any]:
     return values
 
 
+def _stop_from_args(args: argparse.Namespace) -> dict[str, float]:
+    stop: dict[str, float] = {}
+    if args.stop_iters is not None:
+        stop["training_iteration"] = args.stop_iters
+    if args.stop_timesteps is not None:
+        stop["timesteps_total"] = args.stop_timesteps
+    if args.stop_reward is not None:
+        stop["episode_return_mean"] = args.stop_reward
+    return stop or {"training_iteration": 10}
+
+
+def parse_grid(pairs: list[str]) -> dict[str, list[Any]]:
+    """``["lr=1e-4,3e-4"]`` -> ``{"lr": [0.0001, 0.0003]}`` (each value read as YAML)."""
+    grid = {}
+    for pair in pairs:
+        key, sep, raw = pair.partition("=")
+        if not sep or not key.strip() or not raw:
+            raise ConfigError(f"--grid expects key=v1,v2,..., got {pair!r}")
+        items = [f"{key.strip()}={item}" for item in raw.split(",")]
+        grid[key.strip()] = [parse_assignments([item], "--grid")[key.strip()] for item in items]
+    return grid
+
+
+def cmd_tune(args: argparse.Namespace) -> int:
+    import ray
+
+    from marllib_ext.algos.config import search_space
+    from marllib_ext.algos.registry import get_algo_spec
+    from marllib_ext.envs import make_env
+    from marllib_ext.sweeps import format_table, sweep
+
+    get_algo_spec(args.algo)
+    grid = parse_grid(args.grid) or search_space(args.algo)
+    env = make_env(args.env, **parse_assignments(args.env_arg, "--env-arg"))
+    init_ray(args)
+    try:
+        summaries = sweep(
+            args.algo,
+            env,
+            grid=grid,
+            stop=_stop_from_args(args),
+            num_samples=args.num_samples,
+            share_policy=args.share_policy,
+            seed=args.seed,
+            hyperparam_source=args.hyperparam_source,
+            local_dir=args.local_dir,
+            **parse_assignments(args.set, "--set"),
+        )
+    finally:
+        ray.shutdown()
+    print(format_table(summaries))
+    return 0 if all(summary.error is None for summary in summaries) else 1
+
+
 def init_ray(args: argparse.Namespace) -> None:
     """A local Ray, or the cluster at ``--address`` / ``RAY_ADDRESS`` (``ray job submit``)."""
     import ray
@@ -66,15 +120,7 @@ def cmd_train(args: argparse.Namespace) -> int:
     overrides = parse_assignments(args.set, "--set")
     env = make_env(args.env, **parse_assignments(args.env_arg, "--env-arg"))
     algo = algos.get(args.algo, args.hyperparam_source)
-    stop: dict[str, float] = {}
-    if args.stop_iters is not None:
-        stop["training_iteration"] = args.stop_iters
-    if args.stop_timesteps is not None:
-        stop["timesteps_total"] = args.stop_timesteps
-    if args.stop_reward is not None:
-        stop["episode_return_mean"] = args.stop_reward
-    if not stop:
-        stop["training_iteration"] = 10
+    stop = _stop_from_args(args)
     # Validate everything before Ray starts, so bad input costs nothing.
     algo.rllib_config(env, share_policy=args.share_policy, seed=args.seed, **overrides)
 
@@ -150,31 +196,7 @@ def cmd_list(args: argparse.Namespace) -> int:
     return 0
 
 
-def _add_ray_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--num-cpus", type=int, default=None, help="CPUs for the local Ray")
-    parser.add_argument(
-        "--address",
-        default=None,
-        help="existing Ray cluster to join (default: $RAY_ADDRESS, else local)",
-    )
-    parser.add_argument("--verbose", action="store_true", help="show Ray worker logs")
-
-
-def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(
-        prog="marllib-ext", description="MARLlib-style multi-agent RL on Ray RLlib"
-    )
-    parser.add_argument(
-        "--import",
-        dest="imports",
-        action="append",
-        default=[],
-        metavar="MODULE",
-        help="import a module first (e.g. one that registers your own env)",
-    )
-    commands = parser.add_subparsers(dest="command", required=True)
-
-    train = commands.add_parser("train", help="train an algorithm and save a checkpoint")
+def _add_training_arguments(train: argparse.ArgumentParser) -> None:
     train.add_argument("algo", help="registered algorithm, see `marllib-ext list`")
     train.add_argument("--env", default=DEFAULT_ENV, help=f"env name (default {DEFAULT_ENV})")
     train.add_argument(
@@ -201,6 +223,34 @@ def build_parser() -> argparse.ArgumentParser:
     stop.add_argument("--stop-reward", type=float, default=None)
     train.add_argument("--seed", type=int, default=None)
     train.add_argument("--local-dir", default="runs", help="where run directories go")
+
+
+def _add_ray_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--num-cpus", type=int, default=None, help="CPUs for the local Ray")
+    parser.add_argument(
+        "--address",
+        default=None,
+        help="existing Ray cluster to join (default: $RAY_ADDRESS, else local)",
+    )
+    parser.add_argument("--verbose", action="store_true", help="show Ray worker logs")
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="marllib-ext", description="MARLlib-style multi-agent RL on Ray RLlib"
+    )
+    parser.add_argument(
+        "--import",
+        dest="imports",
+        action="append",
+        default=[],
+        metavar="MODULE",
+        help="import a module first (e.g. one that registers your own env)",
+    )
+    commands = parser.add_subparsers(dest="command", required=True)
+
+    train = commands.add_parser("train", help="train an algorithm and save a checkpoint")
+    _add_training_arguments(train)
     train.add_argument(
         "--checkpoint-freq",
         type=int,
@@ -216,6 +266,19 @@ def build_parser() -> argparse.ArgumentParser:
     )
     _add_ray_arguments(train)
     train.set_defaults(func=cmd_train)
+
+    tune_cmd = commands.add_parser("tune", help="grid sweep with Ray Tune, then a results table")
+    _add_training_arguments(tune_cmd)
+    tune_cmd.add_argument(
+        "--grid",
+        action="append",
+        default=[],
+        metavar="KEY=V1,V2",
+        help="values to try (default: the algorithm YAML's search section)",
+    )
+    tune_cmd.add_argument("--num-samples", type=int, default=1, help="repeats of each point")
+    _add_ray_arguments(tune_cmd)
+    tune_cmd.set_defaults(func=cmd_tune)
 
     evaluate = commands.add_parser("evaluate", help="run a trained team from a checkpoint")
     evaluate.add_argument("checkpoint", help="checkpoint directory written by train")

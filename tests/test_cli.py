@@ -98,3 +98,28 @@ def test_evaluate_an_efx_checkpoint_at_a_chosen_budget(tmp_path):
     assert result.returncode == 0, result.stderr[-3000:]
     assert "evaluated 3 episodes at budget z=-4" in result.stdout
     assert "team return mean" in result.stdout
+
+
+def test_tune_sweep_prints_a_results_table(tmp_path):
+    result = run_cli(
+        "tune",
+        "mappo",
+        "--env",
+        "toy:coordination",
+        "--grid",
+        "lr=0.001,0.0005",
+        "--stop-iters",
+        "1",
+        "--set",
+        "num_env_runners=0",
+        "--num-cpus",
+        "2",
+        "--local-dir",
+        str(tmp_path),
+        cwd=tmp_path,
+    )
+    assert result.returncode == 0, result.stderr[-3000:]
+    lines = [line for line in result.stdout.splitlines() if line.strip()]
+    header = next(i for i, line in enumerate(lines) if "agent_return" in line)
+    rows = lines[header + 1 : header + 3]
+    assert len(rows) == 2 and {"0.001", "0.0005"} <= {row.split()[0] for row in rows}

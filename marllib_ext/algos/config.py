@@ -2,12 +2,12 @@
 
 An algorithm YAML file has the top-level keys ``description`` (one line),
 ``inherits`` (another YAML in the same folder, or a list of them merged left to right,
-whose values come first), ``common``
-(defaults) and ``sources`` (per-env overrides keyed by ``hyperparam_source``, e.g.
-``mpe``). Values merge in this order: inherited common, inherited source, own common,
-own source, then the user's overrides. The merged mapping must match the algorithm's
-config dataclass exactly: an unknown key or a value of the wrong type is an error that
-names the key.
+whose values come first), ``common`` (defaults), ``sources`` (per-env overrides keyed
+by ``hyperparam_source``, e.g. ``mpe``) and ``search`` (values per key for
+``marllib-ext tune`` grids). Values merge in this order: inherited common, inherited
+source, own common, own source, then the user's overrides. The merged mapping must
+match the algorithm's config dataclass exactly: an unknown key or a value of the wrong
+type is an error that names the key.
 """
 
 from __future__ import annotations
@@ -23,7 +23,7 @@ from typing import Any
 from marllib_ext.configs import ALGO_CONFIG_DIR, load_yaml
 from marllib_ext.errors import ConfigError
 
-_ALGO_FILE_KEYS = {"description", "inherits", "common", "sources"}
+_ALGO_FILE_KEYS = {"description", "inherits", "common", "sources", "search"}
 ACTIVATIONS = ("tanh", "relu", "elu", "silu")
 MIXERS = ("vdn", "qmix")
 
@@ -193,6 +193,19 @@ def merged_values(name: str, hyperparam_source: str) -> dict[str, Any]:
     values.update(data.get("common") or {})
     values.update((data.get("sources") or {}).get(hyperparam_source) or {})
     return values
+
+
+def search_space(name: str) -> dict[str, list[Any]]:
+    """The ``search:`` section (key -> values for a grid sweep), inheritance resolved."""
+    data = load_algo_yaml(name)
+    space: dict[str, list[Any]] = {}
+    for parent in _parents(data):
+        space.update(search_space(parent))
+    for key, values in (data.get("search") or {}).items():
+        if not isinstance(values, list) or not values:
+            raise ConfigError(f"{algo_yaml_path(name)}: search.{key} must be a non-empty list")
+        space[key] = values
+    return space
 
 
 def known_sources(name: str) -> set[str]:

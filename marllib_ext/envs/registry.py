@@ -105,6 +105,12 @@ def register_env(
     return spec
 
 
+def register_spec(spec: EnvSpec) -> EnvSpec:
+    """Registers an already built ``EnvSpec`` (e.g. in a Tune trial's process)."""
+    _REGISTRY[spec.name] = spec
+    return spec
+
+
 def _check_range(name: str, reward_range) -> tuple[float, float]:
     low, high = (float(v) for v in reward_range)
     if low > high:
