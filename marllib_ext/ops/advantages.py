@@ -78,3 +78,23 @@ def team_gae(
         advantages[t] = running
     value_targets = advantages + values
     return advantages.astype(np.float32), value_targets.astype(np.float32)
+
+
+def standardize_valid(
+    values: npt.ArrayLike, valid: npt.ArrayLike, *, min_std: float = 1e-4
+) -> npt.NDArray[np.float64]:
+    """``(values - mean) / max(min_std, std)`` with mean and std over valid rows only.
+
+    Args:
+        values: ``(N,)``.
+        valid: ``(N,)`` bool; RLlib's artificial bootstrap rows are the invalid ones
+            (RLlib's own GAE connector includes them in its statistics).
+
+    Returns:
+        ``(N,)``; invalid rows are shifted and scaled the same way.
+    """
+    values = np.asarray(values, dtype=np.float64)
+    valid = np.asarray(valid, dtype=bool)
+    _check_shape("valid", valid, values.shape)
+    selected = values[valid]
+    return (values - selected.mean()) / max(min_std, float(selected.std()))

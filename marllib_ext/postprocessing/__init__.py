@@ -3,7 +3,6 @@
 from marllib_ext.postprocessing.joint_advantage import (
     JointAdvantageConnector,
     TeamBatch,
-    normalize_valid,
 )
 from marllib_ext.postprocessing.team_layout import AgentRows, TeamLayout, build_team_layout
 
@@ -13,5 +12,4 @@ __all__ = [
     "TeamBatch",
     "TeamLayout",
     "build_team_layout",
-    "normalize_valid",
 ]

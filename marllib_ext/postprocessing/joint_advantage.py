@@ -13,7 +13,7 @@ from ray.rllib.evaluation.postprocessing import Postprocessing
 from ray.rllib.utils.annotations import override
 
 from marllib_ext.envs.adapter import STATE_KEY
-from marllib_ext.ops.advantages import team_gae
+from marllib_ext.ops.advantages import standardize_valid, team_gae
 from marllib_ext.policies.joint_critic import CRITIC_MODULE_ID, STATE
 from marllib_ext.postprocessing.team_layout import AgentRows, TeamLayout, build_team_layout
 
@@ -35,12 +35,6 @@ class TeamBatch:
     truncateds: np.ndarray  # bool, last real row of every other chunk (bootstraps)
     valid: np.ndarray  # bool, False on bootstrap rows
     module_columns: dict[str, dict[str, np.ndarray]]  # numpy copies of actor batch columns
-
-
-def normalize_valid(values: np.ndarray, valid: np.ndarray) -> np.ndarray:
-    """Standardizes over valid rows only (RLlib's GAE also counts bootstrap rows)."""
-    selected = values[valid]
-    return (values - selected.mean()) / max(1e-4, float(selected.std()))
 
 
 class JointAdvantageConnector(ConnectorV2):
@@ -131,7 +125,7 @@ class JointAdvantageConnector(ConnectorV2):
                 window=1,
             )
         advantages = self.transform_advantages(team, advantages, metrics)
-        advantages = normalize_valid(advantages, team.valid)
+        advantages = standardize_valid(advantages, team.valid)
         advantages[~team.valid] = 0.0
 
         for module_id in team.layout.team_row_of:

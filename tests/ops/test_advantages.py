@@ -128,3 +128,15 @@ def test_shape_mismatch_names_both_shapes():
             gamma=0.9,
             lambda_=0.9,
         )
+
+
+def test_standardize_valid_ignores_invalid_rows():
+    from marllib_ext.ops import standardize_valid
+
+    values = np.array([1.0, 3.0, 100.0, 5.0])
+    valid = np.array([True, True, False, True])
+    out = standardize_valid(values, valid)
+    # mean 3, population std sqrt(8/3) over the valid rows only
+    np.testing.assert_allclose(out[valid], (values[valid] - 3.0) / np.sqrt(8 / 3))
+    assert out[valid].mean() == pytest.approx(0.0) and out[valid].std() == pytest.approx(1.0)
+    np.testing.assert_allclose(standardize_valid([2.0, 2.0], [True, True]), [0.0, 0.0])
