@@ -6,8 +6,15 @@ import numpy as np
 from gymnasium import spaces
 from pettingzoo.utils.env import ParallelEnv
 
+from marllib_ext.configs import ENV_CONFIG_DIR, load_yaml
 from marllib_ext.envs.toy import CoordinationEnv
 
+# Envs shipped in configs/envs/*.yaml (tests register more under test:/user: names).
+BUILTIN_ENVS = sorted(
+    f"{path.stem}:{scenario}"
+    for path in ENV_CONFIG_DIR.glob("*.yaml")
+    for scenario in load_yaml(path)
+)
 EPISODE_LENGTH = 7
 N_AGENTS = 3
 

@@ -6,12 +6,13 @@ from ray.rllib.algorithms.algorithm_config import AlgorithmConfig
 from marllib_ext import algos
 from marllib_ext.algos.config import ALGO_CONFIG_DIR, known_sources
 from marllib_ext.algos.policy_sharing import SHARED_POLICY_ID
-from marllib_ext.envs import list_envs, make_env, register_env
+from marllib_ext.envs import make_env, register_env
 from marllib_ext.envs.toy import CoordinationEnv
 from marllib_ext.errors import ConfigError
 from marllib_ext.policies import CRITIC_MODULE_ID
+from tests.helpers import BUILTIN_ENVS
 
-MULTI_AGENT_ENVS = sorted(list_envs())
+MULTI_AGENT_ENVS = BUILTIN_ENVS
 
 
 def test_every_algo_yaml_is_registered():
