@@ -10,7 +10,6 @@ from ray.rllib.algorithms.ppo.torch.ppo_torch_learner import PPOTorchLearner
 from ray.rllib.connectors.learner import GeneralAdvantageEstimation
 from ray.rllib.core.columns import Columns
 from ray.rllib.core.learner.learner import VF_LOSS_KEY
-from ray.rllib.evaluation.postprocessing import Postprocessing
 from ray.rllib.utils.annotations import override
 from ray.rllib.utils.torch_utils import explained_variance
 
@@ -59,7 +58,7 @@ class JointCriticPPOLearner(PPOTorchLearner):
         critic = self.module[module_id].unwrapped()
         values, diagnostics = critic.values_with_diagnostics(batch)
         mask = batch[Columns.LOSS_MASK]
-        targets = batch[Postprocessing.VALUE_TARGETS]
+        targets = batch[Columns.VALUE_TARGETS]
         loss = torch.mean(torch.square(values - targets)[mask])
         self.metrics.log_dict(
             {

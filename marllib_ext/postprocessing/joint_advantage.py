@@ -9,7 +9,6 @@ import numpy as np
 import torch
 from ray.rllib.connectors.connector_v2 import ConnectorV2
 from ray.rllib.core.columns import Columns
-from ray.rllib.evaluation.postprocessing import Postprocessing
 from ray.rllib.utils.annotations import override
 
 from marllib_ext.envs.adapter import STATE_KEY
@@ -129,15 +128,15 @@ class JointAdvantageConnector(ConnectorV2):
         advantages[~team.valid] = 0.0
 
         for module_id in team.layout.team_row_of:
-            batch[module_id][Postprocessing.ADVANTAGES] = self._tensor(
+            batch[module_id][Columns.ADVANTAGES] = self._tensor(
                 team.layout.scatter(advantages, module_id), device
             )
-            batch[module_id][Postprocessing.VALUE_TARGETS] = self._tensor(
+            batch[module_id][Columns.VALUE_TARGETS] = self._tensor(
                 team.layout.scatter(value_targets, module_id), device
             )
         batch[self.critic_module_id] = {
             **critic_inputs,
-            Postprocessing.VALUE_TARGETS: self._tensor(value_targets, device),
+            Columns.VALUE_TARGETS: self._tensor(value_targets, device),
             Columns.LOSS_MASK: torch.from_numpy(team.valid).to(device),
         }
         return batch

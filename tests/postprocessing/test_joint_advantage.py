@@ -9,7 +9,6 @@ import numpy as np
 import pytest
 import torch
 from ray.rllib.core.columns import Columns
-from ray.rllib.evaluation.postprocessing import Postprocessing
 
 from marllib_ext import algos
 from marllib_ext.algos.learners import JointCriticPPOLearner
@@ -36,8 +35,8 @@ class RecordingConnector(JointAdvantageConnector):
                         for c in (
                             Columns.OBS,
                             Columns.LOSS_MASK,
-                            Postprocessing.ADVANTAGES,
-                            Postprocessing.VALUE_TARGETS,
+                            Columns.ADVANTAGES,
+                            Columns.VALUE_TARGETS,
                         )
                     }
                     for mid in batch
@@ -134,7 +133,7 @@ def test_every_agent_row_gets_its_team_step_advantage(ray_session, share_policy)
             for (uid, t, _), valid, advantage in zip(
                 columns[Columns.OBS],
                 columns[Columns.LOSS_MASK],
-                columns[Postprocessing.ADVANTAGES],
+                columns[Columns.ADVANTAGES],
                 strict=True,
             ):
                 if not valid:
