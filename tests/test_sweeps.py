@@ -48,3 +48,22 @@ def test_grid_parsing_and_yaml_search_space():
         parse_grid(["lr"])
     assert search_space("efx_mappo") == {"intrinsic_coef": [0.1, 1.0], "lr_z": [1e-7, 1e-3]}
     assert search_space("mappo") == {}
+
+
+def test_registry_config_runs_as_a_plain_tune_trainable(ray_session, tmp_path):
+    from ray import tune
+
+    from marllib_ext import algos
+
+    config = algos.efx_mappo(num_env_runners=0).rllib_config("toy:coordination")
+    results = tune.Tuner(
+        config.algo_class,
+        param_space=config,
+        run_config=tune.RunConfig(
+            stop={"training_iteration": 1}, storage_path=str(tmp_path), verbose=0
+        ),
+    ).fit()
+    assert not results.errors
+    metrics = results[0].metrics
+    assert metrics["training_iteration"] == 1
+    assert "budget_z" in metrics["efx"]
