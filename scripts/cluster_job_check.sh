@@ -7,6 +7,8 @@ cd "$(dirname "$0")/.."
 
 DASHBOARD_PORT=${DASHBOARD_PORT:-8265}
 export RAY_ADDRESS="http://127.0.0.1:${DASHBOARD_PORT}"
+# Ray 2.60 clusters require token auth; the CLI reads the token from ~/.ray/auth_token.
+export RAY_AUTH_MODE=token
 cleanup() { ray stop --force >/dev/null 2>&1 || true; }
 trap cleanup EXIT
 
@@ -23,8 +25,9 @@ job_id=$(echo "${submission}" | grep -oE "raysubmit_[A-Za-z0-9]+" | head -n 1)
 [ -n "${job_id}" ] || { echo "no job id in the submit output"; exit 1; }
 
 status=""
-for _ in $(seq 1 120); do
-    status=$(ray job status "${job_id}" 2>/dev/null | grep -oE "SUCCEEDED|FAILED|STOPPED|RUNNING|PENDING" | tail -n 1 || true)
+for _ in $(seq 1 60); do
+    status=$(ray job status "${job_id}" 2>&1 | grep -ioE "succeeded|failed|stopped|running|pending" \
+        | tail -n 1 | tr '[:lower:]' '[:upper:]' || true)
     case "${status}" in SUCCEEDED|FAILED|STOPPED) break ;; esac
     sleep 5
 done
