@@ -163,7 +163,12 @@ def cmd_evaluate(args: argparse.Namespace) -> int:
     )
     try:
         result = evaluate(
-            args.checkpoint, episodes=args.episodes, z=args.z, explore=not args.deterministic
+            args.checkpoint,
+            episodes=args.episodes,
+            z=args.z,
+            explore=not args.deterministic,
+            render=args.render,
+            out=args.out,
         )
     finally:
         ray.shutdown()
@@ -173,6 +178,8 @@ def cmd_evaluate(args: argparse.Namespace) -> int:
     for agent_id, returns in sorted(result.agent_returns.items()):
         print(f"  {agent_id}: return mean {np.mean(returns):.3f}")
     print(f"per-agent return mean {result.agent_return_mean:.3f}")
+    if args.render:
+        print(f"frames: {result.n_frames} PNG files in {args.out}")
     return 0
 
 
@@ -294,6 +301,10 @@ def build_parser() -> argparse.ArgumentParser:
         action="store_true",
         help="greedy actions (z then stays at its start value)",
     )
+    evaluate.add_argument(
+        "--render", default=None, choices=["rgb_array"], help="render every step of one env"
+    )
+    evaluate.add_argument("--out", default=None, help="directory for rendered frames")
     _add_ray_arguments(evaluate)
     evaluate.set_defaults(func=cmd_evaluate)
 

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import functools
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -20,6 +19,7 @@ class EvaluationResult:
     team_returns: list[float]
     agent_returns: dict[str, list[float]]
     budget_z: float | None
+    n_frames: int = 0
 
     @property
     def team_return_mean(self) -> float:
@@ -67,18 +67,55 @@ def _run_episodes(env_runner, num_episodes, explore):
     return team, agents
 
 
+FRAMES_ATTRIBUTE = "_marllib_ext_frames"
+
+
+def record_frame(*, env_runner, env, env_index, **kwargs) -> None:
+    """``on_episode_start`` / ``on_episode_step``: keeps the sub-env's rendered frame."""
+    sub_env = env.envs[env_index]
+    sub_env = getattr(sub_env, "unwrapped", sub_env)
+    frame = sub_env.par_env.render() if hasattr(sub_env, "par_env") else sub_env.render()
+    if frame is not None:
+        frames = getattr(env_runner, FRAMES_ATTRIBUTE, None)
+        if frames is None:
+            frames = []
+            setattr(env_runner, FRAMES_ATTRIBUTE, frames)
+        frames.append(np.asarray(frame, dtype=np.uint8))
+
+
+def save_frames(frames: list[np.ndarray], out: Path) -> list[Path]:
+    """Writes ``frame_<k>.png`` files (pygame, which mpe2 already needs) into ``out``."""
+    import os
+
+    os.environ.setdefault("PYGAME_HIDE_SUPPORT_PROMPT", "1")
+    import pygame
+
+    out.mkdir(parents=True, exist_ok=True)
+    paths = []
+    for index, frame in enumerate(frames):
+        path = out / f"frame_{index:05d}.png"
+        # pygame surfaces are (width, height, 3).
+        pygame.image.save(pygame.surfarray.make_surface(frame.swapaxes(0, 1)), str(path))
+        paths.append(path)
+    return paths
+
+
 def evaluate(
     checkpoint: str | Path,
     *,
     episodes: int = 10,
     z: float | None = None,
     explore: bool = True,
+    render: str | None = None,
+    out: str | Path | None = None,
 ) -> EvaluationResult:
     """Loads ``checkpoint`` and runs ``episodes`` episodes without training.
 
     ``z``: for EFX algorithms, every episode starts at this fixed budget (within the
     trained ``[z_low, z_high]``). ``explore=True`` samples actions as in training, which
     also makes z evolve as in training (RLlib logs ``logp = 0`` when not exploring).
+    ``render="rgb_array"`` renders every step of one env (PettingZoo ``render_mode``)
+    and writes the frames as PNG files into ``out``.
     """
     from ray.rllib.algorithms.algorithm import Algorithm
 
@@ -87,29 +124,37 @@ def evaluate(
         raise ConfigError(f"checkpoint {str(path)!r} does not exist")
     if episodes < 1:
         raise ConfigError(f"episodes must be >= 1, got {episodes}")
+    if render not in (None, "rgb_array"):
+        raise ConfigError(f"--render supports 'rgb_array' only, got {render!r}")
+    if render is not None and out is None:
+        raise ConfigError("--render needs --out DIR for the frames")
     for name in list_envs():  # the checkpoint names its env by our registry id
         EnvHandle(name).register_with_rllib()
-    algorithm = Algorithm.from_checkpoint(str(path.resolve()))
+    trained = Algorithm.from_checkpoint(str(path.resolve()))
+    config = trained.config.copy(copy_frozen=False)
+    trained.stop()
+    # One local env runner (a single env when rendering) with the trained state.
+    config.env_runners(num_env_runners=0, num_envs_per_env_runner=1 if render else 4)
+    if render is not None:
+        config.environment(env_config={**config.env_config, "render_mode": render})
+        config.callbacks(on_episode_start=record_frame, on_episode_step=record_frame)
+    algorithm = config.build_algo()
     try:
-        group = algorithm.env_runner_group
-        use_local = group.num_remote_env_runners() == 0
+        algorithm.restore_from_path(str(path.resolve()))
+        runner = algorithm.env_runner
         if z is not None:
-            ranges = [r for r in group.foreach_env_runner(_budget_range) if r is not None]
-            if not ranges:
+            budget_range = _budget_range(runner)
+            if budget_range is None:
                 raise ConfigError("--z needs a checkpoint of an EFX algorithm (efx_mappo)")
-            low, high = ranges[0]
+            low, high = budget_range
             if not low <= z <= high:
                 raise ConfigError(f"--z {z} is outside the trained budget range [{low}, {high}]")
-            group.foreach_env_runner(
-                functools.partial(_set_fixed_budget, z=float(z)), local_env_runner=True
-            )
-        budgets = [b for b in group.foreach_env_runner(_current_budget) if b is not None]
-        outputs = group.foreach_env_runner(
-            functools.partial(_run_episodes, num_episodes=episodes, explore=explore),
-            local_env_runner=use_local,
-            remote_worker_ids=None if use_local else [1],
-        )
+            _set_fixed_budget(runner, float(z))
+        budget = _current_budget(runner)
+        team, agents = _run_episodes(runner, episodes, explore)
+        frames = getattr(runner, FRAMES_ATTRIBUTE, [])
     finally:
         algorithm.stop()
-    team, agents = outputs[0]
-    return EvaluationResult(team[:episodes], agents, budgets[0] if budgets else None)
+    if render is not None:
+        save_frames(frames, Path(out))
+    return EvaluationResult(team[:episodes], agents, budget, n_frames=len(frames))

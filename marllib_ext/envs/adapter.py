@@ -75,6 +75,10 @@ class ParallelEnvAdapter(ParallelPettingZooEnv):
             infos[agent] = {**infos.get(agent, {}), STATE_KEY: state}
         return infos
 
+    def render(self):
+        # RLlib's wrapper passes render_mode positionally; PettingZoo's render() takes none.
+        return self.par_env.render()
+
     def reset(self, *, seed: int | None = None, options: dict | None = None):
         observations, infos = super().reset(seed=seed, options=options)
         return observations, self._add_state(observations, infos)

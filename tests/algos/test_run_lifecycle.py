@@ -82,3 +82,21 @@ def _crash_env(marker):
     from marllib_ext import make_env
 
     return make_env("test:crash_once", marker=str(marker), crash_at=150)
+
+
+def test_evaluate_renders_frames(ray_session, tmp_path):
+    from marllib_ext import make_env
+    from marllib_ext.algos.evaluation import evaluate
+
+    result = algos.mappo(
+        hyperparam_source="toy", num_env_runners=0, train_batch_size=100, minibatch_size=50
+    ).fit(
+        make_env("mpe:simple_spread", max_cycles=5),
+        stop={"training_iteration": 1},
+        local_dir=tmp_path,
+    )
+    out = tmp_path / "frames"
+    evaluation = evaluate(result.checkpoint_path, episodes=1, render="rgb_array", out=out)
+    frames = sorted(out.glob("frame_*.png"))
+    assert evaluation.n_frames == len(frames) >= 5  # reset frame + one per step
+    assert frames[0].stat().st_size > 1000
