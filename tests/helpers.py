@@ -79,3 +79,23 @@ class CrashOnceEnv(CoordinationEnv):
                 f.write("crashed\n")
             os._exit(1)  # the env runner process dies, as on a segfault or OOM kill
         return super().step(actions)
+
+
+def counter_config(algo_name, env_name, learner_class, share_policy="all", **overrides):
+    """A tiny in-process config over CounterEnv-style envs whose 7-step episodes are cut
+    by 5-step fragments (continuation chunks appear), with a recording learner."""
+    from marllib_ext import algos
+
+    settings = {
+        "hyperparam_source": "toy",
+        "num_env_runners": 0,
+        "num_envs_per_env_runner": 2,
+        "train_batch_size": 48,
+        "minibatch_size": 48,
+        "num_epochs": 1,
+        **overrides,
+    }
+    config = algos.get(algo_name, **settings).rllib_config(
+        env_name, share_policy=share_policy, seed=0
+    )
+    return config.env_runners(rollout_fragment_length=5).learners(learner_class=learner_class)

@@ -14,7 +14,7 @@ from marllib_ext.postprocessing.efx_advantage import (
     CLIP_ACTIVE_FRACTION,
     EFXJointAdvantageConnector,
 )
-from tests.helpers import EPISODE_LENGTH, CounterEnv
+from tests.helpers import EPISODE_LENGTH, CounterEnv, counter_config
 
 register_env("test:efx_counter", CounterEnv, state_source="observations")
 
@@ -43,17 +43,7 @@ class RecordingEFXLearner(EFXJointCriticLearner):
 
 
 def build(share_policy="all", env="test:efx_counter", **overrides):
-    settings = dict(
-        hyperparam_source="toy",
-        num_env_runners=0,
-        num_envs_per_env_runner=2,
-        train_batch_size=48,
-        minibatch_size=48,
-        num_epochs=1,
-    )
-    settings.update(overrides)
-    config = algos.efx_mappo(**settings).rllib_config(env, share_policy=share_policy, seed=0)
-    return config.env_runners(rollout_fragment_length=5).learners(learner_class=RecordingEFXLearner)
+    return counter_config("efx_mappo", env, RecordingEFXLearner, share_policy, **overrides)
 
 
 def train(config, iterations):

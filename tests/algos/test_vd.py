@@ -16,7 +16,7 @@ from marllib_ext.ops.advantages import team_gae
 from marllib_ext.ops.efx import conservative_advantage
 from marllib_ext.ops.mixers import qmix_mix, vdn_mix
 from marllib_ext.policies import AGENT_OBS, CRITIC_MODULE_ID, STATE, ValueDecompositionCritic
-from tests.helpers import CounterEnv
+from tests.helpers import CounterEnv, counter_config
 
 N_AGENTS, OBS_DIM, STATE_DIM = 3, 4, 6
 
@@ -134,21 +134,18 @@ class RecordingLearner(EFXVDLearner):
 def test_efx_vdppo_advantages_equal_the_ops_reference(ray_session, share_policy):
     RECORDED.clear()
     gamma, lambda_, coef = 0.9, 0.8, 0.5
-    config = algos.efx_vdppo(
-        hyperparam_source="toy",
-        num_env_runners=0,
-        num_envs_per_env_runner=2,
-        train_batch_size=48,
-        minibatch_size=48,
-        num_epochs=1,
+    config = counter_config(
+        "efx_vdppo",
+        "test:vd_counter",
+        RecordingLearner,
+        share_policy,
         gamma=gamma,
         lambda_=lambda_,
         intrinsic_coef=coef,
         z_low=-3.0,
         z_high=3.0,
         z_init=1.0,
-    ).rllib_config("test:vd_counter", share_policy=share_policy, seed=0)
-    config = config.env_runners(rollout_fragment_length=5).learners(learner_class=RecordingLearner)
+    )
     algorithm = config.build_algo()
     try:
         algorithm.train()

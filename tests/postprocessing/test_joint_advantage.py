@@ -10,12 +10,11 @@ import pytest
 import torch
 from ray.rllib.core.columns import Columns
 
-from marllib_ext import algos
 from marllib_ext.algos.learners import JointCriticPPOLearner
 from marllib_ext.envs import register_env
 from marllib_ext.policies import CRITIC_MODULE_ID, STATE
 from marllib_ext.postprocessing import JointAdvantageConnector
-from tests.helpers import EPISODE_LENGTH, N_AGENTS, CounterEnv, reward_of
+from tests.helpers import EPISODE_LENGTH, N_AGENTS, CounterEnv, counter_config, reward_of
 
 GAMMA, LAMBDA = 0.9, 0.8
 
@@ -106,18 +105,10 @@ def reference_team_advantages(record):
 @pytest.mark.parametrize("share_policy", ["all", "individual"])
 def test_every_agent_row_gets_its_team_step_advantage(ray_session, share_policy):
     RECORDED.clear()
-    config = algos.mappo(
-        hyperparam_source="toy",
-        num_env_runners=0,
-        num_envs_per_env_runner=2,
-        train_batch_size=48,
-        minibatch_size=48,
-        num_epochs=1,
-        gamma=GAMMA,
-        lambda_=LAMBDA,
-    ).rllib_config("test:counter", share_policy=share_policy, seed=0)
     # Fragments of 5 steps cut 7-step episodes mid-way: continuation chunks appear.
-    config = config.env_runners(rollout_fragment_length=5).learners(learner_class=RecordingLearner)
+    config = counter_config(
+        "mappo", "test:counter", RecordingLearner, share_policy, gamma=GAMMA, lambda_=LAMBDA
+    )
     algorithm = config.build_algo()
     try:
         for _ in range(3):
