@@ -183,6 +183,13 @@ def cmd_evaluate(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_plot(args: argparse.Namespace) -> int:
+    from marllib_ext.plotting import plot_runs
+
+    print(f"wrote {plot_runs(args.run_dirs, args.out, metric=args.metric)}")
+    return 0
+
+
 def cmd_list(args: argparse.Namespace) -> int:
     from marllib_ext.algos import ALGORITHMS
     from marllib_ext.envs import list_envs
@@ -307,6 +314,19 @@ def build_parser() -> argparse.ArgumentParser:
     evaluate.add_argument("--out", default=None, help="directory for rendered frames")
     _add_ray_arguments(evaluate)
     evaluate.set_defaults(func=cmd_evaluate)
+
+    plot = commands.add_parser("plot", help="learning curves (mean, min-max over runs)")
+    plot.add_argument(
+        "run_dirs",
+        nargs="+",
+        metavar="RUN_DIR",
+        help="a run directory, or a folder of runs (one curve each)",
+    )
+    plot.add_argument("--out", default="curves.png", help="image file to write")
+    plot.add_argument(
+        "--metric", default="agent_return_mean", help="progress.csv column on the y axis"
+    )
+    plot.set_defaults(func=cmd_plot)
 
     list_cmd = commands.add_parser("list", help="list algorithms and envs")
     list_cmd.set_defaults(func=cmd_list)
