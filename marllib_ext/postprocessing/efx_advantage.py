@@ -18,6 +18,7 @@ CLIP_ACTIVE_FRACTION = "efx_conservative_clip_fraction"
 SLACK_MEAN = "efx_slack_mean"
 TEAM_INTRINSIC_REWARD_MEAN = "efx_team_intrinsic_reward_mean"
 BUDGET_MEAN = "efx_budget_in_batch_mean"
+BUDGET = "efx_budget_z"  # the controller's budget as last broadcast to the learner
 
 
 class EFXJointAdvantageConnector(JointAdvantageConnector):
@@ -70,8 +71,10 @@ class EFXJointAdvantageConnector(JointAdvantageConnector):
         out = advantages.copy()
         out[valid] = a_final
         if metrics is not None:
+            broadcast = {} if self.budget is None else {BUDGET: float(self.budget)}
             metrics.log_dict(
                 {
+                    **broadcast,
                     A_EXT_MEAN: float(a_ext.mean()),
                     A_FINAL_MEAN: float(a_final.mean()),
                     CLIP_ACTIVE_FRACTION: float(np.mean(a_final < a_ext)),

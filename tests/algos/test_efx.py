@@ -11,6 +11,7 @@ from marllib_ext.envs import register_env
 from marllib_ext.ops.efx import budget_path
 from marllib_ext.policies import CRITIC_MODULE_ID
 from marllib_ext.postprocessing.efx_advantage import (
+    BUDGET,
     CLIP_ACTIVE_FRACTION,
     EFXJointAdvantageConnector,
 )
@@ -150,6 +151,8 @@ def test_metrics_are_reported(ray_session):
     critic_metrics = results[-1]["learners"][CRITIC_MODULE_ID]
     assert CLIP_ACTIVE_FRACTION in critic_metrics
     assert 0.0 <= critic_metrics[CLIP_ACTIVE_FRACTION] <= 1.0
+    # The first iteration's outer step was broadcast to the learner before the second.
+    assert critic_metrics[BUDGET] == pytest.approx(results[0][RESULT_KEY]["budget_z"])
 
 
 @pytest.mark.parametrize(
