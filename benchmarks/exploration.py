@@ -42,12 +42,21 @@ def with_success_metric(config):
     return config.callbacks(on_episode_end=[*existing, log_success])
 
 
-def run(task: str, name: str, seed: int, steps: int, out: Path, overrides: dict) -> dict:
+def run(
+    task: str,
+    name: str,
+    seed: int,
+    steps: int,
+    out: Path,
+    overrides: dict,
+    env_args: dict,
+    label: str | None = None,
+) -> dict:
     config = with_success_metric(
-        algos.get(name, **overrides).rllib_config(make_env(task), seed=seed)
+        algos.get(name, **overrides).rllib_config(make_env(task, **env_args), seed=seed)
     )
     algorithm = config.build_algo()
-    run_dir = out / task.replace(":", "-") / name / f"seed{seed}"
+    run_dir = out / task.replace(":", "-") / (label or name) / f"seed{seed}"
     run_dir.mkdir(parents=True, exist_ok=True)
     try:
         with open(run_dir / "progress.csv", "w", newline="") as f:
@@ -81,28 +90,39 @@ def main() -> None:
         metavar="KEY=VALUE",
         help="hyperparameter overrides for every run (YAML values)",
     )
+    parser.add_argument(
+        "--env-arg", nargs="*", default=[], metavar="KEY=VALUE", help="env constructor arguments"
+    )
+    parser.add_argument(
+        "--label", default=None, help="run folder name instead of the algorithm (for sweeps)"
+    )
     args = parser.parse_args()
     from marllib_ext.cli import parse_assignments
 
     overrides = parse_assignments(args.set, "--set")
+    env_args = parse_assignments(args.env_arg, "--env-arg")
     ray.init(num_cpus=2, include_dashboard=False, configure_logging=False, log_to_driver=False)
     table = {}
     for task in args.tasks:
         for name in args.algorithms:
-            finals = [run(task, name, seed, args.steps, args.out, overrides) for seed in args.seeds]
-            table[(task, name)] = (
+            finals = [
+                run(task, name, seed, args.steps, args.out, overrides, env_args, args.label)
+                for seed in args.seeds
+            ]
+            key = (task, args.label or name)
+            table[key] = (
                 float(np.mean([r["episode_return_mean"] for r in finals])),
                 float(np.mean([r["success_rate"] for r in finals])),
             )
             print(
-                f"{task:<18} {name:<10} return {table[(task, name)][0]:8.3f} "
-                f"success {table[(task, name)][1]:.3f}",
+                f"{task:<18} {key[1]:<10} return {table[key][0]:8.3f} success {table[key][1]:.3f}",
                 flush=True,
             )
     ray.shutdown()
     print(
         f"\n{'task':<18} {'algorithm':<10} {'team return':>12} {'success rate':>13}  "
-        f"(mean over seeds {args.seeds}, {args.steps} env steps)"
+        f"(mean over seeds {args.seeds}, {args.steps} env steps, env {env_args}, "
+        f"overrides {overrides})"
     )
     for (task, name), (ret, success) in table.items():
         print(f"{task:<18} {name:<10} {ret:12.3f} {success:13.3f}")
