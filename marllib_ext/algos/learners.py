@@ -49,10 +49,15 @@ class JointCriticPPOLearner(PPOTorchLearner):
     @override(PPOTorchLearner)
     def compute_loss_for_module(self, *, module_id, config, batch, fwd_out):
         if module_id != CRITIC_MODULE_ID:
-            return super().compute_loss_for_module(
-                module_id=module_id, config=config, batch=batch, fwd_out=fwd_out
-            )
+            return self.actor_loss(module_id=module_id, config=config, batch=batch, fwd_out=fwd_out)
         return self.critic_loss(module_id=module_id, config=config, batch=batch)
+
+    def actor_loss(self, *, module_id, config, batch, fwd_out) -> torch.Tensor:
+        """An actor module's loss: RLlib's PPO clipped surrogate plus entropy bonus (the
+        hook that FOCOPS- and CUP-style learners override)."""
+        return super().compute_loss_for_module(
+            module_id=module_id, config=config, batch=batch, fwd_out=fwd_out
+        )
 
     def critic_loss(self, *, module_id, config, batch) -> torch.Tensor:
         critic = self.module[module_id].unwrapped()

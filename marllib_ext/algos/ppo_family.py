@@ -100,9 +100,14 @@ def build_ippo(
 
 
 def central_critic_spec(
-    settings: CentralCriticSettings, env: EnvHandle, *, extra_inputs: int = 0
+    settings: CentralCriticSettings,
+    env: EnvHandle,
+    *,
+    extra_inputs: int = 0,
+    cost_head: bool = False,
 ) -> RLModuleSpec:
-    """Central ``V(s)`` module; ``extra_inputs`` widens its input (EFX appends z)."""
+    """Central ``V(s)`` module; ``extra_inputs`` widens its input (EFX appends z);
+    ``cost_head`` adds the cost value ``V_c(s)`` (safe MARL)."""
     state_space = env.layout.state_space
     return RLModuleSpec(
         module_class=CentralValueCritic,
@@ -114,6 +119,7 @@ def central_critic_spec(
             "state_dim": int(state_space.shape[0]) + extra_inputs,
             "hiddens": list(settings.critic_hiddens),
             "activation": settings.critic_activation,
+            "cost_head": cost_head,
         },
     )
 

@@ -9,7 +9,7 @@ from typing import Any
 
 from ray.rllib.algorithms.algorithm_config import AlgorithmConfig
 
-from marllib_ext.algos import efx, ppo_family
+from marllib_ext.algos import efx, ppo_family, safe
 from marllib_ext.algos.config import (
     CentralCriticSettings,
     PPOSettings,
@@ -64,6 +64,14 @@ ALGORITHMS: dict[str, AlgoSpec] = {
         AlgoSpec("efx_mappo", "CC", efx.EFXSettings, efx.build_efx_mappo, single_agent=False),
         AlgoSpec("vdppo", "VD", VDSettings, ppo_family.build_vdppo, single_agent=False),
         AlgoSpec("efx_vdppo", "VD", efx.EFXVDSettings, efx.build_efx_vdppo, single_agent=False),
+        AlgoSpec("mappo_lag", "CC", safe.LagSettings, safe.build_mappo_lag, single_agent=False),
+        AlgoSpec(
+            "mappo_pid_lag", "CC", safe.PIDLagSettings, safe.build_mappo_pid_lag, single_agent=False
+        ),
+        AlgoSpec("mappo_cup", "CC", safe.CUPSettings, safe.build_mappo_cup, single_agent=False),
+        AlgoSpec(
+            "mappo_focops", "CC", safe.FOCOPSSettings, safe.build_mappo_focops, single_agent=False
+        ),
     )
 }
 

@@ -10,6 +10,9 @@ from pettingzoo.utils.env import ParallelEnv
 from ray.rllib.env.wrappers.pettingzoo_env import ParallelPettingZooEnv
 
 STATE_KEY = "state"
+# Per-agent cost reported by the env (safe MARL), and the team's sum added here.
+COST_KEY = "cost"
+TEAM_COST_KEY = "team_cost"
 STATE_SOURCES = ("auto", "env", "observations")
 
 
@@ -29,6 +32,10 @@ class ParallelEnvAdapter(ParallelPettingZooEnv):
     flattened observations concatenated in sorted agent-id order
     (``state_source="observations"``). Critics on the learner read it from the
     episodes, so the actors never see it.
+
+    When the env reports a per-agent cost in ``info["cost"]``, every agent's info also
+    gets ``info["team_cost"]``, the sum over the agents that reported one (non-finite or
+    non-numeric costs raise a ``ValueError`` naming the agent).
 
     Agents must stay alive until the episode ends (MARLlib's convention for its
     cooperative envs): the centralized critic aligns agents by env step.
@@ -71,8 +78,12 @@ class ParallelEnvAdapter(ParallelPettingZooEnv):
     def _add_state(self, observations: dict[str, Any], infos: dict[str, Any]) -> dict[str, Any]:
         state = self._global_state(observations)
         infos = dict(infos or {})
+        extra = {STATE_KEY: state}
+        costs = {a: info[COST_KEY] for a, info in infos.items() if COST_KEY in (info or {})}
+        if costs:
+            extra[TEAM_COST_KEY] = team_cost(costs)
         for agent in observations:
-            infos[agent] = {**infos.get(agent, {}), STATE_KEY: state}
+            infos[agent] = {**infos.get(agent, {}), **extra}
         return infos
 
     def render(self):
@@ -112,3 +123,17 @@ def episode_end_flags(
         {**terminateds, "__all__": all_terminated},
         {**truncateds, "__all__": all_done and not all_terminated},
     )
+
+
+def team_cost(costs: dict[str, Any]) -> float:
+    """Sum of the agents' ``info["cost"]``; a clear error for a non-finite cost."""
+    total = 0.0
+    for agent, cost in costs.items():
+        try:
+            value = float(cost)
+        except (TypeError, ValueError) as e:
+            raise ValueError(f"info['cost'] of agent {agent!r} is not a number: {cost!r}") from e
+        if not np.isfinite(value):
+            raise ValueError(f"info['cost'] of agent {agent!r} is {value}; costs must be finite")
+        total += value
+    return total

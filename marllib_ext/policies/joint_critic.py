@@ -37,13 +37,20 @@ class CentralValueCritic(TorchRLModule, ValueFunctionAPI):
     (episode chunk, env step) -- coupling agents inside one module because RLlib
     shuffles and minibatches each module's rows independently.
 
-    ``model_config``: ``state_dim`` (int), ``hiddens`` (list of int), ``activation``.
+    ``model_config``: ``state_dim`` (int), ``hiddens`` (list of int), ``activation``,
+    and ``cost_head`` (bool, default False): a second, separate network ``V_c(s)`` for
+    the team cost (safe-MARL algorithms).
     """
 
     @override(TorchRLModule)
     def setup(self) -> None:
         config = self.model_config
         self.value_net = mlp(config["state_dim"], list(config["hiddens"]), 1, config["activation"])
+        self.cost_value_net = (
+            mlp(config["state_dim"], list(config["hiddens"]), 1, config["activation"])
+            if config.get("cost_head", False)
+            else None
+        )
 
     @override(TorchRLModule)
     def _forward(self, batch: dict[str, Any], **kwargs) -> dict[str, Any]:
@@ -57,3 +64,9 @@ class CentralValueCritic(TorchRLModule, ValueFunctionAPI):
     @override(ValueFunctionAPI)
     def compute_values(self, batch: dict[str, Any], embeddings: Any = None) -> torch.Tensor:
         return self.value_net(batch[STATE]).squeeze(-1)
+
+    def compute_cost_values(self, batch: dict[str, Any]) -> torch.Tensor:
+        """Team cost value ``V_c(s)``, shape ``(B,)``."""
+        if self.cost_value_net is None:
+            raise RuntimeError("this critic was built without a cost head (cost_head=False)")
+        return self.cost_value_net(batch[STATE]).squeeze(-1)

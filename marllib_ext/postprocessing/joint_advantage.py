@@ -34,6 +34,9 @@ class TeamBatch:
     truncateds: np.ndarray  # bool, last real row of every other chunk (bootstraps)
     valid: np.ndarray  # bool, False on bootstrap rows
     module_columns: dict[str, dict[str, np.ndarray]]  # numpy copies of actor batch columns
+    # Per chunk, the lead agent's infos for its rows (index t: the info returned with the
+    # observation of row t, so the info after row t's action is at t + 1).
+    chunk_infos: list[list[dict]]
 
 
 class JointAdvantageConnector(ConnectorV2):
@@ -81,6 +84,38 @@ class JointAdvantageConnector(ConnectorV2):
         """Final team advantages from the extrinsic ones; identity for MAPPO."""
         return advantages
 
+    def extra_columns(
+        self, critic, critic_inputs: dict[str, torch.Tensor], team: TeamBatch, metrics: Any
+    ) -> tuple[dict[str, np.ndarray], dict[str, np.ndarray]]:
+        """Further ``(actor_columns, critic_columns)`` per team row, after the advantages.
+
+        Actor columns are scattered to every agent's rows; none for MAPPO."""
+        return {}, {}
+
+    def combine_advantages(
+        self, advantages: np.ndarray, actor_columns: dict[str, np.ndarray]
+    ) -> np.ndarray:
+        """The advantages the actors train on, from the standardized team advantages and
+        the extra actor columns; identity for MAPPO."""
+        return advantages
+
+    def gae(self, rewards: np.ndarray, values: np.ndarray, team: TeamBatch):
+        """Team GAE over every valid row: ``(advantages, value_targets)`` per team row
+        (bootstrap rows keep advantage 0 and their value as target)."""
+        valid_rows = np.flatnonzero(team.valid)
+        advantages = np.zeros(team.layout.n_rows, dtype=np.float64)
+        value_targets = values.copy()
+        advantages[valid_rows], value_targets[valid_rows] = team_gae(
+            rewards[valid_rows],
+            values[valid_rows],
+            values[valid_rows + 1],  # row after a real row: next step or bootstrap row
+            team.terminateds[valid_rows],
+            team.truncateds[valid_rows],
+            gamma=self.gamma,
+            lambda_=self.lambda_,
+        )
+        return advantages, value_targets
+
     # ---- pipeline ---------------------------------------------------------------
     @override(ConnectorV2)
     def __call__(
@@ -103,17 +138,7 @@ class JointAdvantageConnector(ConnectorV2):
             values = critic.compute_values(critic_inputs).cpu().numpy().astype(np.float64)
 
         valid_rows = np.flatnonzero(team.valid)
-        advantages = np.zeros(team.layout.n_rows, dtype=np.float64)
-        value_targets = values.copy()
-        advantages[valid_rows], value_targets[valid_rows] = team_gae(
-            team.rewards[valid_rows],
-            values[valid_rows],
-            values[valid_rows + 1],  # row after a real row: next step or bootstrap row
-            team.terminateds[valid_rows],
-            team.truncateds[valid_rows],
-            gamma=self.gamma,
-            lambda_=self.lambda_,
-        )
+        advantages, value_targets = self.gae(team.rewards, values, team)
         if metrics is not None:
             metrics.log_dict(
                 {
@@ -126,18 +151,23 @@ class JointAdvantageConnector(ConnectorV2):
         advantages = self.transform_advantages(team, advantages, metrics)
         advantages = standardize_valid(advantages, team.valid)
         advantages[~team.valid] = 0.0
+        actor_columns, critic_columns = self.extra_columns(critic, critic_inputs, team, metrics)
+        advantages = self.combine_advantages(advantages, actor_columns)
 
         for module_id in team.layout.team_row_of:
-            batch[module_id][Columns.ADVANTAGES] = self._tensor(
-                team.layout.scatter(advantages, module_id), device
-            )
-            batch[module_id][Columns.VALUE_TARGETS] = self._tensor(
-                team.layout.scatter(value_targets, module_id), device
-            )
+            for column, array in (
+                (Columns.ADVANTAGES, advantages),
+                (Columns.VALUE_TARGETS, value_targets),
+                *actor_columns.items(),
+            ):
+                batch[module_id][column] = self._tensor(
+                    team.layout.scatter(array, module_id), device
+                )
         batch[self.critic_module_id] = {
             **critic_inputs,
             Columns.VALUE_TARGETS: self._tensor(value_targets, device),
             Columns.LOSS_MASK: torch.from_numpy(team.valid).to(device),
+            **{column: self._tensor(array, device) for column, array in critic_columns.items()},
         }
         return batch
 
@@ -183,9 +213,10 @@ class JointAdvantageConnector(ConnectorV2):
                     "env's reward for NaN/inf"
                 )
 
-        states = []
+        states, chunk_infos = [], []
         for chunk_id, length in zip(layout.chunk_ids, layout.chunk_lengths, strict=True):
             infos = lead_episodes[chunk_id].get_infos(slice(0, int(length)))
+            chunk_infos.append(infos)
             try:
                 states.append(np.stack([info[STATE_KEY] for info in infos]))
             except (KeyError, TypeError) as e:
@@ -217,4 +248,5 @@ class JointAdvantageConnector(ConnectorV2):
             truncateds=truncateds,
             valid=layout.valid_mask(),
             module_columns=module_columns,
+            chunk_infos=chunk_infos,
         )

@@ -1,0 +1,93 @@
+"""Joint advantages with a team cost (safe MARL): cost GAE on the critic's cost head."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+import torch
+
+from marllib_ext.envs.adapter import TEAM_COST_KEY
+from marllib_ext.ops.advantages import standardize_valid
+from marllib_ext.ops.lagrange import lagrangian_advantage
+from marllib_ext.postprocessing.joint_advantage import JointAdvantageConnector, TeamBatch
+
+# Actor batch column: standardized team cost advantage A_c.
+COST_ADVANTAGES = "cost_advantages"
+# Critic batch column: cost value targets for V_c(s).
+COST_VALUE_TARGETS = "cost_value_targets"
+TEAM_COST_VALUE_MEAN = "team_cost_value_mean"
+TEAM_COST_MEAN = "team_cost_per_step_mean"
+ADVANTAGE_MODES = ("lagrangian", "reward")
+
+
+def team_costs(team: TeamBatch) -> np.ndarray:
+    """``(n_rows,)`` team cost of each row's step; 0 on bootstrap rows.
+
+    The cost of row ``t``'s action arrives with the next observation, i.e. in the info
+    at index ``t + 1`` of the chunk (the adapter's ``info["team_cost"]``)."""
+    costs = np.zeros(team.layout.n_rows, dtype=np.float64)
+    for start, infos in zip(team.layout.chunk_starts, team.chunk_infos, strict=True):
+        try:
+            chunk = [info[TEAM_COST_KEY] for info in infos[1:]]
+        except (KeyError, TypeError) as e:
+            raise ValueError(
+                "this algorithm needs per-agent costs in info['cost'] (summed into "
+                "info['team_cost'] by the env adapter); the env reports none -- see "
+                "marllib_ext.envs.costs"
+            ) from e
+        costs[start : start + len(chunk)] = chunk
+    return costs
+
+
+class CostJointAdvantageConnector(JointAdvantageConnector):
+    """MAPPO's team GAE plus the same GAE on the team cost with the critic's ``V_c(s)``.
+
+    Both advantages are standardized over valid rows (SafePO's default). Actors get
+    ``A_c`` in ``cost_advantages`` and, as ``advantages``:
+
+    - ``advantage_mode="lagrangian"``: ``(A_r - lam * A_c) / (1 + lam)``, with ``lam`` =
+      :attr:`cost_multiplier` (set by the learner after each multiplier update);
+    - ``advantage_mode="reward"``: ``A_r`` alone (CUP's reward step).
+
+    The critic batch gets ``cost_value_targets``.
+    """
+
+    def __init__(self, *args, advantage_mode: str = "lagrangian", **kwargs) -> None:
+        super().__init__(*args, **kwargs)
+        if advantage_mode not in ADVANTAGE_MODES:
+            raise ValueError(f"advantage_mode must be one of {ADVANTAGE_MODES}")
+        self.advantage_mode = advantage_mode
+        self.cost_multiplier = 0.0
+
+    def extra_columns(
+        self, critic, critic_inputs: dict[str, torch.Tensor], team: TeamBatch, metrics: Any
+    ) -> tuple[dict[str, np.ndarray], dict[str, np.ndarray]]:
+        costs = team_costs(team)
+        with torch.no_grad():
+            cost_values = critic.compute_cost_values(critic_inputs).cpu().numpy().astype(np.float64)
+        cost_advantages, cost_targets = self.gae(costs, cost_values, team)
+        if metrics is not None:
+            valid = team.valid
+            metrics.log_dict(
+                {
+                    TEAM_COST_VALUE_MEAN: float(cost_values[valid].mean()),
+                    TEAM_COST_MEAN: float(costs[valid].mean()),
+                },
+                key=self.critic_module_id,
+                window=1,
+            )
+        cost_advantages = standardize_valid(cost_advantages, team.valid)
+        cost_advantages[~team.valid] = 0.0
+        return {COST_ADVANTAGES: cost_advantages}, {COST_VALUE_TARGETS: cost_targets}
+
+    def combine_advantages(
+        self, advantages: np.ndarray, actor_columns: dict[str, np.ndarray]
+    ) -> np.ndarray:
+        if self.advantage_mode == "reward":
+            return advantages
+        return lagrangian_advantage(
+            torch.from_numpy(advantages),
+            torch.from_numpy(actor_columns[COST_ADVANTAGES]),
+            self.cost_multiplier,
+        ).numpy()
