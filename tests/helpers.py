@@ -64,6 +64,29 @@ class CounterEnv(ParallelEnv):
         return obs, rewards, terms, truncs, infos
 
 
+def cost_of(uid: int, t: int, agent: int) -> float:
+    """Per-agent cost of step t: varies with t and agent; an episode's team cost is
+    sum_t sum_i (0.1 (t + 1) + 0.01 i) = 8.61 for every uid."""
+    return 0.1 * (t + 1) + 0.01 * agent
+
+
+COUNTER_EPISODE_COST = sum(
+    cost_of(0, t, i) for t in range(EPISODE_LENGTH) for i in range(N_AGENTS)
+)
+
+
+class CostCounterEnv(CounterEnv):
+    """CounterEnv whose agents report ``info["cost"] = cost_of(uid, t, agent)`` for the
+    action taken at step t (delivered with the next observation)."""
+
+    def step(self, actions):
+        t = self.t
+        obs, rewards, terms, truncs, infos = super().step(actions)
+        for i, agent in enumerate(self.possible_agents):
+            infos[agent] = {"cost": cost_of(self.uid, t, i)}
+        return obs, rewards, terms, truncs, infos
+
+
 class CrashOnceEnv(CoordinationEnv):
     """Coordination game whose process dies once, at step ``crash_at`` of its life,
     the first time any instance gets there (``marker`` file records it)."""

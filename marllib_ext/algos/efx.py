@@ -21,6 +21,7 @@ from marllib_ext.errors import ConfigError
 from marllib_ext.ops.efx import Z_SAMPLING_MODES, BudgetController
 from marllib_ext.postprocessing.budget import BudgetObservationConnector
 from marllib_ext.postprocessing.efx_advantage import EFXJointAdvantageConnector
+from marllib_ext.postprocessing.episode_sums import sum_over_env_steps
 from marllib_ext.postprocessing.vd_advantage import VDJointAdvantageConnector
 
 EFX_CONFIG_KEY = "efx"
@@ -112,13 +113,24 @@ class EFXVDLearner(EFXJointCriticLearner):
     advantage_connector_class = EFXVDJointAdvantageConnector
 
 
-def _episode_logp_sum(chunks) -> float:
-    total = 0.0
-    for chunk in chunks:
-        for agent_episode in chunk.agent_episodes.values():
-            if len(agent_episode) > 0:
-                total += float(np.sum(agent_episode.get_extra_model_outputs(Columns.ACTION_LOGP)))
+def _chunk_team_logp(chunk) -> np.ndarray:
+    """``sum_i log pi_i`` per env step of one chunk (every agent acts at every step)."""
+    per_agent = [
+        np.asarray(agent_episode.get_extra_model_outputs(Columns.ACTION_LOGP), np.float64)
+        for agent_episode in chunk.agent_episodes.values()
+        if len(agent_episode) > 0
+    ]
+    if not per_agent:
+        return np.zeros(0)
+    steps = max(len(logp) for logp in per_agent)
+    total = np.zeros(steps)
+    for logp in per_agent:
+        total[: len(logp)] += logp
     return total
+
+
+def _episode_logp_sum(chunks) -> float:
+    return sum_over_env_steps(chunks, _chunk_team_logp)
 
 
 def log_episode_returns(

@@ -46,6 +46,7 @@ from marllib_ext.postprocessing.cost_advantage import (
     COST_VALUE_TARGETS,
     CostJointAdvantageConnector,
 )
+from marllib_ext.postprocessing.episode_sums import sum_over_env_steps
 
 SAFE_CONFIG_KEY = "safe"
 RESULT_KEY = "safe"
@@ -390,16 +391,16 @@ class CUPLearner(SafeJointCriticLearner):
 
 
 # ---- env-runner and algorithm callbacks -------------------------------------------------
+def _chunk_team_costs(chunk) -> list[float]:
+    # Info k + 1 arrives with the observation after step k; team_cost is the same in
+    # every agent's info.
+    agent_episode = next(iter(chunk.agent_episodes.values()))
+    return [float(info.get(TEAM_COST_KEY, 0.0)) for info in agent_episode.get_infos()[1:]]
+
+
 def episode_team_cost(chunks) -> float:
-    """Team cost of an episode from its chunks: each chunk's infos after its first one
-    (a continuation chunk's first info repeats its predecessor's last one)."""
-    total = 0.0
-    for chunk in chunks:
-        for agent_episode in chunk.agent_episodes.values():
-            infos = agent_episode.get_infos()
-            total += sum(float(info.get(TEAM_COST_KEY, 0.0)) for info in infos[1:])
-            break  # team_cost is the same in every agent's info
-    return total
+    """Team cost of an episode (sum over agents and env steps) from its chunks."""
+    return sum_over_env_steps(chunks, _chunk_team_costs)
 
 
 def log_episode_cost(*, episode, prev_episode_chunks=None, metrics_logger=None, **kwargs) -> None:

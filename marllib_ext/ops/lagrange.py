@@ -15,6 +15,7 @@ advantages, ``ratio = pi(a|o) / pi_old(a|o)``, ``KL = KL(pi || pi_ref)`` per sam
 
 from __future__ import annotations
 
+import copy
 from collections import deque
 from typing import Any
 
@@ -65,9 +66,10 @@ class Lagrange:
         return self.multiplier
 
     def get_state(self) -> dict[str, Any]:
+        # A copy: Adam's moment tensors would otherwise be shared with a restored copy.
         return {
             "multiplier": float(self._multiplier.detach()),
-            "adam": self._optimizer.state_dict(),
+            "adam": copy.deepcopy(self._optimizer.state_dict()),
         }
 
     def set_state(self, state: dict[str, Any]) -> None:

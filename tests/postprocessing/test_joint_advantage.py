@@ -58,8 +58,11 @@ class RecordingLearner(JointCriticPPOLearner):
 register_env("test:counter", CounterEnv, state_source="observations")
 
 
-def reference_team_advantages(record):
-    """(uid, t) -> normalized team advantage, from obs-decoded identities only."""
+def reference_team_advantages(record, reward_fn=reward_of, critic_key="critic"):
+    """(uid, t) -> normalized team advantage, from obs-decoded identities only.
+
+    ``reward_fn(uid, t, agent)`` is the per-agent signal summed into the team's;
+    ``record[critic_key]`` maps states to the values the GAE runs on."""
     valid_steps, chunk_ends = set(), set()
     for columns in record["modules"].values():
         for (uid, t, _), valid in zip(
@@ -85,12 +88,12 @@ def reference_team_advantages(record):
         assert not current, "every chunk ends in a bootstrap row"
         for segment in segments:
             ts = np.array(segment)
-            values = record["critic"](np.stack([state(uid, t) for t in ts]))
-            bootstrap = record["critic"](state(uid, ts[-1] + 1)[None])[0]
+            values = record[critic_key](np.stack([state(uid, t) for t in ts]))
+            bootstrap = record[critic_key](state(uid, ts[-1] + 1)[None])[0]
             terminated = ts[-1] + 1 == EPISODE_LENGTH and uid % 2 == 1
             running = 0.0
             for k in range(len(ts) - 1, -1, -1):
-                team_reward = sum(reward_of(uid, ts[k], i) for i in range(N_AGENTS))
+                team_reward = sum(reward_fn(uid, ts[k], i) for i in range(N_AGENTS))
                 if k == len(ts) - 1:
                     next_value = 0.0 if terminated else bootstrap
                     running = team_reward + GAMMA * next_value - values[k]
