@@ -70,9 +70,7 @@ def cost_of(uid: int, t: int, agent: int) -> float:
     return 0.1 * (t + 1) + 0.01 * agent
 
 
-COUNTER_EPISODE_COST = sum(
-    cost_of(0, t, i) for t in range(EPISODE_LENGTH) for i in range(N_AGENTS)
-)
+COUNTER_EPISODE_COST = sum(cost_of(0, t, i) for t in range(EPISODE_LENGTH) for i in range(N_AGENTS))
 
 
 class CostCounterEnv(CounterEnv):
@@ -122,3 +120,38 @@ def counter_config(algo_name, env_name, learner_class, share_policy="all", **ove
         env_name, share_policy=share_policy, seed=0
     )
     return config.env_runners(rollout_fragment_length=5).learners(learner_class=learner_class)
+
+
+class CostTradeoffEnv(ParallelEnv):
+    """Two agents, 10 steps, constant observation. Action 0: reward 1 and cost 1;
+    action 1: reward 0.5 and no cost. Reward-greedy teams pay a team cost of 20 per
+    episode; a random team about 10; a cost-free team 0."""
+
+    metadata = {"name": "cost_tradeoff_v0"}
+    LENGTH = 10
+
+    def __init__(self):
+        self.possible_agents = ["agent_0", "agent_1"]
+        self.agents = []
+
+    def observation_space(self, agent):
+        return spaces.Box(0.0, 1.0, (1,), np.float32)
+
+    def action_space(self, agent):
+        return spaces.Discrete(2)
+
+    def reset(self, seed=None, options=None):
+        self.agents, self.t = list(self.possible_agents), 0
+        return {a: np.ones(1, np.float32) for a in self.agents}, {a: {} for a in self.agents}
+
+    def step(self, actions):
+        self.t += 1
+        done = self.t >= self.LENGTH
+        rewards = {a: 1.0 if actions[a] == 0 else 0.5 for a in self.agents}
+        infos = {a: {"cost": 1.0 if actions[a] == 0 else 0.0} for a in self.agents}
+        obs = {a: np.ones(1, np.float32) for a in self.agents}
+        terms = dict.fromkeys(self.agents, False)
+        truncs = dict.fromkeys(self.agents, done)
+        if done:
+            self.agents = []
+        return obs, rewards, terms, truncs, infos

@@ -43,7 +43,31 @@ def efx_vdppo(hyperparam_source: str | None = None, **overrides: Any) -> Algo:
     return Algo("efx_vdppo", hyperparam_source, **overrides)
 
 
+def mappo_lag(hyperparam_source: str | None = None, **overrides: Any) -> Algo:
+    """MAPPO-Lagrangian: cost critic, Adam-updated multiplier (safe MARL)."""
+    return Algo("mappo_lag", hyperparam_source, **overrides)
+
+
+def mappo_pid_lag(hyperparam_source: str | None = None, **overrides: Any) -> Algo:
+    """MAPPO-Lagrangian with a PID-controlled multiplier (safe MARL)."""
+    return Algo("mappo_pid_lag", hyperparam_source, **overrides)
+
+
+def mappo_cup(hyperparam_source: str | None = None, **overrides: Any) -> Algo:
+    """MAPPO-CUP: PPO step on the reward, then a projection on the cost (safe MARL)."""
+    return Algo("mappo_cup", hyperparam_source, **overrides)
+
+
+def mappo_focops(hyperparam_source: str | None = None, **overrides: Any) -> Algo:
+    """MAPPO-FOCOPS: first-order constrained policy update (safe MARL)."""
+    return Algo("mappo_focops", hyperparam_source, **overrides)
+
+
 __all__ = [
+    "mappo_cup",
+    "mappo_focops",
+    "mappo_lag",
+    "mappo_pid_lag",
     "efx_vdppo",
     "vdppo",
     "ALGORITHMS",

@@ -95,7 +95,9 @@ def test_lagrangian_advantage_literal_and_reference():
     assert lagrangian_advantage(reward, cost, 1.0).tolist() == pytest.approx([-0.5, -0.5, 0.75])
     assert torch.equal(lagrangian_advantage(reward, cost, 0.0), reward)
     for lam in (0.3, 4.0):
-        expected = [(r - lam * c) / (1 + lam) for r, c in zip(reward.tolist(), cost.tolist())]
+        expected = [
+            (r - lam * c) / (1 + lam) for r, c in zip(reward.tolist(), cost.tolist(), strict=True)
+        ]
         assert lagrangian_advantage(reward, cost, lam).tolist() == pytest.approx(expected)
     with pytest.raises(ValueError, match="shapes"):
         lagrangian_advantage(reward, cost[:2], 1.0)
