@@ -63,7 +63,19 @@ def mappo_focops(hyperparam_source: str | None = None, **overrides: Any) -> Algo
     return Algo("mappo_focops", hyperparam_source, **overrides)
 
 
+def sac_roer(hyperparam_source: str | None = None, **overrides: Any) -> Algo:
+    """SAC with ROER prioritized replay (single-agent gymnasium envs)."""
+    return Algo("sac_roer", hyperparam_source, **overrides)
+
+
+def isac_roer(hyperparam_source: str | None = None, **overrides: Any) -> Algo:
+    """Independent multi-agent SAC with ROER prioritized replay."""
+    return Algo("isac_roer", hyperparam_source, **overrides)
+
+
 __all__ = [
+    "isac_roer",
+    "sac_roer",
     "mappo_cup",
     "mappo_focops",
     "mappo_lag",

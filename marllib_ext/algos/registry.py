@@ -9,7 +9,7 @@ from typing import Any
 
 from ray.rllib.algorithms.algorithm_config import AlgorithmConfig
 
-from marllib_ext.algos import efx, ppo_family, safe
+from marllib_ext.algos import efx, ppo_family, roer, safe
 from marllib_ext.algos.config import (
     CentralCriticSettings,
     PPOSettings,
@@ -72,6 +72,8 @@ ALGORITHMS: dict[str, AlgoSpec] = {
         AlgoSpec(
             "mappo_focops", "CC", safe.FOCOPSSettings, safe.build_mappo_focops, single_agent=False
         ),
+        AlgoSpec("sac_roer", "SA", roer.ROERSettings, roer.build_sac_roer, single_agent=True),
+        AlgoSpec("isac_roer", "IL", roer.ROERSettings, roer.build_isac_roer, single_agent=False),
     )
 }
 
