@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import contextlib
 import importlib
+import math
 import os
 import sys
 from typing import Any
@@ -105,11 +106,16 @@ def init_ray(args: argparse.Namespace) -> None:
 
 
 def _format_row(row: dict[str, float]) -> str:
+    extra = ""
+    if row.get("budget_z", math.nan) == row.get("budget_z", math.nan):
+        extra += f" | z {row['budget_z']:.3g}"
+    if row.get("episode_cost_mean", math.nan) == row.get("episode_cost_mean", math.nan):
+        extra += f" | cost {row['episode_cost_mean']:.3f} lambda {row['cost_multiplier']:.3f}"
     return (
         f"iter {row['training_iteration']:4d} | env steps {row['timesteps_total']:8d} | "
         f"episode return {row['episode_return_mean']:9.3f} "
         f"(per agent {row['agent_return_mean']:8.3f}) | "
-        f"{row['time_this_iter_s']:6.2f} s/iter, {row['time_total_s']:7.1f} s total"
+        f"{row['time_this_iter_s']:6.2f} s/iter, {row['time_total_s']:7.1f} s total{extra}"
     )
 
 

@@ -33,6 +33,8 @@ PROGRESS_FIELDS = (
     "time_this_iter_s",
     "time_total_s",
     "budget_z",
+    "episode_cost_mean",
+    "cost_multiplier",
 )
 
 
@@ -54,7 +56,10 @@ def progress_row(result: Mapping[str, Any]) -> dict[str, float]:
     """The few numbers printed and logged per iteration, from an RLlib result dict."""
     runners = result.get("env_runners", {})
     agent_returns = runners.get("agent_episode_returns_mean") or {}
-    agent_mean = sum(agent_returns.values()) / len(agent_returns) if agent_returns else math.nan
+    if agent_returns:
+        agent_mean = sum(agent_returns.values()) / len(agent_returns)
+    else:  # single-agent env: the agent's return is the episode return
+        agent_mean = runners.get("episode_return_mean", math.nan)
     return {
         "training_iteration": int(result.get("training_iteration", 0)),
         "timesteps_total": int(runners.get("num_env_steps_sampled_lifetime", 0)),
@@ -65,6 +70,9 @@ def progress_row(result: Mapping[str, Any]) -> dict[str, float]:
         "time_total_s": float(result.get("time_total_s", math.nan)),
         # EFX algorithms' budget after this iteration's outer step (NaN otherwise).
         "budget_z": float(result.get("efx", {}).get("budget_z", math.nan)),
+        # Safe-MARL algorithms' mean team episode cost and multiplier (NaN otherwise).
+        "episode_cost_mean": float(result.get("safe", {}).get("episode_cost_mean", math.nan)),
+        "cost_multiplier": float(result.get("safe", {}).get("cost_multiplier", math.nan)),
     }
 
 
