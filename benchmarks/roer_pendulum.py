@@ -69,11 +69,18 @@ def main() -> None:
     parser.add_argument("--steps", type=int, default=6000)
     parser.add_argument("--per-types", nargs="+", default=list(PER_TYPES))
     parser.add_argument("--hiddens", type=int, nargs="+", default=[64, 64])
+    parser.add_argument(
+        "--fragment", type=int, default=4, help="env steps sampled per gradient update"
+    )
     parser.add_argument("--isac-steps", type=int, default=0)
     parser.add_argument("--out", type=Path, default=Path("runs/roer_pendulum"))
     args = parser.parse_args()
     ray.init(num_cpus=2, include_dashboard=False, configure_logging=False, log_to_driver=False)
-    common = {"hiddens": args.hiddens, "num_steps_sampled_before_learning_starts": 500}
+    common = {
+        "hiddens": args.hiddens,
+        "num_steps_sampled_before_learning_starts": 500,
+        "rollout_fragment_length": args.fragment,
+    }
 
     table = {}
     for per_type in args.per_types:
@@ -89,7 +96,10 @@ def main() -> None:
             finals.append(final)
             print(f"{per_type:<8} seed {seed}: return {final:9.1f}  ({seconds:.0f} s)", flush=True)
         table[per_type] = finals
-    print(f"\nPendulum-v1, SAC, {args.steps} env steps, hiddens {args.hiddens}")
+    print(
+        f"\nPendulum-v1, SAC, {args.steps} env steps, one update per {args.fragment} env "
+        f"steps, hiddens {args.hiddens}"
+    )
     print(f"{'per_type':<8} {'final return (mean)':>20}  per seed")
     for per_type, finals in table.items():
         print(f"{per_type:<8} {np.mean(finals):20.1f}  {[round(v, 1) for v in finals]}")
