@@ -192,7 +192,7 @@ def cmd_evaluate(args: argparse.Namespace) -> int:
 def cmd_plot(args: argparse.Namespace) -> int:
     from marllib_ext.plotting import plot_runs
 
-    print(f"wrote {plot_runs(args.run_dirs, args.out, metric=args.metric)}")
+    print(f"wrote {plot_runs(args.run_dirs, args.out, metric=args.metric, title=args.title)}")
     return 0
 
 
@@ -329,6 +329,7 @@ def build_parser() -> argparse.ArgumentParser:
         help="a run directory, or a folder of runs (one curve each)",
     )
     plot.add_argument("--out", default="curves.png", help="image file to write")
+    plot.add_argument("--title", default=None, help="figure title")
     plot.add_argument(
         "--metric", default="agent_return_mean", help="progress.csv column on the y axis"
     )

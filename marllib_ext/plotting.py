@@ -46,7 +46,11 @@ def band(curves: list[dict[str, np.ndarray]], metric: str) -> tuple[np.ndarray, 
 
 
 def plot_runs(
-    run_dirs: list[str | Path], out: str | Path, *, metric: str = "agent_return_mean"
+    run_dirs: list[str | Path],
+    out: str | Path,
+    *,
+    metric: str = "agent_return_mean",
+    title: str | None = None,
 ) -> Path:
     """One curve per run directory argument: mean over the runs found in it (seeds)
     with a min-max band; x is env steps. Returns the written image path."""
@@ -71,6 +75,8 @@ def plot_runs(
     axis.set_xlabel("env steps")
     axis.set_ylabel(metric.replace("_", " "))
     axis.grid(alpha=0.3)
+    if title:
+        axis.set_title(title)
     axis.legend()
     figure.tight_layout()
     out = Path(out)
