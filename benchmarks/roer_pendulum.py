@@ -38,6 +38,7 @@ def run(algo, env, seed: int, steps: int, path: Path) -> tuple[float, float]:
                 value = result["env_runners"].get("episode_return_mean", float("nan"))
                 steps_done = result["num_env_steps_sampled_lifetime"]
                 writer.writerow([steps_done, value])
+                f.flush()
                 returns.append(value)
                 if steps_done >= steps:
                     break
