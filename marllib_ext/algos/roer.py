@@ -11,7 +11,8 @@ new priority into the stored one (EMA with ``per_beta``).
 
 ``per_type``: ``KL`` / ``JS`` (ROER buffers, sampling proportional to the priority,
 ``alpha=1``, no importance weights: ``beta=0``), ``PER`` (RLlib's prioritized buffer on
-``|Q - target|``, alpha 0.6, beta 0.4), ``uniform`` (RLlib's plain episode buffer).
+``|Q - target|``, ``per_alpha`` / ``per_importance_beta`` from YAML), ``uniform``
+(RLlib's plain episode buffer).
 """
 
 from __future__ import annotations
@@ -47,6 +48,8 @@ from marllib_ext.ops.roer import (
     js_priority,
     js_value_loss,
     kl_priority,
+    squared_value_loss,
+    state_value_td_error,
 )
 from marllib_ext.policies.joint_critic import mlp
 
@@ -68,6 +71,8 @@ class ROERSettings:
     js_max_weight: float
     per_beta: float
     std_normalize: bool
+    per_alpha: float
+    per_importance_beta: float
     gamma: float
     actor_lr: float
     critic_lr: float
@@ -112,6 +117,16 @@ class ROERSettings:
 
 
 # ---- replay buffers: ROER priorities blended into the stored ones ---------------------
+def _blend_into_tree(tree, indices, priorities, alpha: float, per_beta: float) -> np.ndarray:
+    """EMA of the new priorities with the stored ones (the tree holds ``p ** alpha``)."""
+    old = np.array([tree[idx] for idx in indices], dtype=np.float64) ** (1.0 / alpha)
+    return ema_priority(
+        torch.from_numpy(old),
+        torch.as_tensor(np.asarray(priorities), dtype=torch.float64),
+        per_beta,
+    ).numpy()
+
+
 class ROERPrioritizedEpisodeReplayBuffer(PrioritizedEpisodeReplayBuffer):
     """RLlib's prioritized episode buffer; ``update_priorities`` stores
     ``(1 - per_beta) * p_old + per_beta * p_new``."""
@@ -121,15 +136,10 @@ class ROERPrioritizedEpisodeReplayBuffer(PrioritizedEpisodeReplayBuffer):
         self.per_beta = per_beta
 
     def update_priorities(self, priorities, module_id=None) -> None:
-        old = np.array(
-            [self._sum_segment[idx] for idx in self._last_sampled_indices], dtype=np.float64
-        ) ** (1.0 / self._alpha)
-        blended = ema_priority(
-            torch.from_numpy(old),
-            torch.as_tensor(np.asarray(priorities), dtype=torch.float64),
-            self.per_beta,
+        blended = _blend_into_tree(
+            self._sum_segment, self._last_sampled_indices, priorities, self._alpha, self.per_beta
         )
-        super().update_priorities(blended.numpy(), module_id)
+        super().update_priorities(blended, module_id)
 
 
 class ROERMultiAgentPrioritizedEpisodeReplayBuffer(MultiAgentPrioritizedEpisodeReplayBuffer):
@@ -140,15 +150,14 @@ class ROERMultiAgentPrioritizedEpisodeReplayBuffer(MultiAgentPrioritizedEpisodeR
         self.per_beta = per_beta
 
     def update_priorities(self, priorities, module_id) -> None:
-        tree = self._module_to_sum_segment[module_id]
-        indices = self._module_to_last_sampled_indices[module_id]
-        old = np.array([tree[idx] for idx in indices], dtype=np.float64) ** (1.0 / self._alpha)
-        blended = ema_priority(
-            torch.from_numpy(old),
-            torch.as_tensor(np.asarray(priorities), dtype=torch.float64),
+        blended = _blend_into_tree(
+            self._module_to_sum_segment[module_id],
+            self._module_to_last_sampled_indices[module_id],
+            priorities,
+            self._alpha,
             self.per_beta,
         )
-        super().update_priorities(blended.numpy(), module_id)
+        super().update_priorities(blended, module_id)
 
 
 # ---- RLModule and Learner ------------------------------------------------------------
@@ -161,9 +170,9 @@ class ROERSACTorchRLModule(DefaultSACTorchRLModule):
         if not self.inference_only:
             self.vf = mlp(
                 int(gym.spaces.flatdim(self.observation_space)),
-                list(self.model_config.get("value_hiddens", [256, 256])),
+                list(self.model_config["value_hiddens"]),
                 1,
-                self.model_config.get("value_activation", "relu"),
+                self.model_config["value_activation"],
             )
 
     def get_non_inference_attributes(self) -> list[str]:
@@ -207,16 +216,16 @@ class ROERSACLearner(SACTorchLearner):
                 diff, temp=roer["temp"], gumbel_max_clip=roer["gumbel_max_clip"]
             )
         else:
-            value_loss, norm = 0.5 * diff.square(), torch.tensor(1.0)
+            value_loss, norm = squared_value_loss(diff), torch.tensor(1.0)
         value_loss = value_loss.mean()
 
         with torch.no_grad():
-            next_values = module.compute_state_values(batch[Columns.NEXT_OBS])
-            not_done = 1.0 - batch[Columns.TERMINATEDS].float()
-            td_error = (
-                batch[Columns.REWARDS]
-                + (config.gamma ** batch["n_step"]) * not_done * next_values
-                - values.detach()
+            td_error = state_value_td_error(
+                batch[Columns.REWARDS],
+                values.detach(),
+                module.compute_state_values(batch[Columns.NEXT_OBS]),
+                batch[Columns.TERMINATEDS],
+                config.gamma ** batch["n_step"],
             )
         metrics = {
             VALUE_LOSS_KEY: value_loss,
@@ -274,8 +283,8 @@ def _replay_buffer_config(settings: ROERSettings, multi_agent: bool) -> dict:
         return {
             "type": f"{prefix}PrioritizedEpisodeReplayBuffer",
             "capacity": capacity,
-            "alpha": 0.6,
-            "beta": 0.4,
+            "alpha": settings.per_alpha,
+            "beta": settings.per_importance_beta,
         }
     # SACConfig.validate accepts only RLlib's buffer names; ROERSAC swaps in the ROER
     # subclass of this type when the buffer is built.

@@ -33,6 +33,23 @@ from torch.nn import functional as F
 LOG_2 = math.log(2.0)
 
 
+def state_value_td_error(
+    rewards: torch.Tensor,
+    values: torch.Tensor,
+    next_values: torch.Tensor,
+    terminateds: torch.Tensor,
+    discounts: torch.Tensor,
+) -> torch.Tensor:
+    """``delta = r + discount * (1 - terminated) * V(s') - V(s)``; all ``(B,)``
+    (``discounts`` is ``gamma^n`` per sample for n-step returns)."""
+    return rewards + discounts * (1.0 - terminateds.float()) * next_values - values
+
+
+def squared_value_loss(diff: torch.Tensor) -> torch.Tensor:
+    """``diff^2 / 2`` per sample: the plain regression of V on Q (PER and uniform)."""
+    return 0.5 * diff.square()
+
+
 def kl_priority(
     td_error: torch.Tensor,
     *,
