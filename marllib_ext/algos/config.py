@@ -28,6 +28,18 @@ ACTIVATIONS = ("tanh", "relu", "elu", "silu")
 MIXERS = ("vdn", "qmix")
 
 
+def require(ok: bool, key: str, value: Any, message: str) -> None:
+    """Raises a ``ConfigError`` naming ``key`` and its value when ``ok`` is false."""
+    if not ok:
+        raise ConfigError(f"config key {key!r} = {value!r}: {message}")
+
+
+def require_all(settings: Any, checks: list[tuple[bool, str, str]]) -> None:
+    """``require`` for each ``(ok, key, message)``, the value read from ``settings``."""
+    for ok, key, message in checks:
+        require(ok, key, getattr(settings, key), message)
+
+
 @dataclass(frozen=True)
 class PPOSettings:
     """PPO core (seed 001) plus sampling settings; every field comes from YAML."""
@@ -76,9 +88,7 @@ class PPOSettings:
             (self.num_gpus_per_learner >= 0, "num_gpus_per_learner", "must be >= 0"),
             (self.actor_activation in ACTIVATIONS, "actor_activation", f"one of {ACTIVATIONS}"),
         ]
-        for ok, key, message in checks:
-            if not ok:
-                raise ConfigError(f"config key {key!r} = {getattr(self, key)!r}: {message}")
+        require_all(self, checks)
 
 
 @dataclass(frozen=True)

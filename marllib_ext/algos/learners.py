@@ -18,6 +18,15 @@ from marllib_ext.postprocessing.joint_advantage import JointAdvantageConnector
 from marllib_ext.postprocessing.vd_advantage import VDJointAdvantageConnector
 
 
+def masked_value_loss(
+    values: torch.Tensor, targets: torch.Tensor, mask: torch.Tensor
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """Mean squared error over the rows where ``mask`` holds, and the explained variance
+    of the targets there (bootstrap rows are masked out)."""
+    loss = torch.mean(torch.square(values - targets)[mask])
+    return loss, explained_variance(targets[mask], values[mask])
+
+
 class JointCriticPPOLearner(PPOTorchLearner):
     """PPO with one learner-only joint critic module shared by all actor modules.
 
@@ -62,16 +71,14 @@ class JointCriticPPOLearner(PPOTorchLearner):
     def critic_loss(self, *, module_id, config, batch) -> torch.Tensor:
         critic = self.module[module_id].unwrapped()
         values, diagnostics = critic.values_with_diagnostics(batch)
-        mask = batch[Columns.LOSS_MASK]
-        targets = batch[Columns.VALUE_TARGETS]
-        loss = torch.mean(torch.square(values - targets)[mask])
+        loss, explained = masked_value_loss(
+            values, batch[Columns.VALUE_TARGETS], batch[Columns.LOSS_MASK]
+        )
         self.metrics.log_dict(
             {
                 **diagnostics,
                 VF_LOSS_KEY: loss,
-                LEARNER_RESULTS_VF_EXPLAINED_VAR_KEY: explained_variance(
-                    targets[mask], values[mask]
-                ),
+                LEARNER_RESULTS_VF_EXPLAINED_VAR_KEY: explained,
             },
             key=module_id,
             window=1,

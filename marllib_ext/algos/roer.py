@@ -38,7 +38,7 @@ from ray.rllib.utils.replay_buffers.prioritized_episode_buffer import (
     PrioritizedEpisodeReplayBuffer,
 )
 
-from marllib_ext.algos.config import ACTIVATIONS
+from marllib_ext.algos.config import ACTIVATIONS, require_all
 from marllib_ext.algos.policy_sharing import PolicyMappingFn
 from marllib_ext.envs.handle import EnvHandle
 from marllib_ext.errors import ConfigError
@@ -111,9 +111,7 @@ class ROERSettings:
             (self.n_step >= 1, "n_step", "must be >= 1"),
             (self.activation in ACTIVATIONS, "activation", f"one of {ACTIVATIONS}"),
         ]
-        for ok, key, message in checks:
-            if not ok:
-                raise ConfigError(f"config key {key!r} = {getattr(self, key)!r}: {message}")
+        require_all(self, checks)
 
 
 # ---- replay buffers: ROER priorities blended into the stored ones ---------------------

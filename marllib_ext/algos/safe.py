@@ -25,14 +25,12 @@ from ray.rllib.core.columns import Columns
 from ray.rllib.core.learner.learner import POLICY_LOSS_KEY
 from ray.rllib.core.learner.training_data import TrainingData
 from ray.rllib.policy.sample_batch import MultiAgentBatch, SampleBatch
-from ray.rllib.utils.torch_utils import explained_variance
 
-from marllib_ext.algos.config import CentralCriticSettings
-from marllib_ext.algos.learners import JointCriticPPOLearner
+from marllib_ext.algos.config import CentralCriticSettings, require
+from marllib_ext.algos.learners import JointCriticPPOLearner, masked_value_loss
 from marllib_ext.algos.ppo_family import build_joint_critic_ppo, central_critic_spec
 from marllib_ext.envs.adapter import TEAM_COST_KEY
 from marllib_ext.envs.handle import EnvHandle
-from marllib_ext.errors import ConfigError
 from marllib_ext.ops.lagrange import (
     Lagrange,
     PIDLagrangian,
@@ -60,11 +58,6 @@ COST_MULTIPLIER = "cost_multiplier"
 CUP_REFERENCE_DIST_INPUTS = "cup_reference_action_dist_inputs"
 
 
-def _check(ok: bool, key: str, value: Any, message: str) -> None:
-    if not ok:
-        raise ConfigError(f"config key {key!r} = {value!r}: {message}")
-
-
 @dataclass(frozen=True)
 class CostFields:
     """The cost constraint: mean team episode cost <= ``cost_limit``."""
@@ -74,8 +67,8 @@ class CostFields:
 
     def __post_init__(self) -> None:
         super().__post_init__()  # the joint-critic settings' checks (cooperative MRO)
-        _check(self.cost_limit >= 0, "cost_limit", self.cost_limit, "must be >= 0")
-        _check(
+        require(self.cost_limit >= 0, "cost_limit", self.cost_limit, "must be >= 0")
+        require(
             self.lagrangian_multiplier_init >= 0,
             "lagrangian_multiplier_init",
             self.lagrangian_multiplier_init,
@@ -92,13 +85,13 @@ class LagrangeFields(CostFields):
 
     def __post_init__(self) -> None:
         super().__post_init__()
-        _check(
+        require(
             self.lagrangian_multiplier_lr > 0,
             "lagrangian_multiplier_lr",
             self.lagrangian_multiplier_lr,
             "must be > 0",
         )
-        _check(
+        require(
             self.lagrangian_upper_bound is None or self.lagrangian_upper_bound >= 0,
             "lagrangian_upper_bound",
             self.lagrangian_upper_bound,
@@ -128,10 +121,10 @@ class PIDLagSettings(CostFields, CentralCriticSettings):
     def __post_init__(self) -> None:
         super().__post_init__()
         for key in ("pid_kp", "pid_ki", "pid_kd"):
-            _check(getattr(self, key) >= 0, key, getattr(self, key), "must be >= 0")
-        _check(self.pid_d_delay >= 1, "pid_d_delay", self.pid_d_delay, "must be >= 1")
+            require(getattr(self, key) >= 0, key, getattr(self, key), "must be >= 0")
+        require(self.pid_d_delay >= 1, "pid_d_delay", self.pid_d_delay, "must be >= 1")
         for key in ("pid_delta_p_ema_alpha", "pid_delta_d_ema_alpha"):
-            _check(0 <= getattr(self, key) < 1, key, getattr(self, key), "must be in [0, 1)")
+            require(0 <= getattr(self, key) < 1, key, getattr(self, key), "must be in [0, 1)")
 
 
 @dataclass(frozen=True)
@@ -142,8 +135,8 @@ class CUPSettings(LagrangeFields, CentralCriticSettings):
 
     def __post_init__(self) -> None:
         super().__post_init__()
-        _check(0 <= self.cup_lambda <= 1, "cup_lambda", self.cup_lambda, "must be in [0, 1]")
-        _check(self.gamma < 1, "gamma", self.gamma, "CUP needs gamma < 1")
+        require(0 <= self.cup_lambda <= 1, "cup_lambda", self.cup_lambda, "must be in [0, 1]")
+        require(self.gamma < 1, "gamma", self.gamma, "CUP needs gamma < 1")
 
 
 @dataclass(frozen=True)
@@ -155,8 +148,8 @@ class FOCOPSSettings(LagrangeFields, CentralCriticSettings):
 
     def __post_init__(self) -> None:
         super().__post_init__()
-        _check(self.focops_lam > 0, "focops_lam", self.focops_lam, "must be > 0")
-        _check(self.focops_eta > 0, "focops_eta", self.focops_eta, "must be > 0")
+        require(self.focops_lam > 0, "focops_lam", self.focops_lam, "must be > 0")
+        require(self.focops_eta > 0, "focops_eta", self.focops_eta, "must be > 0")
 
 
 _SAFE_FIELD_NAMES = {
@@ -220,14 +213,13 @@ class SafeJointCriticLearner(JointCriticPPOLearner):
     def critic_loss(self, *, module_id, config, batch) -> torch.Tensor:
         loss = super().critic_loss(module_id=module_id, config=config, batch=batch)
         critic = self.module[module_id].unwrapped()
-        cost_values = critic.compute_cost_values(batch)
-        mask = batch[Columns.LOSS_MASK]
-        targets = batch[COST_VALUE_TARGETS]
-        cost_loss = torch.mean(torch.square(cost_values - targets)[mask])
+        cost_loss, explained = masked_value_loss(
+            critic.compute_cost_values(batch), batch[COST_VALUE_TARGETS], batch[Columns.LOSS_MASK]
+        )
         self.metrics.log_dict(
             {
                 "cost_vf_loss": cost_loss,
-                "cost_vf_explained_var": explained_variance(targets[mask], cost_values[mask]),
+                "cost_vf_explained_var": explained,
                 COST_MULTIPLIER: self.multiplier.multiplier,
             },
             key=module_id,
@@ -438,8 +430,6 @@ def update_cost_multiplier(*, algorithm, result: dict, **kwargs) -> None:
 
 def _safe_builder(learner_class: type[SafeJointCriticLearner], name: str):
     def build(settings, env: EnvHandle, share_policy: str, seed: int | None):
-        if not env.is_multi_agent:
-            raise ConfigError(f"{env.name!r} is a single-agent env; {name} is multi-agent")
         safe = {k: v for k, v in asdict(settings).items() if k in _SAFE_FIELD_NAMES}
         config = build_joint_critic_ppo(
             settings,
