@@ -20,7 +20,7 @@ import numpy as np
 import ray
 
 from marllib_ext import algos, make_env
-from marllib_ext.algos.api import progress_row
+from marllib_ext.algos.api import progress_row, with_episode_end_callback
 
 ALGORITHMS = ("efx_mappo", "mappo", "ippo")
 SUCCESSES, EPISODES = "bench_successes", "bench_episodes"
@@ -36,12 +36,6 @@ def log_success(*, episode, prev_episode_chunks=None, metrics_logger=None, **kwa
     metrics_logger.log_value(EPISODES, 1, reduce="sum")
 
 
-def with_success_metric(config):
-    existing = config.callbacks_on_episode_end
-    existing = [] if existing is None else existing if isinstance(existing, list) else [existing]
-    return config.callbacks(on_episode_end=[*existing, log_success])
-
-
 def run(
     task: str,
     name: str,
@@ -52,8 +46,9 @@ def run(
     env_args: dict,
     label: str | None = None,
 ) -> dict:
-    config = with_success_metric(
-        algos.get(name, **overrides).rllib_config(make_env(task, **env_args), seed=seed)
+    config = with_episode_end_callback(
+        algos.get(name, **overrides).rllib_config(make_env(task, **env_args), seed=seed),
+        log_success,
     )
     algorithm = config.build_algo()
     run_dir = out / task.replace(":", "-") / (label or name) / f"seed{seed}"

@@ -22,6 +22,7 @@ import numpy as np
 import ray
 
 from marllib_ext import algos, make_env
+from marllib_ext.algos.api import with_episode_end_callback
 from marllib_ext.algos.safe import COST_EPISODES_DONE, EPISODE_COST_SUM, log_episode_cost
 
 ENV = "mpe:simple_spread"
@@ -32,11 +33,7 @@ FIELDS = ("timesteps_total", "agent_return_mean", "episode_cost_mean", "cost_mul
 def run(name: str, seed: int, steps: int, tail: int, out: Path, overrides: dict) -> dict:
     config = algos.get(name, **overrides).rllib_config(make_env(ENV), seed=seed)
     if name in ("mappo", "efx_mappo", "ippo"):  # unconstrained: log the cost all the same
-        existing = config.callbacks_on_episode_end
-        existing = (
-            [] if existing is None else existing if isinstance(existing, list) else [existing]
-        )
-        config = config.callbacks(on_episode_end=[*existing, log_episode_cost])
+        config = with_episode_end_callback(config, log_episode_cost)
     algorithm = config.build_algo()
     rows = []
     (out / name).mkdir(parents=True, exist_ok=True)

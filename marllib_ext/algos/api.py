@@ -52,6 +52,13 @@ class FitResult:
         return self.progress[-1] if self.progress else {}
 
 
+def with_episode_end_callback(config: AlgorithmConfig, callback) -> AlgorithmConfig:
+    """``config`` with ``callback`` run after its existing ``on_episode_end`` ones."""
+    existing = config.callbacks_on_episode_end
+    existing = [] if existing is None else existing if isinstance(existing, list) else [existing]
+    return config.callbacks(on_episode_end=[*existing, callback])
+
+
 def progress_row(result: Mapping[str, Any]) -> dict[str, float]:
     """The few numbers printed and logged per iteration, from an RLlib result dict."""
     runners = result.get("env_runners", {})

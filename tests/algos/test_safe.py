@@ -5,6 +5,7 @@ import pytest
 from ray.rllib.algorithms.algorithm import Algorithm
 
 from marllib_ext import algos
+from marllib_ext.algos.api import with_episode_end_callback
 from marllib_ext.algos.safe import RESULT_KEY, log_episode_cost
 from marllib_ext.envs import register_env
 from marllib_ext.errors import ConfigError
@@ -57,7 +58,7 @@ FAST_MULTIPLIER = {
 def tradeoff_cost(name, **overrides):
     config = algos.get(name, **TRADEOFF, **overrides).rllib_config("test:cost_tradeoff", seed=0)
     if name == "mappo":  # mappo logs no cost; reuse the safe callback for the metric
-        config = config.callbacks(on_episode_end=log_episode_cost)
+        config = with_episode_end_callback(config, log_episode_cost)
     algorithm = config.build_algo()
     try:
         for _ in range(15):
