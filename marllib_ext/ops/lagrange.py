@@ -27,17 +27,17 @@ class Lagrange:
 
     The gradient of that loss in ``lam`` is ``-(J_c - d)``: a mean episode cost above the
     limit raises ``lam``, below it lowers ``lam``; after each step ``lam`` is clamped to
-    ``[0, upper_bound]`` (no upper clamp when ``upper_bound`` is None). SafePO defaults:
-    ``init=0.001, lr=0.035, cost_limit=25``.
+    ``[0, upper_bound]`` (no upper clamp when ``upper_bound`` is None). Values come from
+    ``configs/algos/_cost.yaml`` and ``_lagrange.yaml`` (SafePO's: init 0.001, lr 0.035).
     """
 
     def __init__(
         self,
         *,
         cost_limit: float,
-        init: float = 0.001,
-        lr: float = 0.035,
-        upper_bound: float | None = None,
+        init: float,
+        lr: float,
+        upper_bound: float | None,
     ) -> None:
         if lr <= 0:
             raise ValueError(f"Lagrange lr must be > 0, got {lr}")
@@ -91,23 +91,23 @@ class PIDLagrangian:
 
     ``diff_norm`` clamps ``I`` and ``lam`` to [0, 1]; ``sum_norm`` or ``diff_norm`` skip
     the ``penalty_max`` clamp (the multiplier is then used as a normalized weight).
-    Defaults are SafePO's CPPO-PID ones.
+    Values come from ``configs/algos/_pid.yaml`` (SafePO's CPPO-PID ones).
     """
 
     def __init__(
         self,
         *,
         cost_limit: float,
-        kp: float = 0.1,
-        ki: float = 0.01,
-        kd: float = 0.01,
-        d_delay: int = 10,
-        delta_p_ema_alpha: float = 0.95,
-        delta_d_ema_alpha: float = 0.95,
-        sum_norm: bool = True,
-        diff_norm: bool = False,
-        penalty_max: float = 100.0,
-        init: float = 0.001,
+        kp: float,
+        ki: float,
+        kd: float,
+        d_delay: int,
+        delta_p_ema_alpha: float,
+        delta_d_ema_alpha: float,
+        sum_norm: bool,
+        diff_norm: bool,
+        penalty_max: float,
+        init: float,
     ) -> None:
         if d_delay < 1:
             raise ValueError(f"PID d_delay must be >= 1, got {d_delay}")

@@ -12,16 +12,34 @@ from marllib_ext.ops.lagrange import (
     lagrangian_advantage,
 )
 
+# SafePO's CPPO-PID gains (configs/algos/_pid.yaml).
+PID = {
+    "kp": 0.1,
+    "ki": 0.01,
+    "kd": 0.01,
+    "d_delay": 10,
+    "delta_p_ema_alpha": 0.95,
+    "delta_d_ema_alpha": 0.95,
+    "sum_norm": True,
+    "diff_norm": False,
+    "penalty_max": 100.0,
+    "init": 0.001,
+}
+
+
+def make_pid(**overrides):
+    return PIDLagrangian(**{**PID, **overrides})
+
 
 def test_cost_above_limit_raises_lambda_by_one_adam_step():
-    lagrange = Lagrange(cost_limit=25.0, init=0.001, lr=0.035)
+    lagrange = Lagrange(cost_limit=25.0, init=0.001, lr=0.035, upper_bound=None)
     # Adam's first step moves by lr in the direction of -grad = (J_c - d) > 0.
     assert lagrange.update(50.0) == pytest.approx(0.036, abs=1e-6)
     assert lagrange.update(30.0) > 0.036
 
 
 def test_cost_below_limit_lowers_lambda_and_never_below_zero():
-    lagrange = Lagrange(cost_limit=25.0, init=0.1, lr=0.035)
+    lagrange = Lagrange(cost_limit=25.0, init=0.1, lr=0.035, upper_bound=None)
     previous = lagrange.multiplier
     values = []
     for _ in range(20):
@@ -40,10 +58,10 @@ def test_upper_bound_clamps_lambda():
 
 
 def test_lagrange_state_round_trip_continues_identically():
-    a = Lagrange(cost_limit=1.0, init=0.2, lr=0.05)
+    a = Lagrange(cost_limit=1.0, init=0.2, lr=0.05, upper_bound=None)
     for cost in (3.0, 0.5, 2.0):
         a.update(cost)
-    b = Lagrange(cost_limit=1.0, init=0.0, lr=0.05)
+    b = Lagrange(cost_limit=1.0, init=0.0, lr=0.05, upper_bound=None)
     b.set_state(a.get_state())
     assert b.multiplier == a.multiplier
     assert b.update(4.0) == pytest.approx(a.update(4.0))
@@ -72,19 +90,19 @@ def test_pid_matches_hand_computed_sequence():
 
 
 def test_pid_is_never_negative_and_respects_penalty_max_and_diff_norm():
-    pid = PIDLagrangian(cost_limit=10.0, init=0.0, sum_norm=False, diff_norm=False)
+    pid = make_pid(cost_limit=10.0, init=0.0, sum_norm=False, diff_norm=False)
     assert all(pid.update(0.0) == 0.0 for _ in range(5))
-    capped = PIDLagrangian(cost_limit=0.0, kp=10.0, sum_norm=False, penalty_max=2.0)
+    capped = make_pid(cost_limit=0.0, kp=10.0, sum_norm=False, penalty_max=2.0)
     assert capped.update(1000.0) == 2.0
-    normed = PIDLagrangian(cost_limit=0.0, kp=10.0, sum_norm=False, diff_norm=True)
+    normed = make_pid(cost_limit=0.0, kp=10.0, sum_norm=False, diff_norm=True)
     assert normed.update(1000.0) == 1.0
 
 
 def test_pid_state_round_trip():
-    a = PIDLagrangian(cost_limit=5.0, d_delay=3)
+    a = make_pid(cost_limit=5.0, d_delay=3)
     for cost in (8.0, 2.0, 9.0, 7.0):
         a.update(cost)
-    b = PIDLagrangian(cost_limit=5.0, d_delay=3)
+    b = make_pid(cost_limit=5.0, d_delay=3)
     b.set_state(a.get_state())
     assert b.update(6.0) == pytest.approx(a.update(6.0))
 
