@@ -201,8 +201,9 @@ def cmd_list(args: argparse.Namespace) -> int:
     from marllib_ext.envs import list_envs
 
     print("algorithms:")
+    width = max(map(len, ALGORITHMS))
     for name, spec in ALGORITHMS.items():
-        print(f"  {name:<12} {spec.family:<3} {spec.description}")
+        print(f"  {name:<{width}} {spec.family:<3} {spec.description}")
     print("envs:")
     for name, spec in list_envs().items():
         info = spec.policy_mapping
