@@ -9,6 +9,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
+import gymnasium as gym
 import numpy as np
 from ray.rllib.algorithms.ppo import PPOConfig
 from ray.rllib.core.columns import Columns
@@ -18,8 +19,16 @@ from marllib_ext.algos.learners import JointCriticPPOLearner
 from marllib_ext.algos.ppo_family import build_mappo, build_vdppo
 from marllib_ext.envs.handle import EnvHandle
 from marllib_ext.errors import ConfigError
-from marllib_ext.ops.efx import Z_SAMPLING_MODES, BudgetController
-from marllib_ext.postprocessing.budget import BudgetObservationConnector
+from marllib_ext.ops.efx import (
+    EFX_ADVANTAGE_FORMS,
+    GAUSSIAN_ENTROPY_UNIT_STD,
+    Z_SAMPLING_MODES,
+    BudgetController,
+    intrinsic_budget_bound,
+    max_action_entropy,
+)
+from marllib_ext.postprocessing.budget import DEPLOY_KEY, BudgetObservationConnector
+from marllib_ext.postprocessing.budget_input import BudgetInput
 from marllib_ext.postprocessing.efx_advantage import EFXJointAdvantageConnector
 from marllib_ext.postprocessing.episode_sums import sum_over_env_steps
 from marllib_ext.postprocessing.vd_advantage import VDJointAdvantageConnector
@@ -29,9 +38,16 @@ EFX_CONFIG_KEY = "efx"
 TEAM_EXTRINSIC_RETURN_SUM = "efx_team_extrinsic_return_sum"
 TEAM_INTRINSIC_RETURN_SUM = "efx_team_intrinsic_return_sum"
 EPISODES_DONE = "efx_episodes_done"
+# The same for the episodes played at the controller's (deployment) budget.
+DEPLOY_EXTRINSIC_RETURN_SUM = "efx_deploy_extrinsic_return_sum"
+DEPLOY_INTRINSIC_RETURN_SUM = "efx_deploy_intrinsic_return_sum"
+DEPLOY_EPISODES_DONE = "efx_deploy_episodes_done"
 # Smoothed over the last 100 episodes, for display.
 TEAM_INTRINSIC_RETURN_MEAN = "efx_team_intrinsic_return_mean"
 RESULT_KEY = "efx"
+
+
+Z_BOUNDS_MODES = ("intrinsic", "reward")
 
 
 @dataclass(frozen=True)
@@ -39,23 +55,52 @@ class EFXFields:
     """The EFXplorer budget settings (seed 000), mixed into a joint-critic settings class."""
 
     intrinsic_coef: float
-    lr_z: float
+    z_bounds: str
     z_init: float | None
     z_low: float | None
     z_high: float | None
+    gaussian_entropy_per_dim: float | None
     z_sampling: str
+    z_deploy_fraction: float
+    lr_z: float
     z_optimizer: str
+    efx_advantage: str
+    efx_kappa: float
 
     def __post_init__(self) -> None:
         super().__post_init__()  # the joint-critic settings' checks (cooperative MRO)
         if self.intrinsic_coef < 0:
             raise ConfigError(f"config key 'intrinsic_coef' = {self.intrinsic_coef}: must be >= 0")
+        if self.z_bounds not in Z_BOUNDS_MODES:
+            raise ConfigError(f"config key 'z_bounds' = {self.z_bounds!r}: one of {Z_BOUNDS_MODES}")
         if self.z_sampling not in Z_SAMPLING_MODES:
             raise ConfigError(
                 f"config key 'z_sampling' = {self.z_sampling!r}: one of {Z_SAMPLING_MODES}"
             )
+        if not 0.0 <= self.z_deploy_fraction <= 1.0:
+            raise ConfigError(
+                f"config key 'z_deploy_fraction' = {self.z_deploy_fraction}: must be in [0, 1]"
+            )
+        if self.z_sampling != "fixed" and self.z_deploy_fraction == 0.0:
+            raise ConfigError(
+                "config key 'z_deploy_fraction' = 0.0: the outer loop needs episodes at the "
+                "deployment budget (use > 0, or z_sampling: fixed)"
+            )
+        if self.lr_z < 0:
+            raise ConfigError(f"config key 'lr_z' = {self.lr_z}: must be >= 0")
         if self.z_optimizer not in ("sgd", "adam"):
             raise ConfigError(f"config key 'z_optimizer' = {self.z_optimizer!r}: sgd or adam")
+        if self.efx_advantage not in EFX_ADVANTAGE_FORMS:
+            raise ConfigError(
+                f"config key 'efx_advantage' = {self.efx_advantage!r}: one of {EFX_ADVANTAGE_FORMS}"
+            )
+        if self.efx_kappa <= 0:
+            raise ConfigError(f"config key 'efx_kappa' = {self.efx_kappa}: must be > 0")
+        if self.gaussian_entropy_per_dim is not None and self.gaussian_entropy_per_dim <= 0:
+            raise ConfigError(
+                f"config key 'gaussian_entropy_per_dim' = {self.gaussian_entropy_per_dim}: "
+                "must be > 0 (or null for the initial policy's)"
+            )
         if self.z_low is not None and self.z_high is not None and self.z_low > self.z_high:
             raise ConfigError(f"config key 'z_low' = {self.z_low} exceeds z_high = {self.z_high}")
 
@@ -70,20 +115,64 @@ class EFXVDSettings(EFXFields, VDSettings):
     """``efx_vdppo``: VDPPO settings plus the budget."""
 
 
+def action_entropy_bound(space: gym.Space, *, agent: str, entropy_per_dim: float | None) -> float:
+    """``H_max`` of one agent's action space (see ``ops.efx.max_action_entropy``)."""
+    if isinstance(space, gym.spaces.Discrete):
+        return max_action_entropy(int(space.n))
+    if isinstance(space, gym.spaces.MultiDiscrete):
+        return max_action_entropy(nvec=space.nvec)
+    if isinstance(space, gym.spaces.Box):
+        per_dim = GAUSSIAN_ENTROPY_UNIT_STD if entropy_per_dim is None else entropy_per_dim
+        return max_action_entropy(
+            continuous_dims=int(np.prod(space.shape)), entropy_per_dim=per_dim
+        )
+    raise ConfigError(
+        f"agent {agent!r} has action space {space}; z_bounds: intrinsic supports Discrete, "
+        "MultiDiscrete and Box (set z_low and z_high explicitly otherwise)"
+    )
+
+
+def intrinsic_z_max(settings: EFXFields, env: EnvHandle) -> float:
+    """``Z_max = c * T_max * sum_i H_max(i)`` for ``env`` at its env arguments."""
+    t_max = env.spec.episode_limit(env.env_args)
+    if t_max is None:
+        raise ConfigError(
+            f"env {env.name!r} declares no max_episode_steps, which z_bounds: intrinsic "
+            "needs (register_env(..., max_episode_steps=...)); or set z_low and z_high"
+        )
+    layout = env.layout
+    entropies = [
+        action_entropy_bound(
+            layout.action_spaces[agent],
+            agent=agent,
+            entropy_per_dim=settings.gaussian_entropy_per_dim,
+        )
+        for agent in layout.agents
+    ]
+    return intrinsic_budget_bound(
+        coef=settings.intrinsic_coef, max_episode_steps=t_max, max_entropies=entropies
+    )
+
+
 def budget_bounds(settings: EFXFields, env: EnvHandle) -> tuple[float, float, float]:
-    """``(z_low, z_high, z_init)``; unset bounds come from the env's declared team
-    return range ``[R_min, R_max]`` as ``[-R_max, -R_min]`` (seed 000)."""
+    """``(z_low, z_high, z_init)``. Unset bounds come from ``z_bounds``: ``intrinsic``
+    gives ``[0, Z_max]``; ``reward`` gives ``[-R_max, -R_min]`` from the env's declared
+    team return range (seed 000 read literally). ``z_init`` defaults to ``z_low``."""
     z_low, z_high = settings.z_low, settings.z_high
     if z_low is None or z_high is None:
-        reward_range = env.spec.reward_range
-        if reward_range is None:
-            raise ConfigError(
-                f"env {env.name!r} declares no reward_range; set z_low and z_high "
-                "explicitly (e.g. --set z_low=-10 --set z_high=0)"
-            )
-        r_min, r_max = reward_range
-        z_low = -r_max if z_low is None else z_low
-        z_high = -r_min if z_high is None else z_high
+        if settings.z_bounds == "intrinsic":
+            default_low, default_high = 0.0, intrinsic_z_max(settings, env)
+        else:
+            reward_range = env.spec.reward_range
+            if reward_range is None:
+                raise ConfigError(
+                    f"env {env.name!r} declares no reward_range, which z_bounds: reward "
+                    "needs; set z_low and z_high explicitly (e.g. --set z_low=-10 --set "
+                    "z_high=0)"
+                )
+            default_low, default_high = -reward_range[1], -reward_range[0]
+        z_low = default_low if z_low is None else z_low
+        z_high = default_high if z_high is None else z_high
     if z_low > z_high:
         raise ConfigError(f"budget bounds z_low={z_low} > z_high={z_high}")
     z_init = z_low if settings.z_init is None else settings.z_init
@@ -93,6 +182,14 @@ def budget_bounds(settings: EFXFields, env: EnvHandle) -> tuple[float, float, fl
     return float(z_low) + 0.0, float(z_high) + 0.0, float(z_init) + 0.0
 
 
+def extrinsic_scale(env: EnvHandle) -> float:
+    """Scale of ``J_ext`` differences in the outer loop: the declared return range's width."""
+    reward_range = env.spec.reward_range
+    if reward_range is None or reward_range[1] <= reward_range[0]:
+        return 1.0
+    return float(reward_range[1] - reward_range[0])
+
+
 class EFXJointCriticLearner(JointCriticPPOLearner):
     """MAPPO learner whose advantage connector applies the conservative advantage."""
 
@@ -100,7 +197,14 @@ class EFXJointCriticLearner(JointCriticPPOLearner):
 
     def advantage_connector_kwargs(self) -> dict[str, Any]:
         efx = self.config.learner_config_dict[EFX_CONFIG_KEY]
-        return {**super().advantage_connector_kwargs(), "intrinsic_coef": efx["intrinsic_coef"]}
+        return {
+            **super().advantage_connector_kwargs(),
+            "intrinsic_coef": efx["intrinsic_coef"],
+            "z_low": efx["z_low"],
+            "z_high": efx["z_high"],
+            "advantage_form": efx["efx_advantage"],
+            "kappa": efx["efx_kappa"],
+        }
 
 
 class EFXVDJointAdvantageConnector(EFXJointAdvantageConnector, VDJointAdvantageConnector):
@@ -136,7 +240,8 @@ def _episode_logp_sum(chunks) -> float:
 def log_episode_returns(
     *, episode, prev_episode_chunks=None, env_runner=None, metrics_logger=None, **kwargs
 ) -> None:
-    """``on_episode_end``: the episode's team extrinsic and intrinsic returns."""
+    """``on_episode_end``: the episode's team extrinsic and intrinsic returns, summed
+    separately for the episodes played at the deployment budget."""
     coef = env_runner.config.learner_config_dict[EFX_CONFIG_KEY]["intrinsic_coef"]
     chunks = [*(prev_episode_chunks or []), episode]
     intrinsic = -coef * _episode_logp_sum(chunks)
@@ -145,6 +250,10 @@ def log_episode_returns(
     metrics_logger.log_value(TEAM_INTRINSIC_RETURN_SUM, intrinsic, reduce="sum")
     metrics_logger.log_value(EPISODES_DONE, 1, reduce="sum")
     metrics_logger.log_value(TEAM_INTRINSIC_RETURN_MEAN, intrinsic, window=100)
+    if episode.custom_data.get(DEPLOY_KEY, False):
+        metrics_logger.log_value(DEPLOY_EXTRINSIC_RETURN_SUM, extrinsic, reduce="sum")
+        metrics_logger.log_value(DEPLOY_INTRINSIC_RETURN_SUM, intrinsic, reduce="sum")
+        metrics_logger.log_value(DEPLOY_EPISODES_DONE, 1, reduce="sum")
 
 
 def budget_connector(env_runner) -> BudgetObservationConnector | None:
@@ -171,8 +280,14 @@ def _set_learner_budget(learner, z):
         connector.budget = z
 
 
+def _mean(stats: dict, total_key: str, count_key: str) -> float:
+    count = stats.get(count_key, 0) or 0
+    return stats.get(total_key, math.nan) / count if count > 0 else math.nan
+
+
 def update_budget(*, algorithm, result: dict, **kwargs) -> None:
-    """``on_train_result``: one outer-loop step on z, broadcast to runners and learners."""
+    """``on_train_result``: one outer-loop step on the deployment budget z, from this
+    iteration's episodes played at that budget; broadcast to runners and learners."""
     efx = algorithm.config.learner_config_dict[EFX_CONFIG_KEY]
     runners = algorithm.env_runner_group
     states = [s for s in runners.foreach_env_runner(_get_controller_state) if s]
@@ -184,16 +299,14 @@ def update_budget(*, algorithm, result: dict, **kwargs) -> None:
         z_high=efx["z_high"],
         lr=efx["lr_z"],
         optimizer=efx["z_optimizer"],
+        ext_scale=efx["ext_scale"],
     )
     controller.set_state(states[0])
     stats = result.get("env_runners", {})
-    episodes = stats.get(EPISODES_DONE, 0) or 0
-    slack = None
-    j_ext = j_int = math.nan
-    if episodes > 0:
-        j_ext = stats[TEAM_EXTRINSIC_RETURN_SUM] / episodes
-        j_int = stats[TEAM_INTRINSIC_RETURN_SUM] / episodes
-        slack = controller.update(j_ext, j_int)
+    j_ext = _mean(stats, DEPLOY_EXTRINSIC_RETURN_SUM, DEPLOY_EPISODES_DONE)
+    j_int = _mean(stats, DEPLOY_INTRINSIC_RETURN_SUM, DEPLOY_EPISODES_DONE)
+    budget_played = controller.z
+    slack = controller.update(j_ext, j_int) if np.isfinite(j_ext) else None
     state = controller.get_state()
     runners.foreach_env_runner(
         functools.partial(_set_controller_state, state=state), local_env_runner=True
@@ -201,9 +314,15 @@ def update_budget(*, algorithm, result: dict, **kwargs) -> None:
     algorithm.learner_group.foreach_learner(functools.partial(_set_learner_budget, z=state["z"]))
     result[RESULT_KEY] = {
         "budget_z": state["z"],
+        "budget_z_played": budget_played,
         "slack": math.nan if slack is None else slack,
+        "deploy_episodes": int(stats.get(DEPLOY_EPISODES_DONE, 0) or 0),
+        # At the deployment budget (what the team delivers) ...
         "team_extrinsic_return_mean": j_ext,
         "team_intrinsic_return_mean": j_int,
+        # ... and over every episode of the sampled-z training mixture.
+        "mixture_extrinsic_return_mean": _mean(stats, TEAM_EXTRINSIC_RETURN_SUM, EPISODES_DONE),
+        "mixture_intrinsic_return_mean": _mean(stats, TEAM_INTRINSIC_RETURN_SUM, EPISODES_DONE),
     }
 
 
@@ -229,10 +348,19 @@ def _with_budget(
             "z_low": z_low,
             "z_high": z_high,
             "z_sampling": settings.z_sampling,
+            "z_deploy_fraction": settings.z_deploy_fraction,
             "z_optimizer": settings.z_optimizer,
+            "ext_scale": extrinsic_scale(env),
+            "efx_advantage": settings.efx_advantage,
+            "efx_kappa": settings.efx_kappa,
         }
         config = base_builder(
-            settings, env, share_policy, seed, learner_class=learner_class, extra_inputs=1
+            settings,
+            env,
+            share_policy,
+            seed,
+            learner_class=learner_class,
+            extra_inputs=BudgetInput.extra_inputs(),
         )
         return (
             config.env_runners(

@@ -42,8 +42,7 @@ def _set_fixed_budget(env_runner, z):
 
     connector = budget_connector(env_runner)
     if connector is not None:
-        connector.controller.z = float(z)
-        connector.z_sampling = "fixed"
+        connector.play_fixed(float(z))
 
 
 def _current_budget(env_runner):

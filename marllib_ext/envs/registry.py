@@ -42,6 +42,27 @@ class EnvSpec:
     state_source: str = "auto"
     # Declared range [R_min, R_max] of the team's episode return (EFX budget bounds).
     reward_range: tuple[float, float] | None = None
+    # T_max: an int, or the name of the env argument that holds it (e.g. "max_cycles").
+    max_episode_steps: int | str | None = None
+
+    def episode_limit(self, env_args: Mapping[str, Any] | None = None) -> int | None:
+        """The declared maximum episode length for these env arguments (None: undeclared)."""
+        limit = self.max_episode_steps
+        if isinstance(limit, str):
+            kwargs = {**self.env_args, **(env_args or {})}
+            if limit not in kwargs:
+                raise ConfigError(
+                    f"env {self.name!r} declares max_episode_steps as env argument "
+                    f"{limit!r}, which is not set"
+                )
+            limit = kwargs[limit]
+        if limit is None:
+            return None
+        if isinstance(limit, bool) or not isinstance(limit, int) or limit < 1:
+            raise ConfigError(
+                f"env {self.name!r}: max_episode_steps must be an int >= 1, got {limit!r}"
+            )
+        return limit
 
     def make(self, **env_args: Any) -> ParallelEnv:
         """Builds the PettingZoo ParallelEnv with the defaults updated by ``env_args``."""
@@ -67,6 +88,7 @@ def register_env(
     state_source: str = "auto",
     description: str = "",
     reward_range: tuple[float, float] | None = None,
+    max_episode_steps: int | str | None = None,
 ) -> EnvSpec:
     """Registers a PettingZoo ParallelEnv factory under ``name``.
 
@@ -83,7 +105,10 @@ def register_env(
             ``"observations"`` (all observations concatenated in sorted agent order).
         description: one line for ``marllib-ext list``.
         reward_range: ``(R_min, R_max)`` of the team episode return; EFXplorer's
-            budget bounds default to ``[-R_max, -R_min]``.
+            ``z_bounds: reward`` uses ``[-R_max, -R_min]``.
+        max_episode_steps: ``T_max``, the longest an episode can last: an int, or the
+            name of the env argument that holds it (``"max_cycles"``). EFXplorer's
+            default budget bound ``Z_max = c * T_max * sum_i H_max(i)`` needs it.
     """
     if state_source not in STATE_SOURCES:
         raise ConfigError(f"state_source must be one of {STATE_SOURCES}, got {state_source!r}")
@@ -100,7 +125,9 @@ def register_env(
         hyperparam_source=hyperparam_source,
         state_source=state_source,
         reward_range=None if reward_range is None else _check_range(name, reward_range),
+        max_episode_steps=max_episode_steps,
     )
+    spec.episode_limit()  # a bad declaration fails at registration
     _REGISTRY[name] = spec
     return spec
 
@@ -149,6 +176,7 @@ def _register_builtin_envs() -> None:
                 state_source=entry.get("state_source", "auto"),
                 description=entry.get("description", ""),
                 reward_range=entry.get("reward_range"),
+                max_episode_steps=entry.get("max_episode_steps"),
             )
 
 

@@ -12,14 +12,69 @@ end when the sampler cut the episode):
 
 Without clipping, ``S`` is constant within a segment (seed eq. 1.3: S_t = S_{t+1}).
 No intrinsic value function is used anywhere.
+
+Budget units: z is the team intrinsic return the episode still has to collect, in
+``[0, Z_max]`` with ``Z_max = c * T_max * sum_i H_max(i)`` (:func:`intrinsic_budget_bound`).
+
+Advantage forms (``efx_advantage``):
+
+    seed_dp:   A[t] = min(A_ext[t..T], S[T])                         (seed 000, reference)
+    per_step:  A[t] = min(Â_ext[t], kappa * S[t] / (z_high - z_low))
+    hinge:     A[t] = min(Â_ext[t], kappa * S[t] / (z_high - z_low))  where S[t] < 0,
+               A[t] = Â_ext[t]                                       elsewhere
+
+with ``Â_ext`` the extrinsic advantage standardized over valid rows. ``hinge`` leaves a
+row's own extrinsic signal untouched unless the episode is short of its budget there.
 """
 
 from __future__ import annotations
+
+from collections.abc import Callable
 
 import numpy as np
 import numpy.typing as npt
 
 from marllib_ext.ops.advantages import _check_shape
+
+GAUSSIAN_ENTROPY_UNIT_STD = 0.5 * float(np.log(2.0 * np.pi * np.e))  # H[N(mu, 1)] per dim
+
+
+def intrinsic_budget_bound(
+    *, coef: float, max_episode_steps: int, max_entropies: npt.ArrayLike
+) -> float:
+    """``Z_max = c * T_max * sum_i H_max(i)``: the team intrinsic return of a whole
+    episode at every agent's maximum entropy.
+
+    Args:
+        coef: intrinsic reward coefficient ``c``.
+        max_episode_steps: ``T_max``, the env's declared maximum episode length.
+        max_entropies: ``(n_agents,)`` ``H_max(i)``: ``log|A_i|`` for a discrete action
+            space, the initial Gaussian policy's entropy summed over dimensions for a
+            continuous one (:func:`max_action_entropy`).
+    """
+    if max_episode_steps < 1:
+        raise ValueError(f"max_episode_steps must be >= 1, got {max_episode_steps}")
+    entropies = np.asarray(max_entropies, dtype=np.float64)
+    return float(coef * max_episode_steps * entropies.sum())
+
+
+def max_action_entropy(
+    n_actions: int | None = None,
+    *,
+    nvec: npt.ArrayLike | None = None,
+    continuous_dims: int | None = None,
+    entropy_per_dim: float = GAUSSIAN_ENTROPY_UNIT_STD,
+) -> float:
+    """``H_max`` of one agent: ``log n`` (Discrete), ``sum_k log n_k`` (MultiDiscrete)
+    or ``continuous_dims * entropy_per_dim`` (Box; by default the entropy of the unit
+    Gaussian, ``0.5 * log(2 pi e)`` per dimension, which is RLlib's initial policy)."""
+    if n_actions is not None:
+        return float(np.log(n_actions))
+    if nvec is not None:
+        return float(np.log(np.asarray(nvec, dtype=np.float64)).sum())
+    if continuous_dims is not None:
+        return float(continuous_dims * entropy_per_dim)
+    raise ValueError("max_action_entropy needs n_actions, nvec or continuous_dims")
 
 
 def intrinsic_rewards(
@@ -182,6 +237,100 @@ def conservative_advantage(
     return result[:, 0] if squeeze else result
 
 
+def seed_dp_binding(
+    a_ext: npt.ArrayLike,
+    delta: npt.ArrayLike,
+    z: npt.ArrayLike,
+    episode_ends: npt.ArrayLike,
+) -> npt.NDArray[np.bool_]:
+    """``(T,)`` (or ``(T, n_agents)``) rows where :func:`conservative_advantage` takes
+    its value from ``S[T_s]`` rather than from some ``A_ext[k]``: where
+    ``S[T_s] < min(A_ext[t..T_s])``."""
+    horizon = len(np.asarray(delta))
+    without_slack = conservative_advantage(  # z = -inf: S = +inf never binds
+        a_ext, np.zeros(horizon), np.full(horizon, -np.inf), episode_ends
+    )
+    return conservative_advantage(a_ext, delta, z, episode_ends) < without_slack
+
+
+def slack_cap_advantage(
+    a_ext_standardized: npt.ArrayLike,
+    slack: npt.ArrayLike,
+    *,
+    kappa: float,
+    z_range: float,
+    only_unmet: bool,
+) -> tuple[npt.NDArray[np.float64], npt.NDArray[np.bool_]]:
+    """Per-step conservative advantage ``A[t] = min(Â_ext[t], kappa * S[t] / z_range)``.
+
+    ``only_unmet=False`` is the ``per_step`` form (every row is capped);
+    ``only_unmet=True`` is ``hinge``: the cap applies only where ``S[t] < 0`` (the
+    budget still to collect exceeds the segment's remaining intrinsic return).
+
+    Args:
+        a_ext_standardized: ``(T,)`` or ``(T, n_agents)`` ``Â_ext``, standardized over
+            valid rows.
+        slack: ``(T,)`` ``S[t]`` (:func:`segment_slack`), broadcast over agents.
+        kappa: scale of the cap in standardized-advantage units per budget range.
+        z_range: ``z_high - z_low`` (> 0).
+
+    Returns:
+        ``(advantages, binding)``, both shaped like ``a_ext_standardized``; ``binding``
+        marks rows whose value comes from the slack term.
+    """
+    if z_range <= 0:
+        raise ValueError(f"z_range must be > 0, got {z_range}")
+    a_hat = np.asarray(a_ext_standardized, dtype=np.float64)
+    slack = np.asarray(slack, dtype=np.float64)
+    if slack.shape != a_hat.shape[:1]:
+        raise ValueError(f"slack has shape {slack.shape}, expected {a_hat.shape[:1]}")
+    cap = (kappa * slack / z_range).reshape((-1,) + (1,) * (a_hat.ndim - 1))
+    binding = cap < a_hat
+    if only_unmet:
+        binding &= (slack < 0).reshape(cap.shape)
+    return np.where(binding, cap, a_hat), binding
+
+
+EFX_ADVANTAGE_FORMS = ("seed_dp", "per_step", "hinge")
+
+
+def largest_budget_within(
+    return_at: Callable[[float], float],
+    *,
+    z_low: float,
+    z_high: float,
+    target: float,
+    iterations: int = 8,
+) -> tuple[float, list[tuple[float, float]]]:
+    """Largest ``z`` in ``[z_low, z_high]`` with ``return_at(z) >= target``, by bisection
+    (DefMARL picks its test-time budget by root finding on the same kind of curve).
+
+    Assumes ``return_at`` is non-increasing in ``z`` (more exploration demand, less
+    extrinsic return) and ``return_at(z_low) >= target``. After ``iterations`` halvings
+    the answer is within ``(z_high - z_low) / 2**iterations`` below the true crossing.
+
+    Returns:
+        ``(z, evaluations)`` with every ``(z, return)`` pair evaluated, in order.
+    """
+    evaluations: list[tuple[float, float]] = []
+
+    def evaluate(z: float) -> float:
+        value = float(return_at(z))
+        evaluations.append((z, value))
+        return value
+
+    if evaluate(z_high) >= target:
+        return float(z_high), evaluations
+    lo, hi = float(z_low), float(z_high)  # invariant: ok at lo (assumed), not ok at hi
+    for _ in range(iterations):
+        mid = 0.5 * (lo + hi)
+        if evaluate(mid) >= target:
+            lo = mid
+        else:
+            hi = mid
+    return lo, evaluations
+
+
 Z_SAMPLING_MODES = ("fixed", "uniform", "defmarl")
 
 
@@ -209,17 +358,21 @@ def sample_initial_budget(
 
 
 class BudgetController:
-    """Outer loop of seed 000: raise the budget while the constraints hold.
+    """Outer loop of seed 000 on the deployment budget: raise z while the constraints hold.
 
-    After each iteration, with ``J_ext`` the mean team extrinsic return and ``J_int``
-    the mean team intrinsic return of that iteration's completed episodes::
+    After each iteration, with ``J_ext`` / ``J_int`` the mean team extrinsic / intrinsic
+    return of that iteration's episodes played at the controller's own z::
 
-        slack = min(J_ext - J_ext_prev, J_int - z)
-        z    <- clip(z + lr * step(slack), z_low, z_high)
+        slack = min((J_ext - J_ext_prev) / ext_scale, (J_int - z) / (z_high - z_low))
+        z    <- clip(z + lr * (z_high - z_low) * step(slack), z_low, z_high)
 
-    ``step`` is the identity (``sgd``) or Adam's bias-corrected ratio ``m / sqrt(v)``
-    (``adam``, as SafePO's Lagrange multiplier). The first call only records
-    ``J_ext_prev``.
+    Both terms of the slack are on a normalized scale (``ext_scale``: the width of the
+    env's declared return range, or 1), so ``lr`` is a fraction of the budget range.
+    Where the intrinsic term is the smaller one, the ``sgd`` step is exactly seed 000's
+    ``z <- z + lr_z * (J_int - z)``: ``lr`` here is the seed's ``lr_z``. ``step`` is the
+    identity (``sgd``) or Adam's bias-corrected ``m / sqrt(v)`` (``adam``, as SafePO's
+    Lagrange multiplier), which moves z by about ``lr`` of the range per iteration
+    whatever the slack's scale. The first call only records ``J_ext_prev``.
     """
 
     def __init__(
@@ -230,6 +383,7 @@ class BudgetController:
         z_high: float,
         lr: float,
         optimizer: str = "sgd",
+        ext_scale: float = 1.0,
         betas: tuple[float, float] = (0.9, 0.999),
         eps: float = 1e-8,
     ) -> None:
@@ -237,19 +391,28 @@ class BudgetController:
             raise ValueError(f"optimizer must be 'sgd' or 'adam', got {optimizer!r}")
         if z_low > z_high:
             raise ValueError(f"z_low={z_low} must not exceed z_high={z_high}")
+        if ext_scale <= 0:
+            raise ValueError(f"ext_scale must be > 0, got {ext_scale}")
         self.z = float(min(max(z, z_low), z_high))
         self.z_low, self.z_high, self.lr = float(z_low), float(z_high), float(lr)
-        self.optimizer, self.betas, self.eps = optimizer, betas, eps
+        self.optimizer, self.ext_scale, self.betas, self.eps = optimizer, ext_scale, betas, eps
         self.j_ext_prev: float | None = None
         self.first_moment = self.second_moment = 0.0
         self.steps = 0
 
+    @property
+    def z_range(self) -> float:
+        return self.z_high - self.z_low
+
     def update(self, j_ext: float, j_int: float) -> float | None:
-        """One outer step; returns the slack used (None on the first call)."""
+        """One outer step; returns the normalized slack used (None on the first call,
+        or when the range is empty)."""
         if self.j_ext_prev is None or not np.isfinite(self.j_ext_prev):
             self.j_ext_prev = float(j_ext)
             return None
-        slack = min(j_ext - self.j_ext_prev, j_int - self.z)
+        if self.z_range <= 0:
+            return None
+        slack = min((j_ext - self.j_ext_prev) / self.ext_scale, (j_int - self.z) / self.z_range)
         self.j_ext_prev = float(j_ext)
         if not np.isfinite(slack):
             return None
@@ -262,7 +425,8 @@ class BudgetController:
             m_hat = self.first_moment / (1 - beta1**self.steps)
             v_hat = self.second_moment / (1 - beta2**self.steps)
             step = m_hat / (np.sqrt(v_hat) + self.eps)
-        self.z = float(min(max(self.z + self.lr * step, self.z_low), self.z_high))
+        z = self.z + self.lr * self.z_range * step
+        self.z = float(min(max(z, self.z_low), self.z_high))
         return float(slack)
 
     def get_state(self) -> dict[str, float | int | None]:

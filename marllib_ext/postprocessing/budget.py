@@ -19,14 +19,22 @@ from marllib_ext.ops.efx import (
     budget_step,
     sample_initial_budget,
 )
+from marllib_ext.postprocessing.budget_input import BudgetInput
+
+# Episode custom data written at the episode's first step (copied across chunk cuts).
+Z0_KEY = "efx_z0"
+DEPLOY_KEY = "efx_deploy"
 
 
 class BudgetObservationConnector(MultiAgentObservationPreprocessor):
-    """Appends the shared budget ``z_t`` as the last entry of every agent's observation.
+    """Appends the shared budget ``z_t``, normalized to ``[0, 1]`` by ``BudgetInput``,
+    to every agent's observation.
 
-    At ``env_t == 0``, ``z_0`` comes from the budget controller (``z_sampling``: the
-    current budget, uniform, or DefMARL's mix). Afterwards
-    ``z_t = clip(z_{t-1} - delta_{t-1}, z_low, z_high)`` with
+    At ``env_t == 0``, ``z_0`` is the controller's deployment budget with probability
+    ``z_deploy_fraction`` (such episodes are marked ``custom_data["efx_deploy"]`` and
+    drive the outer loop); otherwise it is drawn by ``z_sampling`` (the controller's
+    budget, uniform, or DefMARL's 30% ``z_low`` / 20% ``z_high`` / 50% uniform mix).
+    Afterwards ``z_t = clip(z_{t-1} - delta_{t-1}, z_low, z_high)`` with
     ``delta = -intrinsic_coef * sum_i logp_i`` of the agents' last logged log-probs.
     ``z_{t-1}`` is read back from the previous (already augmented) observation, which
     the episode keeps in its lookback buffer across chunk cuts, and the augmented
@@ -49,14 +57,24 @@ class BudgetObservationConnector(MultiAgentObservationPreprocessor):
         lr_z: float,
         z_optimizer: str,
         z_sampling: str,
+        z_deploy_fraction: float = 1.0,
+        ext_scale: float = 1.0,
         seed: int | None = None,
+        **ignored: Any,  # the learner's settings travel in the same dict
     ) -> None:
         if z_sampling not in Z_SAMPLING_MODES:
             raise ValueError(f"z_sampling must be one of {Z_SAMPLING_MODES}, got {z_sampling!r}")
         self.intrinsic_coef = float(intrinsic_coef)
         self.z_sampling = z_sampling
+        self.deploy_fraction = 1.0 if z_sampling == "fixed" else float(z_deploy_fraction)
+        self.budget_input = BudgetInput(z_low, z_high)
         self.controller = BudgetController(
-            z=z_init, z_low=z_low, z_high=z_high, lr=lr_z, optimizer=z_optimizer
+            z=z_init,
+            z_low=z_low,
+            z_high=z_high,
+            lr=lr_z,
+            optimizer=z_optimizer,
+            ext_scale=ext_scale,
         )
         self._rng = np.random.default_rng(seed)
         super().__init__(input_observation_space, input_action_space)
@@ -65,34 +83,41 @@ class BudgetObservationConnector(MultiAgentObservationPreprocessor):
     def budget(self) -> float:
         return self.controller.z
 
+    def play_fixed(self, z: float) -> None:
+        """Every following episode starts at ``z`` (evaluation at a chosen budget)."""
+        self.controller.z = float(z)
+        self.z_sampling, self.deploy_fraction = "fixed", 1.0
+
     @override(ConnectorV2)
     def recompute_output_observation_space(self, input_observation_space, input_action_space):
-        low, high = self.controller.z_low, self.controller.z_high
-        spaces = {}
-        for agent_id, space in input_observation_space.spaces.items():
-            if not isinstance(space, gym.spaces.Box) or len(space.shape) != 1:
-                raise ValueError(
-                    f"EFX budget conditioning needs flat Box observations; agent "
-                    f"{agent_id!r} has {space}"
-                )
-            spaces[agent_id] = gym.spaces.Box(
-                np.append(space.low, low).astype(np.float32),
-                np.append(space.high, high).astype(np.float32),
-                dtype=np.float32,
-            )
-        return gym.spaces.Dict(spaces)
+        return gym.spaces.Dict(
+            {
+                agent_id: BudgetInput.widen(space, name=f"agent {agent_id!r}")
+                for agent_id, space in input_observation_space.spaces.items()
+            }
+        )
 
-    def next_budget(self, episode, agent_ids) -> float:
-        if episode.env_t == 0:
-            return sample_initial_budget(
+    def initial_budget(self, episode) -> float:
+        deploy = bool(self._rng.random() < self.deploy_fraction)
+        if deploy:
+            z0 = self.controller.z
+        else:
+            z0 = sample_initial_budget(
                 self._rng,
                 self.z_sampling,
                 budget=self.controller.z,
                 z_low=self.controller.z_low,
                 z_high=self.controller.z_high,
             )
+        episode.custom_data[Z0_KEY] = float(z0)
+        episode.custom_data[DEPLOY_KEY] = deploy
+        return z0
+
+    def next_budget(self, episode, agent_ids) -> float:
+        if episode.env_t == 0:
+            return self.initial_budget(episode)
         agent_episodes = [episode.agent_episodes[agent_id] for agent_id in agent_ids]
-        previous_z = float(agent_episodes[0].get_observations(-2)[-1])
+        previous_z = float(self.budget_input.read(agent_episodes[0].get_observations(-2)))
         # Per-agent lookups: MultiAgentEpisode.get_extra_model_outputs(indices=-1)
         # returns {} in continuation chunks (ray 2.60).
         logp_sum = sum(
@@ -106,10 +131,9 @@ class BudgetObservationConnector(MultiAgentObservationPreprocessor):
 
     @override(MultiAgentObservationPreprocessor)
     def preprocess(self, observations: dict[str, Any], episode) -> dict[str, Any]:
-        z = np.float32(self.next_budget(episode, list(observations)))
+        z = self.next_budget(episode, list(observations))
         return {
-            agent_id: np.append(np.asarray(obs, np.float32), z)
-            for agent_id, obs in observations.items()
+            agent_id: self.budget_input.append(obs, z) for agent_id, obs in observations.items()
         }
 
     @override(ConnectorV2)

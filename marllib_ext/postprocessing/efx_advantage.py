@@ -8,33 +8,62 @@ import numpy as np
 from ray.rllib.core.columns import Columns
 from ray.rllib.utils.annotations import override
 
-from marllib_ext.ops.efx import conservative_advantage, segment_slack
+from marllib_ext.ops.advantages import standardize_valid
+from marllib_ext.ops.efx import (
+    EFX_ADVANTAGE_FORMS,
+    conservative_advantage,
+    seed_dp_binding,
+    segment_slack,
+    slack_cap_advantage,
+)
 from marllib_ext.policies.joint_critic import STATE
+from marllib_ext.postprocessing.budget_input import BudgetInput
 from marllib_ext.postprocessing.joint_advantage import JointAdvantageConnector, TeamBatch
 
 A_EXT_MEAN = "efx_advantage_ext_mean"
 A_FINAL_MEAN = "efx_advantage_final_mean"
-CLIP_ACTIVE_FRACTION = "efx_conservative_clip_fraction"
+BINDING_FRACTION = "efx_binding_fraction"  # valid rows whose advantage is the S term
+DEMAND_MET_FRACTION = "efx_demand_met_fraction"  # episodes that collected their budget
 SLACK_MEAN = "efx_slack_mean"
 TEAM_INTRINSIC_REWARD_MEAN = "efx_team_intrinsic_reward_mean"
 BUDGET_MEAN = "efx_budget_in_batch_mean"
+Z0_MEAN = "efx_z0_mean"  # mean z_0 of the episodes that start in this batch
 BUDGET = "efx_budget_z"  # the controller's budget as last broadcast to the learner
 
 
 class EFXJointAdvantageConnector(JointAdvantageConnector):
-    """Team GAE on the joint critic, then ``A = min(A_ext[t..T], S[T])`` per segment.
+    """Team GAE on the joint critic, then EFX's conservative advantage per segment.
 
-    Preconditions beyond ``JointAdvantageConnector``: every actor observation ends
-    with the budget ``z_t`` appended by ``BudgetObservationConnector`` (so z is exactly
-    what the actor saw) and ``ACTION_LOGP`` holds the log-probs logged at sampling.
-    ``delta_t = -intrinsic_coef * sum_i logp_i``; segments end at each chunk's last
-    real step (episode end or chunk cut). The critic sees ``[state, z]`` and is trained
-    on extrinsic value targets only.
+    Preconditions beyond ``JointAdvantageConnector``: every actor observation carries
+    the budget appended by ``BudgetObservationConnector`` (read back with
+    ``BudgetInput``, so z is exactly what the actor saw) and ``ACTION_LOGP`` holds the
+    log-probs logged at sampling. ``delta_t = -intrinsic_coef * sum_i logp_i``;
+    segments end at each chunk's last real step (episode end or chunk cut). The critic
+    sees ``[state, z normalized]`` and is trained on extrinsic value targets only.
+
+    ``advantage_form`` (see ``marllib_ext.ops.efx``): ``seed_dp`` applies
+    ``min(A_ext[t..T], S[T])`` to the raw team advantages; ``per_step`` and ``hinge``
+    cap the standardized ``Â_ext[t]`` by ``kappa * S[t] / (z_high - z_low)``. The base
+    connector standardizes the result again.
     """
 
-    def __init__(self, *args, intrinsic_coef: float, **kwargs) -> None:
+    def __init__(
+        self,
+        *args,
+        intrinsic_coef: float,
+        z_low: float,
+        z_high: float,
+        advantage_form: str = "seed_dp",
+        kappa: float = 1.0,
+        **kwargs,
+    ) -> None:
         super().__init__(*args, **kwargs)
+        if advantage_form not in EFX_ADVANTAGE_FORMS:
+            raise ValueError(f"efx_advantage must be one of {EFX_ADVANTAGE_FORMS}")
         self.intrinsic_coef = float(intrinsic_coef)
+        self.budget_input = BudgetInput(z_low, z_high)
+        self.advantage_form = advantage_form
+        self.kappa = float(kappa)
         self.budget: float | None = None  # broadcast by the outer loop, for metrics
 
     @override(JointAdvantageConnector)
@@ -42,18 +71,37 @@ class EFXJointAdvantageConnector(JointAdvantageConnector):
         return (*super().module_columns(), Columns.OBS, Columns.ACTION_LOGP)
 
     def team_budget(self, team: TeamBatch) -> np.ndarray:
-        """``(n_rows,)`` the z every agent saw at each team row."""
+        """``(n_rows,)`` the raw z every agent saw at each team row."""
         z = np.zeros(team.layout.n_rows, dtype=np.float64)
         for module_id, columns in team.module_columns.items():
-            z[team.layout.team_row_of[module_id]] = columns[Columns.OBS][:, -1]
+            z[team.layout.team_row_of[module_id]] = self.budget_input.read(columns[Columns.OBS])
         return z
 
     @override(JointAdvantageConnector)
     def critic_batch(self, team: TeamBatch) -> dict[str, np.ndarray]:
         columns = super().critic_batch(team)
-        z = self.team_budget(team).astype(np.float32)
-        columns[STATE] = np.concatenate([columns[STATE], z[:, None]], axis=1)
+        columns[STATE] = self.budget_input.append(columns[STATE], self.team_budget(team))
         return columns
+
+    def conservative(
+        self, a_ext: np.ndarray, delta: np.ndarray, z: np.ndarray, ends: np.ndarray
+    ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """``(A_final, binding, S)`` over valid rows for the configured form."""
+        slack = segment_slack(delta, z, ends)
+        if self.advantage_form == "seed_dp":
+            a_final = conservative_advantage(a_ext, delta, z, ends)
+            return a_final, seed_dp_binding(a_ext, delta, z, ends), slack
+        if self.budget_input.z_range <= 0:  # no budget range: nothing to enforce
+            return a_ext.copy(), np.zeros(len(a_ext), dtype=bool), slack
+        a_hat = standardize_valid(a_ext, np.ones(len(a_ext), dtype=bool))
+        a_final, binding = slack_cap_advantage(
+            a_hat,
+            slack,
+            kappa=self.kappa,
+            z_range=self.budget_input.z_range,
+            only_unmet=self.advantage_form == "hinge",
+        )
+        return a_final, binding, slack
 
     @override(JointAdvantageConnector)
     def transform_advantages(
@@ -64,25 +112,41 @@ class EFXJointAdvantageConnector(JointAdvantageConnector):
             {mid: cols[Columns.ACTION_LOGP] for mid, cols in team.module_columns.items()}
         )
         delta = -self.intrinsic_coef * logp_sum[valid]
-        z = self.team_budget(team)[valid]
+        z_all = self.team_budget(team)
+        z = z_all[valid]
         ends = (team.terminateds | team.truncateds)[valid]
         a_ext = advantages[valid]
-        a_final = conservative_advantage(a_ext, delta, z, ends)
+        a_final, binding, slack = self.conservative(a_ext, delta, z, ends)
         out = advantages.copy()
         out[valid] = a_final
         if metrics is not None:
-            broadcast = {} if self.budget is None else {BUDGET: float(self.budget)}
             metrics.log_dict(
-                {
-                    **broadcast,
-                    A_EXT_MEAN: float(a_ext.mean()),
-                    A_FINAL_MEAN: float(a_final.mean()),
-                    CLIP_ACTIVE_FRACTION: float(np.mean(a_final < a_ext)),
-                    SLACK_MEAN: float(segment_slack(delta, z, ends).mean()),
-                    TEAM_INTRINSIC_REWARD_MEAN: float(delta.mean()),
-                    BUDGET_MEAN: float(z.mean()),
-                },
+                self.metrics(team, valid, a_ext, a_final, binding, slack, delta, z, z_all),
                 key=self.critic_module_id,
                 window=1,
             )
         return out
+
+    def metrics(self, team, valid, a_ext, a_final, binding, slack, delta, z, z_all) -> dict:
+        """Learner metrics of one batch (``efx_*`` under the critic module's results)."""
+        # Episodes ending in this batch met their demand when the segment that ends
+        # there collected the budget it started with: S >= 0 on its first row.
+        segment_ends = (team.terminateds | team.truncateds)[valid]
+        segment_starts = np.concatenate([[0], np.flatnonzero(segment_ends)[:-1] + 1])
+        really_ended = team.episode_ends[valid][segment_ends]
+        met = slack[segment_starts[really_ended]] >= 0
+        values = {
+            A_EXT_MEAN: float(a_ext.mean()),
+            A_FINAL_MEAN: float(a_final.mean()),
+            BINDING_FRACTION: float(binding.mean()),
+            SLACK_MEAN: float(slack.mean()),
+            TEAM_INTRINSIC_REWARD_MEAN: float(delta.mean()),
+            BUDGET_MEAN: float(z.mean()),
+        }
+        if met.size:
+            values[DEMAND_MET_FRACTION] = float(met.mean())
+        if team.first_rows.any():
+            values[Z0_MEAN] = float(z_all[team.first_rows].mean())
+        if self.budget is not None:
+            values[BUDGET] = float(self.budget)
+        return values

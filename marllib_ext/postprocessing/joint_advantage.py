@@ -33,6 +33,10 @@ class TeamBatch:
     terminateds: np.ndarray  # bool, last real row of a chunk where every agent terminated
     truncateds: np.ndarray  # bool, last real row of every other chunk (bootstraps)
     valid: np.ndarray  # bool, False on bootstrap rows
+    # bool, last real row of a chunk whose episode really ended there (terminated or
+    # truncated by the env); False at sampler cuts, which `truncateds` also marks.
+    episode_ends: np.ndarray
+    first_rows: np.ndarray  # bool, the row of each episode's env step 0
     module_columns: dict[str, dict[str, np.ndarray]]  # numpy copies of actor batch columns
     # Per chunk, the lead agent's infos for its rows (index t: the info returned with the
     # observation of row t, so the info after row t's action is at t + 1).
@@ -191,6 +195,9 @@ class JointAdvantageConnector(ConnectorV2):
             if lead is None or sa_episode.agent_id < lead.agent_id:
                 lead_episodes[chunk_id] = sa_episode
         layout = build_team_layout(agent_rows)
+        # RLlib's AddOneTsToEpisodesAndTruncate marks every chunk's single-agent
+        # episodes truncated; the multi-agent episode keeps the env's own done flags.
+        chunk_done = {episode.id_: bool(episode.is_done) for episode in episodes}
 
         module_columns = {
             module_id: {
@@ -238,6 +245,11 @@ class JointAdvantageConnector(ConnectorV2):
         terminateds[last_real] = terminated_per_row[last_real] == agents_per_row[last_real]
         truncateds = np.zeros(layout.n_rows, dtype=bool)
         truncateds[last_real] = ~terminateds[last_real]
+        episode_ends = np.zeros(layout.n_rows, dtype=bool)
+        episode_ends[last_real] = [chunk_done.get(cid, False) for cid in layout.chunk_ids]
+        first_rows = np.zeros(layout.n_rows, dtype=bool)
+        started = [int(lead_episodes[cid].t_started) == 0 for cid in layout.chunk_ids]
+        first_rows[layout.chunk_starts[np.asarray(started, dtype=bool)]] = True
         return TeamBatch(
             layout=layout,
             states=np.concatenate(states).astype(np.float32),
@@ -247,6 +259,8 @@ class JointAdvantageConnector(ConnectorV2):
             terminateds=terminateds,
             truncateds=truncateds,
             valid=layout.valid_mask(),
+            episode_ends=episode_ends,
+            first_rows=first_rows,
             module_columns=module_columns,
             chunk_infos=chunk_infos,
         )

@@ -1,0 +1,78 @@
+"""Where the EFX budget z sits in a network input and how it is scaled.
+
+The one place that knows this layout: the budget is the last entry of every actor's
+observation (and of the joint critic's state), normalized to ``[0, 1]`` over
+``[z_low, z_high]``. The env-to-module connector writes it, the learner connector and
+evaluation read it back; nothing else indexes into observations for z.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import gymnasium as gym
+import numpy as np
+import numpy.typing as npt
+
+
+@dataclass(frozen=True)
+class BudgetInput:
+    """``u = (z - z_low) / (z_high - z_low)`` appended as the last input column.
+
+    An empty range (``z_low == z_high``) feeds ``u = 0`` and reads back ``z_low``.
+    """
+
+    z_low: float
+    z_high: float
+
+    def __post_init__(self) -> None:
+        if self.z_low > self.z_high:
+            raise ValueError(f"z_low={self.z_low} must not exceed z_high={self.z_high}")
+
+    @property
+    def z_range(self) -> float:
+        return self.z_high - self.z_low
+
+    def normalize(self, z: npt.ArrayLike) -> np.ndarray:
+        """Raw budget -> ``[0, 1]``."""
+        z = np.asarray(z, dtype=np.float64)
+        if self.z_range <= 0:
+            return np.zeros_like(z)
+        return np.clip((z - self.z_low) / self.z_range, 0.0, 1.0)
+
+    def denormalize(self, u: npt.ArrayLike) -> np.ndarray:
+        """``[0, 1]`` -> raw budget."""
+        return self.z_low + np.asarray(u, dtype=np.float64) * self.z_range
+
+    def append(self, inputs: npt.ArrayLike, z: npt.ArrayLike) -> np.ndarray:
+        """``inputs`` ``(..., d)`` with the normalized ``z`` (scalar or ``(...,)``) as
+        column ``d``; float32."""
+        inputs = np.asarray(inputs, dtype=np.float32)
+        u = np.broadcast_to(self.normalize(z), inputs.shape[:-1]).astype(np.float32)
+        return np.concatenate([inputs, u[..., None]], axis=-1)
+
+    def read(self, inputs: npt.ArrayLike) -> np.ndarray:
+        """The raw budget ``(...,)`` carried by inputs written with :meth:`append`."""
+        return self.denormalize(np.asarray(inputs)[..., -1])
+
+    def read_normalized(self, inputs: npt.ArrayLike) -> np.ndarray:
+        """The network's view of the budget, ``(...,)`` in ``[0, 1]``."""
+        return np.asarray(inputs, dtype=np.float64)[..., -1]
+
+    @staticmethod
+    def widen(space: gym.spaces.Box, *, name: str) -> gym.spaces.Box:
+        """The observation space with the ``[0, 1]`` budget column appended."""
+        if not isinstance(space, gym.spaces.Box) or len(space.shape) != 1:
+            raise ValueError(
+                f"EFX budget conditioning needs flat Box observations; {name} has {space}"
+            )
+        return gym.spaces.Box(
+            np.append(space.low, 0.0).astype(np.float32),
+            np.append(space.high, 1.0).astype(np.float32),
+            dtype=np.float32,
+        )
+
+    @staticmethod
+    def extra_inputs() -> int:
+        """Columns the budget adds to a network input."""
+        return 1
