@@ -108,7 +108,7 @@ def init_ray(args: argparse.Namespace) -> None:
 def _format_row(row: dict[str, float]) -> str:
     extra = ""
     if row.get("budget_z", math.nan) == row.get("budget_z", math.nan):
-        extra += f" | z {row['budget_z']:.3g}"
+        extra += f" | z {row['budget_z']:.3g} deploy return {row['deploy_return_mean']:.3f}"
     if row.get("episode_cost_mean", math.nan) == row.get("episode_cost_mean", math.nan):
         extra += f" | cost {row['episode_cost_mean']:.3f} lambda {row['cost_multiplier']:.3f}"
     return (

@@ -33,6 +33,7 @@ PROGRESS_FIELDS = (
     "time_this_iter_s",
     "time_total_s",
     "budget_z",
+    "deploy_return_mean",
     "episode_cost_mean",
     "cost_multiplier",
 )
@@ -77,6 +78,11 @@ def progress_row(result: Mapping[str, Any]) -> dict[str, float]:
         "time_total_s": float(result.get("time_total_s", math.nan)),
         # EFX algorithms' budget after this iteration's outer step (NaN otherwise).
         "budget_z": float(result.get("efx", {}).get("budget_z", math.nan)),
+        # EFX: mean team return of this iteration's episodes played at the deployment
+        # budget (episode_return_mean averages the whole sampled-z training mixture).
+        "deploy_return_mean": float(
+            result.get("efx", {}).get("team_extrinsic_return_mean", math.nan)
+        ),
         # Safe-MARL algorithms' mean team episode cost and multiplier (NaN otherwise).
         "episode_cost_mean": float(result.get("safe", {}).get("episode_cost_mean", math.nan)),
         "cost_multiplier": float(result.get("safe", {}).get("cost_multiplier", math.nan)),

@@ -233,7 +233,8 @@ def _chunk_team_logp(chunk) -> np.ndarray:
     return total
 
 
-def _episode_logp_sum(chunks) -> float:
+def episode_team_logp(chunks) -> float:
+    """``sum_t sum_i log pi_i`` over a finished episode's chunks."""
     return sum_over_env_steps(chunks, _chunk_team_logp)
 
 
@@ -244,7 +245,7 @@ def log_episode_returns(
     separately for the episodes played at the deployment budget."""
     coef = env_runner.config.learner_config_dict[EFX_CONFIG_KEY]["intrinsic_coef"]
     chunks = [*(prev_episode_chunks or []), episode]
-    intrinsic = -coef * _episode_logp_sum(chunks)
+    intrinsic = -coef * episode_team_logp(chunks)
     extrinsic = float(sum(chunk.get_return() for chunk in chunks))
     metrics_logger.log_value(TEAM_EXTRINSIC_RETURN_SUM, extrinsic, reduce="sum")
     metrics_logger.log_value(TEAM_INTRINSIC_RETURN_SUM, intrinsic, reduce="sum")
