@@ -156,11 +156,59 @@ def cmd_train(args: argparse.Namespace) -> int:
     return 0
 
 
+def _budget_argument(value: str) -> float | str:
+    if value == "auto":
+        return value
+    try:
+        return float(value)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a number or 'auto', got {value!r}") from None
+
+
+def _format_budget_table(points) -> str:
+    lines = [f"{'z':>10} {'team extrinsic':>15} {'team intrinsic':>15} {'success rate':>13}"]
+    for point in points:
+        success = "-" if point.success_rate is None else f"{point.success_rate:.3f}"
+        lines.append(
+            f"{point.z:10.3f} {point.extrinsic_return:15.3f} {point.intrinsic_return:15.3f} "
+            f"{success:>13}"
+        )
+    return "\n".join(lines)
+
+
+def _evaluate_budgets(args: argparse.Namespace) -> int:
+    from marllib_ext.algos.evaluation import choose_budget, plot_budget_sweep, sweep_budgets
+
+    if args.z_sweep is not None:
+        points = sweep_budgets(args.checkpoint, points=args.z_sweep, episodes=args.episodes)
+        print(f"budget sweep, {args.episodes} episodes per budget (sampled actions):")
+        print(_format_budget_table(points))
+        if args.out:
+            print(f"plot: {plot_budget_sweep(points, args.out, title=str(args.checkpoint))}")
+        return 0
+    choice = choose_budget(
+        args.checkpoint,
+        tolerance=args.tolerance,
+        episodes=args.episodes,
+        iterations=args.bisect_iters,
+    )
+    print(_format_budget_table(choice.points))
+    print(
+        f"z auto: {choice.z:.4g} (largest z whose team extrinsic return stays within "
+        f"{choice.tolerance:.4g} of {choice.reference_return:.4g}, the return at z_low)"
+    )
+    return 0
+
+
 def cmd_evaluate(args: argparse.Namespace) -> int:
     import ray
 
     from marllib_ext.algos.evaluation import evaluate
 
+    if args.z_sweep is not None and args.z is not None:
+        raise ConfigError("--z-sweep and --z are exclusive")
+    if args.z_sweep is not None and args.render:
+        raise ConfigError("--z-sweep does not render; drop --render")
     ray.init(
         num_cpus=args.num_cpus,
         include_dashboard=False,
@@ -168,6 +216,8 @@ def cmd_evaluate(args: argparse.Namespace) -> int:
         log_to_driver=args.verbose,
     )
     try:
+        if args.z_sweep is not None or args.z == "auto":
+            return _evaluate_budgets(args)
         result = evaluate(
             args.checkpoint,
             episodes=args.episodes,
@@ -306,9 +356,28 @@ def build_parser() -> argparse.ArgumentParser:
     evaluate.add_argument("--episodes", type=int, default=10)
     evaluate.add_argument(
         "--z",
+        type=_budget_argument,
+        default=None,
+        help="EFX algorithms: fixed budget z at every episode start (default: the trained "
+        "deployment budget), or 'auto': the largest z whose team return stays within "
+        "--tolerance of the return at z_low (bisection)",
+    )
+    evaluate.add_argument(
+        "--tolerance",
         type=float,
         default=None,
-        help="fixed budget z at every episode start (EFX algorithms)",
+        help="--z auto: allowed drop in team return (default: 5%% of the return at z_low)",
+    )
+    evaluate.add_argument(
+        "--bisect-iters", type=int, default=6, help="--z auto: bisection steps (default 6)"
+    )
+    evaluate.add_argument(
+        "--z-sweep",
+        type=int,
+        default=None,
+        metavar="K",
+        help="EFX algorithms: play K budgets spread over [z_low, z_high] (--episodes each) "
+        "and print extrinsic and intrinsic return; --out FILE.png plots them",
     )
     evaluate.add_argument(
         "--deterministic",
@@ -318,7 +387,9 @@ def build_parser() -> argparse.ArgumentParser:
     evaluate.add_argument(
         "--render", default=None, choices=["rgb_array"], help="render every step of one env"
     )
-    evaluate.add_argument("--out", default=None, help="directory for rendered frames")
+    evaluate.add_argument(
+        "--out", default=None, help="directory for rendered frames; with --z-sweep, the plot"
+    )
     _add_ray_arguments(evaluate)
     evaluate.set_defaults(func=cmd_evaluate)
 

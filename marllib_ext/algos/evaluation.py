@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -99,6 +100,45 @@ def save_frames(frames: list[np.ndarray], out: Path) -> list[Path]:
     return paths
 
 
+def _check_checkpoint(checkpoint: str | Path, episodes: int) -> Path:
+    path = Path(checkpoint)
+    if not path.exists():
+        raise ConfigError(f"checkpoint {str(path)!r} does not exist")
+    if episodes < 1:
+        raise ConfigError(f"episodes must be >= 1, got {episodes}")
+    return path
+
+
+@contextlib.contextmanager
+def restored_algorithm(path: Path, *, render: str | None = None):
+    """The checkpoint's algorithm rebuilt with one local env runner (a single env when
+    rendering) and restored; stopped on exit."""
+    from ray.rllib.algorithms.algorithm import Algorithm
+
+    for name in list_envs():  # the checkpoint names its env by our registry id
+        EnvHandle(name).register_with_rllib()
+    trained = Algorithm.from_checkpoint(str(path.resolve()))
+    config = trained.config.copy(copy_frozen=False)
+    trained.stop()
+    config.env_runners(num_env_runners=0, num_envs_per_env_runner=1 if render else 4)
+    if render is not None:
+        config.environment(env_config={**config.env_config, "render_mode": render})
+        config.callbacks(on_episode_start=record_frame, on_episode_step=record_frame)
+    algorithm = config.build_algo()
+    try:
+        algorithm.restore_from_path(str(path.resolve()))
+        yield algorithm
+    finally:
+        algorithm.stop()
+
+
+def _checked_budget_range(runner, flag: str) -> tuple[float, float]:
+    budget_range = _budget_range(runner)
+    if budget_range is None:
+        raise ConfigError(f"{flag} needs a checkpoint of an EFX algorithm (efx_mappo)")
+    return budget_range
+
+
 def evaluate(
     checkpoint: str | Path,
     *,
@@ -111,49 +151,158 @@ def evaluate(
     """Loads ``checkpoint`` and runs ``episodes`` episodes without training.
 
     ``z``: for EFX algorithms, every episode starts at this fixed budget (within the
-    trained ``[z_low, z_high]``). ``explore=True`` samples actions as in training, which
+    trained ``[z_low, z_high]``); without it, at the controller's deployment budget.
+    ``explore=True`` samples actions as in training, which
     also makes z evolve as in training (RLlib logs ``logp = 0`` when not exploring).
     ``render="rgb_array"`` renders every step of one env (PettingZoo ``render_mode``)
     and writes the frames as PNG files into ``out``.
     """
-    from ray.rllib.algorithms.algorithm import Algorithm
-
-    path = Path(checkpoint)
-    if not path.exists():
-        raise ConfigError(f"checkpoint {str(path)!r} does not exist")
-    if episodes < 1:
-        raise ConfigError(f"episodes must be >= 1, got {episodes}")
+    path = _check_checkpoint(checkpoint, episodes)
     if render not in (None, "rgb_array"):
         raise ConfigError(f"--render supports 'rgb_array' only, got {render!r}")
     if render is not None and out is None:
         raise ConfigError("--render needs --out DIR for the frames")
-    for name in list_envs():  # the checkpoint names its env by our registry id
-        EnvHandle(name).register_with_rllib()
-    trained = Algorithm.from_checkpoint(str(path.resolve()))
-    config = trained.config.copy(copy_frozen=False)
-    trained.stop()
-    # One local env runner (a single env when rendering) with the trained state.
-    config.env_runners(num_env_runners=0, num_envs_per_env_runner=1 if render else 4)
-    if render is not None:
-        config.environment(env_config={**config.env_config, "render_mode": render})
-        config.callbacks(on_episode_start=record_frame, on_episode_step=record_frame)
-    algorithm = config.build_algo()
-    try:
-        algorithm.restore_from_path(str(path.resolve()))
+    with restored_algorithm(path, render=render) as algorithm:
         runner = algorithm.env_runner
-        if z is not None:
-            budget_range = _budget_range(runner)
-            if budget_range is None:
-                raise ConfigError("--z needs a checkpoint of an EFX algorithm (efx_mappo)")
-            low, high = budget_range
-            if not low <= z <= high:
+        if _budget_range(runner) is not None:  # EFX: play the chosen or deployment budget
+            low, high = _budget_range(runner)
+            chosen = _current_budget(runner) if z is None else float(z)
+            if not low <= chosen <= high:
                 raise ConfigError(f"--z {z} is outside the trained budget range [{low}, {high}]")
-            _set_fixed_budget(runner, float(z))
+            _set_fixed_budget(runner, chosen)
+        elif z is not None:
+            _checked_budget_range(runner, "--z")
         budget = _current_budget(runner)
         team, agents = _run_episodes(runner, episodes, explore)
         frames = getattr(runner, FRAMES_ATTRIBUTE, [])
-    finally:
-        algorithm.stop()
     if render is not None:
         save_frames(frames, Path(out))
     return EvaluationResult(team[:episodes], agents, budget, n_frames=len(frames))
+
+
+@dataclass(frozen=True)
+class BudgetPoint:
+    """Team returns of ``episodes`` episodes all started at budget ``z``."""
+
+    z: float
+    extrinsic_return: float
+    intrinsic_return: float
+    success_rate: float | None  # None: the env reports no info["success"]
+    episodes: int
+
+
+def _play_budget(runner, z: float, episodes: int, coef: float) -> BudgetPoint:
+    from marllib_ext.algos.efx import episode_team_logp
+
+    _set_fixed_budget(runner, z)
+    played = runner.sample(num_episodes=episodes, explore=True, force_reset=True)[:episodes]
+    successes = []
+    for episode in played:
+        flags = [
+            bool(info.get("success"))
+            for agent_episode in episode.agent_episodes.values()
+            for info in agent_episode.get_infos()
+            if isinstance(info, dict) and "success" in info
+        ]
+        if flags:
+            successes.append(any(flags))
+    return BudgetPoint(
+        z=float(z),
+        extrinsic_return=float(np.mean([e.get_return() for e in played])),
+        intrinsic_return=float(np.mean([-coef * episode_team_logp([e]) for e in played])),
+        success_rate=float(np.mean(successes)) if successes else None,
+        episodes=len(played),
+    )
+
+
+def _intrinsic_coef(algorithm) -> float:
+    from marllib_ext.algos.efx import EFX_CONFIG_KEY
+
+    return float(algorithm.config.learner_config_dict[EFX_CONFIG_KEY]["intrinsic_coef"])
+
+
+def sweep_budgets(checkpoint: str | Path, *, points: int, episodes: int = 10) -> list[BudgetPoint]:
+    """``points`` budgets evenly spread over the trained ``[z_low, z_high]``, each played
+    for ``episodes`` episodes with sampled actions (as in training)."""
+    path = _check_checkpoint(checkpoint, episodes)
+    if points < 2:
+        raise ConfigError(f"--z-sweep needs at least 2 budgets, got {points}")
+    with restored_algorithm(path) as algorithm:
+        runner = algorithm.env_runner
+        low, high = _checked_budget_range(runner, "--z-sweep")
+        coef = _intrinsic_coef(algorithm)
+        return [_play_budget(runner, z, episodes, coef) for z in np.linspace(low, high, points)]
+
+
+@dataclass(frozen=True)
+class BudgetChoice:
+    """``--z auto``: the largest budget within ``tolerance`` of the return at ``z_low``."""
+
+    z: float
+    reference_return: float  # team extrinsic return at z_low (no exploration demand)
+    tolerance: float
+    points: list[BudgetPoint]
+
+
+def choose_budget(
+    checkpoint: str | Path,
+    *,
+    tolerance: float | None = None,
+    episodes: int = 10,
+    iterations: int = 6,
+) -> BudgetChoice:
+    """Largest z whose team extrinsic return stays within ``tolerance`` of the return at
+    ``z_low`` (z = 0 with intrinsic bounds), by bisection (``ops.largest_budget_within``).
+    ``tolerance`` defaults to 5% of that reference return's magnitude."""
+    from marllib_ext.ops.efx import largest_budget_within
+
+    path = _check_checkpoint(checkpoint, episodes)
+    if tolerance is not None and tolerance < 0:
+        raise ConfigError(f"--tolerance must be >= 0, got {tolerance}")
+    with restored_algorithm(path) as algorithm:
+        runner = algorithm.env_runner
+        low, high = _checked_budget_range(runner, "--z auto")
+        coef = _intrinsic_coef(algorithm)
+        points: dict[float, BudgetPoint] = {}
+
+        def play(z: float) -> BudgetPoint:
+            if z not in points:
+                points[z] = _play_budget(runner, z, episodes, coef)
+            return points[z]
+
+        reference = play(low).extrinsic_return
+        allowed = 0.05 * abs(reference) if tolerance is None else float(tolerance)
+        z, _ = largest_budget_within(
+            lambda z: play(z).extrinsic_return,
+            z_low=low,
+            z_high=high,
+            target=reference - allowed,
+            iterations=iterations,
+        )
+    return BudgetChoice(z, reference, allowed, sorted(points.values(), key=lambda p: p.z))
+
+
+def plot_budget_sweep(points: list[BudgetPoint], out: str | Path, *, title: str = "") -> Path:
+    """Team extrinsic and intrinsic return against z (two y axes); needs matplotlib."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    z = [p.z for p in points]
+    figure, extrinsic_axis = plt.subplots(figsize=(6, 4))
+    extrinsic_axis.plot(z, [p.extrinsic_return for p in points], "o-", color="tab:blue")
+    extrinsic_axis.set_xlabel("budget z (team intrinsic return to collect)")
+    extrinsic_axis.set_ylabel("team extrinsic return", color="tab:blue")
+    intrinsic_axis = extrinsic_axis.twinx()
+    intrinsic_axis.plot(z, [p.intrinsic_return for p in points], "s--", color="tab:orange")
+    intrinsic_axis.plot(z, z, ":", color="gray", linewidth=1)
+    intrinsic_axis.set_ylabel("team intrinsic return (dotted: = z)", color="tab:orange")
+    if title:
+        extrinsic_axis.set_title(title)
+    figure.tight_layout()
+    out = Path(out)
+    out.parent.mkdir(parents=True, exist_ok=True)
+    figure.savefig(out, dpi=120)
+    plt.close(figure)
+    return out

@@ -157,27 +157,37 @@ def test_segment_slack_equals_budget_slack_per_segment():
 def test_budget_controller_direction_clip_and_state():
     from marllib_ext.ops.efx import BudgetController
 
-    controller = BudgetController(z=1.0, z_low=0.0, z_high=2.0, lr=0.1)
+    controller = BudgetController(z=1.0, z_low=0.0, z_high=2.0, lr=0.1, ext_scale=2.0)
     assert controller.update(j_ext=5.0, j_int=3.0) is None  # first call: records J_ext
-    slack = controller.update(j_ext=6.0, j_int=3.0)  # min(6-5, 3-1) = 1 -> z up
-    assert slack == pytest.approx(1.0) and controller.z == pytest.approx(1.1)
-    slack = controller.update(j_ext=4.0, j_int=3.0)  # min(-2, ...) -> z down
-    assert slack == pytest.approx(-2.0) and controller.z == pytest.approx(0.9)
+    # min((10 - 5) / 2, (1.5 - 1) / 2) = 0.25: the intrinsic term, and the sgd step is
+    # exactly seed 000's z + lr_z * (J_int - z) = 1 + 0.1 * 0.5.
+    slack = controller.update(j_ext=10.0, j_int=1.5)
+    assert slack == pytest.approx(0.25) and controller.z == pytest.approx(1.05)
+    slack = controller.update(j_ext=4.0, j_int=3.0)  # min((4 - 10) / 2, ...) = -3 -> down
+    assert slack == pytest.approx(-3.0) and controller.z == pytest.approx(1.05 - 0.1 * 2 * 3)
     controller.update(j_ext=1e9, j_int=1e9)
     controller.update(j_ext=2e9, j_int=2e9)
-    assert controller.z <= 2.0
+    assert controller.z == 2.0  # clipped at z_high
     clone = BudgetController(z=0.0, z_low=0.0, z_high=2.0, lr=0.1)
     clone.set_state(controller.get_state())
     assert clone.get_state() == controller.get_state()
 
 
-def test_budget_controller_adam_takes_normalized_steps():
+def test_budget_controller_adam_moves_lr_of_the_range_per_step():
     from marllib_ext.ops.efx import BudgetController
 
-    controller = BudgetController(z=0.0, z_low=-10, z_high=10, lr=0.5, optimizer="adam")
+    controller = BudgetController(z=0.0, z_low=-10, z_high=10, lr=0.05, optimizer="adam")
     controller.update(j_ext=0.0, j_int=0.0)
-    controller.update(j_ext=100.0, j_int=100.0)  # slack 100; Adam's first step = lr
-    assert controller.z == pytest.approx(0.5, rel=1e-6)
+    controller.update(j_ext=100.0, j_int=100.0)  # any positive slack: Adam's first step = 1
+    assert controller.z == pytest.approx(0.05 * 20, rel=1e-6)
+
+
+def test_budget_controller_empty_range_stays():
+    from marllib_ext.ops.efx import BudgetController
+
+    controller = BudgetController(z=3.0, z_low=3.0, z_high=3.0, lr=0.5)
+    controller.update(j_ext=0.0, j_int=0.0)
+    assert controller.update(j_ext=1.0, j_int=10.0) is None and controller.z == 3.0
 
 
 def test_initial_budget_sampling_modes():
@@ -194,3 +204,116 @@ def test_initial_budget_sampling_modes():
         sample_initial_budget(rng, "uniform", budget=0, z_low=2, z_high=3) for _ in range(100)
     ]
     assert min(uniform) >= 2 and max(uniform) <= 3
+
+
+def test_intrinsic_budget_bound_closed_form():
+    from marllib_ext.ops.efx import (
+        GAUSSIAN_ENTROPY_UNIT_STD,
+        intrinsic_budget_bound,
+        max_action_entropy,
+    )
+
+    assert max_action_entropy(5) == pytest.approx(np.log(5))
+    assert max_action_entropy(nvec=[2, 3]) == pytest.approx(np.log(6))
+    assert abs(GAUSSIAN_ENTROPY_UNIT_STD - 1.4189385332) < 1e-9  # 0.5 * log(2 pi e)
+    assert max_action_entropy(continuous_dims=2) == pytest.approx(2 * 1.4189385332)
+    assert max_action_entropy(continuous_dims=3, entropy_per_dim=0.5) == pytest.approx(1.5)
+    # 0.5 * 25 steps * (log 5 + log 5 + log 2)
+    bound = intrinsic_budget_bound(
+        coef=0.5, max_episode_steps=25, max_entropies=[np.log(5), np.log(5), np.log(2)]
+    )
+    assert bound == pytest.approx(0.5 * 25 * np.log(50))
+
+
+def slow_slack_cap(a_hat, slack, kappa, z_range, only_unmet):
+    out, binding = np.array(a_hat, float), np.zeros(np.shape(a_hat), bool)
+    for t in range(len(a_hat)):
+        for i in range(a_hat.shape[1]):
+            cap = kappa * slack[t] / z_range
+            if (slack[t] < 0 or not only_unmet) and cap < a_hat[t, i]:
+                out[t, i], binding[t, i] = cap, True
+    return out, binding
+
+
+def test_slack_cap_literal_per_step_and_hinge():
+    from marllib_ext.ops.efx import slack_cap_advantage
+
+    a_hat = np.array([1.0, -1.0, 0.5, 0.2])
+    slack = np.array([-2.0, -2.0, 4.0, 1.0])  # caps kappa*S/range = -0.5, -0.5, 1.0, 0.25
+    per_step, binding = slack_cap_advantage(a_hat, slack, kappa=2.5, z_range=10.0, only_unmet=False)
+    np.testing.assert_allclose(per_step, [-0.5, -1.0, 0.5, 0.2])
+    np.testing.assert_array_equal(binding, [True, False, False, False])
+    a_hat[3] = 0.3  # above its cap 0.25: per_step caps it, hinge does not (S >= 0)
+    per_step, _ = slack_cap_advantage(a_hat, slack, kappa=2.5, z_range=10.0, only_unmet=False)
+    hinge, binding = slack_cap_advantage(a_hat, slack, kappa=2.5, z_range=10.0, only_unmet=True)
+    np.testing.assert_allclose(per_step, [-0.5, -1.0, 0.5, 0.25])
+    np.testing.assert_allclose(hinge, [-0.5, -1.0, 0.5, 0.3])
+    np.testing.assert_array_equal(binding, [True, False, False, False])
+
+
+@pytest.mark.parametrize("only_unmet", [False, True])
+@pytest.mark.parametrize("seed", range(4))
+def test_slack_cap_matches_slow_reference(seed, only_unmet):
+    from marllib_ext.ops.efx import slack_cap_advantage
+
+    rng = np.random.default_rng(seed)
+    a_hat, slack = rng.normal(size=(40, 3)), rng.normal(size=40) * 5
+    out, binding = slack_cap_advantage(a_hat, slack, kappa=1.7, z_range=6.0, only_unmet=only_unmet)
+    expected, expected_binding = slow_slack_cap(a_hat, slack, 1.7, 6.0, only_unmet)
+    np.testing.assert_allclose(out, expected)
+    np.testing.assert_array_equal(binding, expected_binding)
+
+
+@pytest.mark.parametrize("seed", range(4))
+def test_seed_dp_binding_matches_slow_reference(seed):
+    from marllib_ext.ops.efx import seed_dp_binding
+
+    rng = np.random.default_rng(seed)
+    horizon = 50
+    a_ext, delta, z = (
+        rng.normal(size=(horizon, 2)),
+        rng.normal(size=horizon),
+        rng.normal(size=horizon),
+    )
+    ends = rng.random(horizon) < 0.2
+    binding = seed_dp_binding(a_ext, delta, z, ends)
+    expected = np.zeros((horizon, 2), bool)
+    start = 0
+    for end in range(horizon):
+        if not (ends[end] or end == horizon - 1):
+            continue
+        slack_end = delta[end] - z[end]
+        for t in range(start, end + 1):
+            for i in range(2):
+                expected[t, i] = slack_end < min(a_ext[t : end + 1, i])
+        start = end + 1
+    np.testing.assert_array_equal(binding, expected)
+    assert binding.any() and not binding.all()
+
+
+def test_seed_dp_form_is_unchanged():
+    """seed_dp is the function the first round shipped: literal case from its tests."""
+    a_ext = np.array([[3.0], [2.0], [5.0], [4.0]])
+    out = conservative_advantage(
+        a_ext, [0.1, 0.1, 0.1, 1.0], [10.0, 9.9, 9.8, 2.5], [False, False, False, True]
+    )
+    np.testing.assert_allclose(out[:, 0], [-1.5, -1.5, -1.5, -1.5])
+
+
+@pytest.mark.parametrize("crossing", [0.0, 0.137, 3.3, 7.9, 10.0])
+def test_largest_budget_bisection_matches_grid_search(crossing):
+    from marllib_ext.ops.efx import largest_budget_within
+
+    def curve(z):  # monotone non-increasing, flat until `crossing`, then falling
+        return 5.0 - max(0.0, z - crossing) ** 1.5
+
+    z_low, z_high, iterations, target = 0.0, 10.0, 12, 5.0 - 1e-12
+    chosen, evaluations = largest_budget_within(
+        curve, z_low=z_low, z_high=z_high, target=target, iterations=iterations
+    )
+    grid = np.linspace(z_low, z_high, 100_001)
+    brute = grid[np.array([curve(z) for z in grid]) >= target].max()
+    assert chosen <= brute + 1e-9
+    assert brute - chosen <= (z_high - z_low) / 2**iterations + 1e-4
+    assert len(evaluations) <= iterations + 1
+    assert all(curve(z) >= target for z, value in evaluations if z <= chosen)
