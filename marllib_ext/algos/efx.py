@@ -281,8 +281,14 @@ def _set_learner_budget(learner, z):
         connector.budget = z
 
 
+def _count(stats: dict, key: str) -> int:
+    """An iteration's episode count (RLlib reports NaN for a sum nobody logged)."""
+    count = stats.get(key, 0)
+    return int(count) if count is not None and np.isfinite(count) else 0
+
+
 def _mean(stats: dict, total_key: str, count_key: str) -> float:
-    count = stats.get(count_key, 0) or 0
+    count = _count(stats, count_key)
     return stats.get(total_key, math.nan) / count if count > 0 else math.nan
 
 
@@ -317,7 +323,7 @@ def update_budget(*, algorithm, result: dict, **kwargs) -> None:
         "budget_z": state["z"],
         "budget_z_played": budget_played,
         "slack": math.nan if slack is None else slack,
-        "deploy_episodes": int(stats.get(DEPLOY_EPISODES_DONE, 0) or 0),
+        "deploy_episodes": _count(stats, DEPLOY_EPISODES_DONE),
         # At the deployment budget (what the team delivers) ...
         "team_extrinsic_return_mean": j_ext,
         "team_intrinsic_return_mean": j_int,

@@ -10,14 +10,22 @@ from marllib_ext.algos.efx import RESULT_KEY, EFXJointCriticLearner, budget_conn
 from marllib_ext.envs import register_env
 from marllib_ext.ops.efx import budget_path
 from marllib_ext.policies import CRITIC_MODULE_ID
+from marllib_ext.postprocessing.budget_input import BudgetInput
 from marllib_ext.postprocessing.efx_advantage import (
+    BINDING_FRACTION,
     BUDGET,
-    CLIP_ACTIVE_FRACTION,
+    DEMAND_MET_FRACTION,
+    Z0_MEAN,
     EFXJointAdvantageConnector,
 )
 from tests.helpers import EPISODE_LENGTH, CounterEnv, counter_config
 
-register_env("test:efx_counter", CounterEnv, state_source="observations")
+register_env(
+    "test:efx_counter",
+    CounterEnv,
+    state_source="observations",
+    max_episode_steps=EPISODE_LENGTH,
+)
 
 RECORDED = []
 
@@ -57,17 +65,20 @@ def train(config, iterations):
     return results
 
 
-def rows_by_step(record):
-    """(uid, t) -> (z seen, team delta) over valid rows, from the actors' columns."""
+def rows_by_step(record, budget_input):
+    """(uid, t) -> (raw z seen, team logp sum) over valid rows, from the actors' columns;
+    checks that every network input z lies in [0, 1]."""
     steps = {}
     team = record["team"]
     for mid, cols in record["columns"].items():
         valid = team.valid[team.layout.team_row_of[mid]]
+        assert np.all((cols[Columns.OBS][:, -1] >= 0) & (cols[Columns.OBS][:, -1] <= 1))
         for obs, logp, ok in zip(cols[Columns.OBS], cols[Columns.ACTION_LOGP], valid, strict=True):
             if ok:
                 key = (int(obs[0]), int(obs[1]))
-                z, logp_sum = steps.get(key, (float(obs[-1]), 0.0))
-                assert z == float(obs[-1]), "every agent sees the same z"
+                seen = float(budget_input.read(obs))
+                z, logp_sum = steps.get(key, (seen, 0.0))
+                assert z == seen, "every agent sees the same z"
                 steps[key] = (z, logp_sum + float(logp))
     return steps
 
@@ -75,12 +86,19 @@ def rows_by_step(record):
 def test_batch_z_equals_budget_path_across_chunk_cuts(ray_session):
     coef, z_low, z_high, z_init = 0.7, -2.0, 3.0, 2.5
     train(
-        build(intrinsic_coef=coef, z_low=z_low, z_high=z_high, z_init=z_init, lr_z=0.0),
+        build(
+            intrinsic_coef=coef,
+            z_low=z_low,
+            z_high=z_high,
+            z_init=z_init,
+            lr_z=0.0,
+            z_sampling="fixed",
+        ),
         iterations=3,
     )
     steps = {}
     for record in RECORDED:
-        steps.update(rows_by_step(record))
+        steps.update(rows_by_step(record, BudgetInput(z_low, z_high)))
     checked = clipped = crossing = 0
     for (uid, t), (z, logp_sum) in steps.items():
         if t == 0:
@@ -106,7 +124,17 @@ def test_batch_z_equals_budget_path_across_chunk_cuts(ray_session):
 
 
 def test_unreachable_budget_gives_running_minimum_of_a_ext(ray_session):
-    train(build(intrinsic_coef=0.0, z_low=-1e6, z_high=-1e6, z_init=-1e6, lr_z=0.0), iterations=2)
+    train(
+        build(
+            intrinsic_coef=0.0,
+            z_low=-1e6,
+            z_high=-1e6,
+            z_init=-1e6,
+            lr_z=0.0,
+            efx_advantage="seed_dp",
+        ),
+        iterations=2,
+    )
     for record in RECORDED:
         team = record["team"]
         valid = np.flatnonzero(team.valid)
@@ -125,13 +153,13 @@ def test_unreachable_budget_gives_running_minimum_of_a_ext(ray_session):
 def test_checkpoint_restore_keeps_the_budget(ray_session, tmp_path):
     # A large lr_z so the budget moves visibly from z_init within two iterations.
     config = algos.efx_mappo(
-        hyperparam_source="toy", num_env_runners=0, lr_z=0.5, z_init=-10.0
+        hyperparam_source="toy", num_env_runners=0, lr_z=0.2, z_init=10.0
     ).rllib_config("toy:coordination", share_policy="group", seed=0)
     algorithm = config.build_algo()
     try:
         results = [algorithm.train() for _ in range(3)]
         budget = results[-1][RESULT_KEY]["budget_z"]
-        assert budget != pytest.approx(-10.0)
+        assert budget != pytest.approx(10.0)
         assert budget_connector(algorithm.env_runner).budget == pytest.approx(budget)
         algorithm.save_to_path(str(tmp_path / "checkpoint"))
     finally:
@@ -149,8 +177,9 @@ def test_metrics_are_reported(ray_session):
     efx = results[-1][RESULT_KEY]
     assert set(efx) >= {"budget_z", "slack", "team_intrinsic_return_mean"}
     critic_metrics = results[-1]["learners"][CRITIC_MODULE_ID]
-    assert CLIP_ACTIVE_FRACTION in critic_metrics
-    assert 0.0 <= critic_metrics[CLIP_ACTIVE_FRACTION] <= 1.0
+    for key in (BINDING_FRACTION, DEMAND_MET_FRACTION):
+        assert 0.0 <= critic_metrics[key] <= 1.0
+    assert -5.0 <= critic_metrics[Z0_MEAN] <= 5.0
     # The first iteration's outer step was broadcast to the learner before the second.
     assert critic_metrics[BUDGET] == pytest.approx(results[0][RESULT_KEY]["budget_z"])
 
@@ -181,8 +210,8 @@ def test_evaluate_with_a_chosen_budget(ray_session, tmp_path):
     result = algos.efx_mappo(num_env_runners=0).fit(
         "toy:coordination", stop={"training_iteration": 1}, local_dir=tmp_path
     )
-    evaluation = evaluate(result.checkpoint_path, episodes=3, z=-7.5)
-    assert evaluation.budget_z == pytest.approx(-7.5)
+    evaluation = evaluate(result.checkpoint_path, episodes=3, z=7.5)
+    assert evaluation.budget_z == pytest.approx(7.5)
     assert len(evaluation.team_returns) == 3
     assert set(evaluation.agent_returns) == {"agent_0", "agent_1"}
     with pytest.raises(ConfigError, match="outside the trained budget range"):
@@ -199,3 +228,98 @@ def test_evaluate_z_needs_an_efx_checkpoint(ray_session, tmp_path):
     assert len(evaluate(result.checkpoint_path, episodes=2).team_returns) == 2
     with pytest.raises(ConfigError, match="needs a checkpoint of an EFX algorithm"):
         evaluate(result.checkpoint_path, episodes=1, z=0.0)
+
+
+@pytest.mark.parametrize(
+    "env_name,env_args,batch",
+    [("grid:pass", {"size": 5, "max_steps": 125}, 2000), ("mpe:simple_spread", {}, 1000)],
+)
+def test_default_settings_make_the_demand_bind(ray_session, env_name, env_args, batch):
+    """With the default budget units and z_0 sampling, one iteration already has rows
+    where the S term decides the advantage and episodes that miss their budget."""
+    from marllib_ext import make_env
+
+    config = algos.efx_mappo(
+        num_env_runners=0, train_batch_size=batch, minibatch_size=batch // 2, num_epochs=1
+    ).rllib_config(make_env(env_name, **env_args), seed=0)
+    algorithm = config.build_algo()
+    try:
+        result = algorithm.train()
+    finally:
+        algorithm.stop()
+    critic = result["learners"][CRITIC_MODULE_ID]
+    assert critic[BINDING_FRACTION] > 0
+    assert 0 < critic[DEMAND_MET_FRACTION] < 1
+    assert critic[Z0_MEAN] > 0  # z_0 drawn over [0, Z_max], not stuck at z_low
+    assert result[RESULT_KEY]["deploy_episodes"] > 0
+
+
+EPISODES_SEEN = []
+
+
+def record_episode(*, episode, prev_episode_chunks=None, **kwargs):
+    from marllib_ext.postprocessing.budget import DEPLOY_KEY, Z0_KEY
+
+    chunks = [*(prev_episode_chunks or []), episode]
+    EPISODES_SEEN.append(
+        (
+            episode.custom_data[Z0_KEY],
+            episode.custom_data[DEPLOY_KEY],
+            sum(chunk.get_return() for chunk in chunks),
+        )
+    )
+
+
+def test_outer_loop_reads_the_episodes_played_at_the_deployment_budget(ray_session):
+    from marllib_ext.algos.api import with_episode_end_callback
+
+    EPISODES_SEEN.clear()
+    config = with_episode_end_callback(
+        algos.efx_mappo(
+            hyperparam_source="toy", num_env_runners=0, z_init=8.0, z_deploy_fraction=0.3
+        ).rllib_config("toy:coordination", seed=0),
+        record_episode,
+    )
+    algorithm = config.build_algo()
+    try:
+        result = algorithm.train()
+    finally:
+        algorithm.stop()
+    deployed = [ret for z0, deploy, ret in EPISODES_SEEN if deploy]
+    assert 0 < len(deployed) < len(EPISODES_SEEN)
+    assert all(z0 == pytest.approx(8.0) for z0, deploy, _ in EPISODES_SEEN if deploy)
+    assert {z0 for z0, deploy, _ in EPISODES_SEEN if not deploy} != {8.0}
+    efx = result[RESULT_KEY]
+    assert efx["deploy_episodes"] == len(deployed)
+    assert efx["team_extrinsic_return_mean"] == pytest.approx(np.mean(deployed))
+    mixture = [ret for _, _, ret in EPISODES_SEEN]
+    assert efx["mixture_extrinsic_return_mean"] == pytest.approx(np.mean(mixture))
+
+
+def test_cli_evaluate_z_auto_and_z_sweep(ray_session, tmp_path, capsys):
+    from marllib_ext.cli import main
+
+    result = algos.efx_mappo(hyperparam_source="toy", num_env_runners=0).fit(
+        "toy:coordination", stop={"training_iteration": 1}, local_dir=tmp_path
+    )
+    checkpoint = str(result.checkpoint_path)
+    import ray
+
+    ray.shutdown()  # the CLI starts and stops its own Ray
+    try:
+        out_png = tmp_path / "tradeoff.png"
+        argv = ["evaluate", checkpoint, "--z-sweep", "3", "--episodes", "4", "--num-cpus", "2"]
+        assert main([*argv, "--out", str(out_png)]) == 0
+        printed = capsys.readouterr().out
+        z_max = 10 * 2 * np.log(3)
+        for z in (0.0, z_max / 2, z_max):
+            assert f"{z:10.3f}" in printed
+        assert "team intrinsic" in printed and out_png.stat().st_size > 0
+        argv = ["evaluate", checkpoint, "--z", "auto", "--episodes", "4", "--bisect-iters", "2"]
+        assert main([*argv, "--tolerance", "100", "--num-cpus", "2"]) == 0
+        # Any return is within 100 of the reference: the largest budget is chosen.
+        assert f"z auto: {z_max:.4g}" in capsys.readouterr().out
+        with pytest.raises(SystemExit):  # argparse: "expected a number or 'auto'"
+            main(["evaluate", checkpoint, "--z", "often"])
+    finally:
+        ray.init(num_cpus=2, include_dashboard=False, configure_logging=False, log_to_driver=False)

@@ -1,5 +1,6 @@
 """Every registered algorithm's YAML loads, validates and builds an RLlib config."""
 
+import numpy as np
 import pytest
 from ray.rllib.algorithms.algorithm_config import AlgorithmConfig
 
@@ -125,17 +126,76 @@ def test_mappo_rejects_single_agent_env():
         algos.mappo().rllib_config(make_env("CartPole-v1"))
 
 
-def test_efx_needs_budget_bounds_when_env_declares_no_range():
-    with pytest.raises(ConfigError, match="declares no reward_range; set z_low and z_high"):
-        algos.efx_mappo().rllib_config("mpe:simple_reference")
+def test_efx_reward_bounds_need_a_declared_reward_range():
+    with pytest.raises(ConfigError, match="declares no reward_range, which z_bounds: reward"):
+        algos.efx_mappo(z_bounds="reward").rllib_config("mpe:simple_reference")
 
 
-def test_efx_bounds_default_from_reward_range():
+def test_efx_reward_bounds_are_the_negated_return_range():
     from marllib_ext.algos.efx import budget_bounds
 
     env = make_env("toy:coordination")  # team return in [0, 20]
-    settings = algos.efx_mappo().settings(env)
+    settings = algos.efx_mappo(z_bounds="reward").settings(env)
     assert budget_bounds(settings, env) == (-20.0, 0.0, -20.0)
+    explicit = algos.efx_mappo(z_bounds="reward", z_low=-5.0).settings(env)
+    assert budget_bounds(explicit, env) == (-5.0, 0.0, -5.0)
+
+
+@pytest.mark.parametrize(
+    "env_name,env_args,z_max",
+    [
+        # Z_max = c * T_max * sum_i H_max(i); Pass: 2 agents x 5 moves, 100 steps (9x9)
+        ("grid:pass", {}, 100 * 2 * np.log(5)),
+        ("grid:pass", {"size": 5, "max_steps": 125}, 125 * 2 * np.log(5)),
+        # MPE: 3 agents x 5 discrete actions, 25 cycles
+        ("mpe:simple_spread", {}, 25 * 3 * np.log(5)),
+        ("mpe:simple_spread", {"N": 4, "max_cycles": 40}, 40 * 4 * np.log(5)),
+        ("mpe:sparse_spread", {}, 25 * 3 * np.log(5)),
+        # 2 agents, 1-d Gaussian actions at RLlib's initial unit std, 10 steps
+        ("toy:continuous_target", {}, 10 * 2 * 1 * 0.5 * np.log(2 * np.pi * np.e)),
+    ],
+)
+def test_efx_intrinsic_bound_equals_the_closed_form(env_name, env_args, z_max):
+    from marllib_ext.algos.efx import budget_bounds
+
+    env = make_env(env_name, **env_args)
+    settings = algos.efx_mappo().settings(env)
+    z_low, z_high, z_init = budget_bounds(settings, env)
+    assert (z_low, z_init) == (0.0, 0.0)
+    assert z_high == pytest.approx(z_max)
+    scaled = algos.efx_mappo(intrinsic_coef=0.1).settings(env)
+    assert budget_bounds(scaled, env)[1] == pytest.approx(0.1 * z_max)
+
+
+def test_efx_continuous_entropy_from_yaml():
+    from marllib_ext.algos.efx import budget_bounds
+
+    env = make_env("toy:continuous_target")
+    settings = algos.efx_mappo(gaussian_entropy_per_dim=0.5).settings(env)
+    assert budget_bounds(settings, env)[1] == pytest.approx(10 * 2 * 0.5)
+
+
+def test_efx_intrinsic_bounds_need_the_episode_limit():
+    from tests.helpers import CounterEnv
+
+    register_env("test:no_limit", CounterEnv, state_source="observations")
+    with pytest.raises(ConfigError, match="declares no max_episode_steps"):
+        algos.efx_mappo().rllib_config("test:no_limit")
+    # explicit bounds need no limit
+    algos.efx_mappo(z_low=0.0, z_high=5.0).rllib_config("test:no_limit")
+
+
+def test_register_env_checks_the_episode_limit():
+    from tests.helpers import CounterEnv
+
+    with pytest.raises(ConfigError, match="max_episode_steps must be an int"):
+        register_env("test:bad_limit", CounterEnv, max_episode_steps=0)
+    with pytest.raises(ConfigError, match="'horizon', which is not set"):
+        register_env("test:bad_limit", CounterEnv, max_episode_steps="horizon")
+    spec = register_env(
+        "test:arg_limit", CounterEnv, env_args={"horizon": 9}, max_episode_steps="horizon"
+    )
+    assert spec.episode_limit() == 9 and spec.episode_limit({"horizon": 4}) == 4
 
 
 @pytest.mark.parametrize(
@@ -144,7 +204,13 @@ def test_efx_bounds_default_from_reward_range():
         ("z_sampling", "gaussian", "z_sampling"),
         ("z_optimizer", "rmsprop", "z_optimizer"),
         ("intrinsic_coef", -1.0, "intrinsic_coef"),
-        ("z_init", 5.0, "z_init"),
+        ("z_init", 500.0, "z_init"),
+        ("z_bounds", "cost", "z_bounds"),
+        ("efx_advantage", "max", "efx_advantage"),
+        ("efx_kappa", 0.0, "efx_kappa"),
+        ("z_deploy_fraction", 1.5, "z_deploy_fraction"),
+        ("z_deploy_fraction", 0.0, "z_deploy_fraction"),
+        ("gaussian_entropy_per_dim", -1.0, "gaussian_entropy_per_dim"),
     ],
 )
 def test_efx_bad_settings_name_the_key(key, value, message):

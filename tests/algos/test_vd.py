@@ -16,6 +16,7 @@ from marllib_ext.ops.advantages import team_gae
 from marllib_ext.ops.efx import conservative_advantage
 from marllib_ext.ops.mixers import qmix_mix, vdn_mix
 from marllib_ext.policies import AGENT_OBS, CRITIC_MODULE_ID, STATE, ValueDecompositionCritic
+from marllib_ext.postprocessing.budget_input import BudgetInput
 from tests.helpers import CounterEnv, counter_config
 
 N_AGENTS, OBS_DIM, STATE_DIM = 3, 4, 6
@@ -145,6 +146,7 @@ def test_efx_vdppo_advantages_equal_the_ops_reference(ray_session, share_policy)
         z_low=-3.0,
         z_high=3.0,
         z_init=1.0,
+        efx_advantage="seed_dp",
     )
     algorithm = config.build_algo()
     try:
@@ -179,7 +181,7 @@ def test_efx_vdppo_advantages_equal_the_ops_reference(ray_session, share_policy)
         )
         z = np.zeros(layout.n_rows)
         for mid, cols in team.module_columns.items():
-            z[layout.team_row_of[mid]] = cols[Columns.OBS][:, -1]
+            z[layout.team_row_of[mid]] = BudgetInput(-3.0, 3.0).read(cols[Columns.OBS])
         reference = conservative_advantage(
             a_ext, -coef * logp[valid], z[valid], (team.terminateds | team.truncateds)[valid]
         )
