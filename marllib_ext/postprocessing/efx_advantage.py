@@ -145,8 +145,9 @@ class EFXJointAdvantageConnector(JointAdvantageConnector):
         }
         if met.size:
             values[DEMAND_MET_FRACTION] = float(met.mean())
-        if team.first_rows.any():
-            values[Z0_MEAN] = float(z_all[team.first_rows].mean())
+        first_rows = team.valid & (team.env_steps == 0)
+        if first_rows.any():
+            values[Z0_MEAN] = float(z_all[first_rows].mean())
         if self.budget is not None:
             values[BUDGET] = float(self.budget)
         return values

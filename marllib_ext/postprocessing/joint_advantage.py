@@ -36,7 +36,7 @@ class TeamBatch:
     # bool, last real row of a chunk whose episode really ended there (terminated or
     # truncated by the env); False at sampler cuts, which `truncateds` also marks.
     episode_ends: np.ndarray
-    first_rows: np.ndarray  # bool, the row of each episode's env step 0
+    env_steps: np.ndarray  # int, the env step of each row within its episode
     module_columns: dict[str, dict[str, np.ndarray]]  # numpy copies of actor batch columns
     # Per chunk, the lead agent's infos for its rows (index t: the info returned with the
     # observation of row t, so the info after row t's action is at t + 1).
@@ -247,9 +247,10 @@ class JointAdvantageConnector(ConnectorV2):
         truncateds[last_real] = ~terminateds[last_real]
         episode_ends = np.zeros(layout.n_rows, dtype=bool)
         episode_ends[last_real] = [chunk_done.get(cid, False) for cid in layout.chunk_ids]
-        first_rows = np.zeros(layout.n_rows, dtype=bool)
-        started = [int(lead_episodes[cid].t_started) == 0 for cid in layout.chunk_ids]
-        first_rows[layout.chunk_starts[np.asarray(started, dtype=bool)]] = True
+        started = np.array([int(lead_episodes[cid].t_started) for cid in layout.chunk_ids])
+        env_steps = np.arange(layout.n_rows) - np.repeat(
+            layout.chunk_starts - started, layout.chunk_lengths
+        )
         return TeamBatch(
             layout=layout,
             states=np.concatenate(states).astype(np.float32),
@@ -260,7 +261,7 @@ class JointAdvantageConnector(ConnectorV2):
             truncateds=truncateds,
             valid=layout.valid_mask(),
             episode_ends=episode_ends,
-            first_rows=first_rows,
+            env_steps=env_steps,
             module_columns=module_columns,
             chunk_infos=chunk_infos,
         )

@@ -83,6 +83,21 @@ def rows_by_step(record, budget_input):
     return steps
 
 
+def check_env_steps_and_episode_ends(record):
+    """TeamBatch's env step per row and its episode ends (not sampler cuts) agree with
+    the step counter in CounterEnv's observations."""
+    team = record["team"]
+    last_real = team.layout.last_real_rows
+    for mid, cols in record["columns"].items():
+        rows = team.layout.team_row_of[mid]
+        valid = team.valid[rows]
+        np.testing.assert_array_equal(team.env_steps[rows][valid], cols[Columns.OBS][valid, 1])
+    t_at_end = team.env_steps[last_real]
+    np.testing.assert_array_equal(team.episode_ends[last_real], t_at_end == EPISODE_LENGTH - 1)
+    assert team.episode_ends.sum() == team.episode_ends[last_real].sum()
+    assert (t_at_end < EPISODE_LENGTH - 1).any()  # some chunks were cut by the sampler
+
+
 def test_batch_z_equals_budget_path_across_chunk_cuts(ray_session):
     coef, z_low, z_high, z_init = 0.7, -2.0, 3.0, 2.5
     train(
@@ -99,6 +114,7 @@ def test_batch_z_equals_budget_path_across_chunk_cuts(ray_session):
     steps = {}
     for record in RECORDED:
         steps.update(rows_by_step(record, BudgetInput(z_low, z_high)))
+        check_env_steps_and_episode_ends(record)
     checked = clipped = crossing = 0
     for (uid, t), (z, logp_sum) in steps.items():
         if t == 0:
