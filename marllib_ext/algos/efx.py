@@ -9,24 +9,17 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-import gymnasium as gym
 import numpy as np
 from ray.rllib.algorithms.ppo import PPOConfig
 from ray.rllib.core.columns import Columns
 
 from marllib_ext.algos.config import CentralCriticSettings, VDSettings
+from marllib_ext.algos.efx_budget import Z_BOUNDS_MODES, budget_bounds, extrinsic_scale
 from marllib_ext.algos.learners import JointCriticPPOLearner
 from marllib_ext.algos.ppo_family import build_mappo, build_vdppo
 from marllib_ext.envs.handle import EnvHandle
 from marllib_ext.errors import ConfigError
-from marllib_ext.ops.efx import (
-    EFX_ADVANTAGE_FORMS,
-    GAUSSIAN_ENTROPY_UNIT_STD,
-    Z_SAMPLING_MODES,
-    BudgetController,
-    intrinsic_budget_bound,
-    max_action_entropy,
-)
+from marllib_ext.ops.efx import EFX_ADVANTAGE_FORMS, Z_SAMPLING_MODES, BudgetController
 from marllib_ext.postprocessing.budget import DEPLOY_KEY, BudgetObservationConnector
 from marllib_ext.postprocessing.budget_input import BudgetInput
 from marllib_ext.postprocessing.efx_advantage import EFXJointAdvantageConnector
@@ -45,9 +38,6 @@ DEPLOY_EPISODES_DONE = "efx_deploy_episodes_done"
 # Smoothed over the last 100 episodes, for display.
 TEAM_INTRINSIC_RETURN_MEAN = "efx_team_intrinsic_return_mean"
 RESULT_KEY = "efx"
-
-
-Z_BOUNDS_MODES = ("intrinsic", "reward")
 
 
 @dataclass(frozen=True)
@@ -113,81 +103,6 @@ class EFXSettings(EFXFields, CentralCriticSettings):
 @dataclass(frozen=True)
 class EFXVDSettings(EFXFields, VDSettings):
     """``efx_vdppo``: VDPPO settings plus the budget."""
-
-
-def action_entropy_bound(space: gym.Space, *, agent: str, entropy_per_dim: float | None) -> float:
-    """``H_max`` of one agent's action space (see ``ops.efx.max_action_entropy``)."""
-    if isinstance(space, gym.spaces.Discrete):
-        return max_action_entropy(int(space.n))
-    if isinstance(space, gym.spaces.MultiDiscrete):
-        return max_action_entropy(nvec=space.nvec)
-    if isinstance(space, gym.spaces.Box):
-        per_dim = GAUSSIAN_ENTROPY_UNIT_STD if entropy_per_dim is None else entropy_per_dim
-        return max_action_entropy(
-            continuous_dims=int(np.prod(space.shape)), entropy_per_dim=per_dim
-        )
-    raise ConfigError(
-        f"agent {agent!r} has action space {space}; z_bounds: intrinsic supports Discrete, "
-        "MultiDiscrete and Box (set z_low and z_high explicitly otherwise)"
-    )
-
-
-def intrinsic_z_max(settings: EFXFields, env: EnvHandle) -> float:
-    """``Z_max = c * T_max * sum_i H_max(i)`` for ``env`` at its env arguments."""
-    t_max = env.spec.episode_limit(env.env_args)
-    if t_max is None:
-        raise ConfigError(
-            f"env {env.name!r} declares no max_episode_steps, which z_bounds: intrinsic "
-            "needs (register_env(..., max_episode_steps=...)); or set z_low and z_high"
-        )
-    layout = env.layout
-    entropies = [
-        action_entropy_bound(
-            layout.action_spaces[agent],
-            agent=agent,
-            entropy_per_dim=settings.gaussian_entropy_per_dim,
-        )
-        for agent in layout.agents
-    ]
-    return intrinsic_budget_bound(
-        coef=settings.intrinsic_coef, max_episode_steps=t_max, max_entropies=entropies
-    )
-
-
-def budget_bounds(settings: EFXFields, env: EnvHandle) -> tuple[float, float, float]:
-    """``(z_low, z_high, z_init)``. Unset bounds come from ``z_bounds``: ``intrinsic``
-    gives ``[0, Z_max]``; ``reward`` gives ``[-R_max, -R_min]`` from the env's declared
-    team return range (seed 000 read literally). ``z_init`` defaults to ``z_low``."""
-    z_low, z_high = settings.z_low, settings.z_high
-    if z_low is None or z_high is None:
-        if settings.z_bounds == "intrinsic":
-            default_low, default_high = 0.0, intrinsic_z_max(settings, env)
-        else:
-            reward_range = env.spec.reward_range
-            if reward_range is None:
-                raise ConfigError(
-                    f"env {env.name!r} declares no reward_range, which z_bounds: reward "
-                    "needs; set z_low and z_high explicitly (e.g. --set z_low=-10 --set "
-                    "z_high=0)"
-                )
-            default_low, default_high = -reward_range[1], -reward_range[0]
-        z_low = default_low if z_low is None else z_low
-        z_high = default_high if z_high is None else z_high
-    if z_low > z_high:
-        raise ConfigError(f"budget bounds z_low={z_low} > z_high={z_high}")
-    z_init = z_low if settings.z_init is None else settings.z_init
-    if not z_low <= z_init <= z_high:
-        raise ConfigError(f"config key 'z_init' = {z_init} is outside [{z_low}, {z_high}]")
-    # + 0.0 turns -0.0 (from -R_min = -0) into 0.0 for display.
-    return float(z_low) + 0.0, float(z_high) + 0.0, float(z_init) + 0.0
-
-
-def extrinsic_scale(env: EnvHandle) -> float:
-    """Scale of ``J_ext`` differences in the outer loop: the declared return range's width."""
-    reward_range = env.spec.reward_range
-    if reward_range is None or reward_range[1] <= reward_range[0]:
-        return 1.0
-    return float(reward_range[1] - reward_range[0])
 
 
 class EFXJointCriticLearner(JointCriticPPOLearner):

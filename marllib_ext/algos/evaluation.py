@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import contextlib
+import math
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -191,10 +192,14 @@ class BudgetPoint:
     episodes: int
 
 
-def _play_budget(runner, z: float, episodes: int, coef: float) -> BudgetPoint:
+def play_episodes(runner, episodes: int, *, coef: float, z: float | None = None) -> BudgetPoint:
+    """``episodes`` episodes with sampled actions, all started at budget ``z`` (None:
+    the runner's current setting, also for algorithms without a budget); the intrinsic
+    return is ``-coef * sum_t sum_i log pi``."""
     from marllib_ext.algos.efx import episode_team_logp
 
-    _set_fixed_budget(runner, z)
+    if z is not None:
+        _set_fixed_budget(runner, z)
     played = runner.sample(num_episodes=episodes, explore=True, force_reset=True)[:episodes]
     successes = []
     for episode in played:
@@ -207,7 +212,7 @@ def _play_budget(runner, z: float, episodes: int, coef: float) -> BudgetPoint:
         if flags:
             successes.append(any(flags))
     return BudgetPoint(
-        z=float(z),
+        z=math.nan if z is None else float(z),
         extrinsic_return=float(np.mean([e.get_return() for e in played])),
         intrinsic_return=float(np.mean([-coef * episode_team_logp([e]) for e in played])),
         success_rate=float(np.mean(successes)) if successes else None,
@@ -231,7 +236,9 @@ def sweep_budgets(checkpoint: str | Path, *, points: int, episodes: int = 10) ->
         runner = algorithm.env_runner
         low, high = _checked_budget_range(runner, "--z-sweep")
         coef = _intrinsic_coef(algorithm)
-        return [_play_budget(runner, z, episodes, coef) for z in np.linspace(low, high, points)]
+        return [
+            play_episodes(runner, episodes, coef=coef, z=z) for z in np.linspace(low, high, points)
+        ]
 
 
 @dataclass(frozen=True)
@@ -267,7 +274,7 @@ def choose_budget(
 
         def play(z: float) -> BudgetPoint:
             if z not in points:
-                points[z] = _play_budget(runner, z, episodes, coef)
+                points[z] = play_episodes(runner, episodes, coef=coef, z=z)
             return points[z]
 
         reference = play(low).extrinsic_return

@@ -1,0 +1,103 @@
+"""Where EFX's budget range comes from: ``z_bounds: intrinsic`` (``[0, Z_max]`` from the
+env's episode limit and action spaces) or ``reward`` (seed 000's ``[-R_max, -R_min]``)."""
+
+from __future__ import annotations
+
+from typing import Protocol
+
+import gymnasium as gym
+import numpy as np
+
+from marllib_ext.envs.handle import EnvHandle
+from marllib_ext.errors import ConfigError
+from marllib_ext.ops.efx import (
+    GAUSSIAN_ENTROPY_UNIT_STD,
+    intrinsic_budget_bound,
+    max_action_entropy,
+)
+
+Z_BOUNDS_MODES = ("intrinsic", "reward")
+
+
+class BudgetSettings(Protocol):
+    intrinsic_coef: float
+    z_bounds: str
+    z_init: float | None
+    z_low: float | None
+    z_high: float | None
+    gaussian_entropy_per_dim: float | None
+
+
+def action_entropy_bound(space: gym.Space, *, agent: str, entropy_per_dim: float | None) -> float:
+    """``H_max`` of one agent's action space (see ``ops.efx.max_action_entropy``)."""
+    if isinstance(space, gym.spaces.Discrete):
+        return max_action_entropy(int(space.n))
+    if isinstance(space, gym.spaces.MultiDiscrete):
+        return max_action_entropy(nvec=space.nvec)
+    if isinstance(space, gym.spaces.Box):
+        per_dim = GAUSSIAN_ENTROPY_UNIT_STD if entropy_per_dim is None else entropy_per_dim
+        return max_action_entropy(
+            continuous_dims=int(np.prod(space.shape)), entropy_per_dim=per_dim
+        )
+    raise ConfigError(
+        f"agent {agent!r} has action space {space}; z_bounds: intrinsic supports Discrete, "
+        "MultiDiscrete and Box (set z_low and z_high explicitly otherwise)"
+    )
+
+
+def intrinsic_z_max(settings: BudgetSettings, env: EnvHandle) -> float:
+    """``Z_max = c * T_max * sum_i H_max(i)`` for ``env`` at its env arguments."""
+    t_max = env.spec.episode_limit(env.env_args)
+    if t_max is None:
+        raise ConfigError(
+            f"env {env.name!r} declares no max_episode_steps, which z_bounds: intrinsic "
+            "needs (register_env(..., max_episode_steps=...)); or set z_low and z_high"
+        )
+    layout = env.layout
+    entropies = [
+        action_entropy_bound(
+            layout.action_spaces[agent],
+            agent=agent,
+            entropy_per_dim=settings.gaussian_entropy_per_dim,
+        )
+        for agent in layout.agents
+    ]
+    return intrinsic_budget_bound(
+        coef=settings.intrinsic_coef, max_episode_steps=t_max, max_entropies=entropies
+    )
+
+
+def budget_bounds(settings: BudgetSettings, env: EnvHandle) -> tuple[float, float, float]:
+    """``(z_low, z_high, z_init)``. Unset bounds come from ``z_bounds``: ``intrinsic``
+    gives ``[0, Z_max]``; ``reward`` gives ``[-R_max, -R_min]`` from the env's declared
+    team return range (seed 000 read literally). ``z_init`` defaults to ``z_low``."""
+    z_low, z_high = settings.z_low, settings.z_high
+    if z_low is None or z_high is None:
+        if settings.z_bounds == "intrinsic":
+            default_low, default_high = 0.0, intrinsic_z_max(settings, env)
+        else:
+            reward_range = env.spec.reward_range
+            if reward_range is None:
+                raise ConfigError(
+                    f"env {env.name!r} declares no reward_range, which z_bounds: reward "
+                    "needs; set z_low and z_high explicitly (e.g. --set z_low=-10 --set "
+                    "z_high=0)"
+                )
+            default_low, default_high = -reward_range[1], -reward_range[0]
+        z_low = default_low if z_low is None else z_low
+        z_high = default_high if z_high is None else z_high
+    if z_low > z_high:
+        raise ConfigError(f"budget bounds z_low={z_low} > z_high={z_high}")
+    z_init = z_low if settings.z_init is None else settings.z_init
+    if not z_low <= z_init <= z_high:
+        raise ConfigError(f"config key 'z_init' = {z_init} is outside [{z_low}, {z_high}]")
+    # + 0.0 turns -0.0 (from -R_min = -0) into 0.0 for display.
+    return float(z_low) + 0.0, float(z_high) + 0.0, float(z_init) + 0.0
+
+
+def extrinsic_scale(env: EnvHandle) -> float:
+    """Scale of ``J_ext`` differences in the outer loop: the declared return range's width."""
+    reward_range = env.spec.reward_range
+    if reward_range is None or reward_range[1] <= reward_range[0]:
+        return 1.0
+    return float(reward_range[1] - reward_range[0])
