@@ -93,10 +93,10 @@ def test_evaluate_an_efx_checkpoint_at_a_chosen_budget(tmp_path):
     assert trained.returncode == 0, trained.stderr[-3000:]
     checkpoint = trained.stdout.split("checkpoint: ")[1].split()[0]
     result = run_cli(
-        "evaluate", checkpoint, "--z", "-4", "--episodes", "3", "--num-cpus", "2", cwd=tmp_path
+        "evaluate", checkpoint, "--z", "4", "--episodes", "3", "--num-cpus", "2", cwd=tmp_path
     )
     assert result.returncode == 0, result.stderr[-3000:]
-    assert "evaluated 3 episodes at budget z=-4" in result.stdout
+    assert "evaluated 3 episodes at budget z=4" in result.stdout
     assert "team return mean" in result.stdout
 
 
