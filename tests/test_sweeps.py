@@ -46,7 +46,10 @@ def test_grid_parsing_and_yaml_search_space():
     }
     with pytest.raises(ConfigError, match="--grid expects"):
         parse_grid(["lr"])
-    assert search_space("efx_mappo") == {"intrinsic_coef": [0.1, 1.0], "lr_z": [1e-7, 1e-3]}
+    assert search_space("efx_mappo") == {
+        "intrinsic_coef": [0.1, 1.0],
+        "efx_advantage": ["seed_dp", "hinge"],
+    }
     assert search_space("mappo") == {}
 
 
