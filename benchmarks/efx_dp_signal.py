@@ -8,12 +8,14 @@ affine standardization), the binding fraction, the correlation between the final
 the own extrinsic advantage, and the mean standardized final advantage by episode
 step, which shows the time trend the seed's running minimum introduces.
 
-    python benchmarks/efx_dp_signal.py --task mpe:simple_spread --iterations 3
+    python benchmarks/efx_dp_signal.py --task mpe:simple_spread --iterations 1 \
+        --checkpoint runs/efx_evidence/mpe-simple_spread/efx_hinge/seed0/checkpoint
 """
 
 from __future__ import annotations
 
 import argparse
+from pathlib import Path
 
 import numpy as np
 import ray
@@ -40,8 +42,7 @@ class RecordingLearner(EFXJointCriticLearner):
     advantage_connector_class = RecordingConnector
 
 
-def measure(task: str, form: str, iterations: int, seed: int) -> dict:
-    RECORDS.clear()
+def measure(task: str, form: str, iterations: int, seed: int, checkpoint: Path | None) -> dict:
     config = (
         algos.efx_mappo(num_env_runners=0, efx_advantage=form)
         .rllib_config(make_env(task), seed=seed)
@@ -49,7 +50,10 @@ def measure(task: str, form: str, iterations: int, seed: int) -> dict:
     )
     algorithm = config.build_algo()
     try:
+        if checkpoint is not None:  # a trained critic: A_ext no longer tracks t
+            algorithm.restore_from_path(str(checkpoint.resolve()))
         for _ in range(iterations):
+            RECORDS.clear()  # keep the last iteration only
             algorithm.train()
     finally:
         algorithm.stop()
@@ -79,11 +83,18 @@ def main() -> None:
     parser.add_argument("--forms", nargs="+", default=["seed_dp", "per_step", "hinge"])
     parser.add_argument("--iterations", type=int, default=3)
     parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument(
+        "--checkpoint", type=Path, default=None, help="start from this efx_mappo checkpoint"
+    )
     args = parser.parse_args()
     ray.init(num_cpus=2, include_dashboard=False, configure_logging=False, log_to_driver=False)
-    results = {form: measure(args.task, form, args.iterations, args.seed) for form in args.forms}
+    results = {
+        form: measure(args.task, form, args.iterations, args.seed, args.checkpoint)
+        for form in args.forms
+    }
     ray.shutdown()
-    print(f"{args.task}, {args.iterations} iterations, default settings otherwise")
+    start = f"from {args.checkpoint}" if args.checkpoint else "from scratch"
+    print(f"{args.task}, last of {args.iterations} iterations {start}, defaults otherwise")
     header = "mean standardized final advantage at t = 0-4 / 5-9 / 10-14 / 15-19 / 20+"
     print(f"{'form':<9} {'rows keeping own A_ext':>23} {'corr(final, A_ext)':>19}  {header}")
     for form, r in results.items():
