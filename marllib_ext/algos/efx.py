@@ -248,6 +248,20 @@ def update_budget(*, algorithm, result: dict, **kwargs) -> None:
     }
 
 
+# The env-runner side of the settings (the rest is the learner's).
+RUNNER_KEYS = (
+    "intrinsic_coef",
+    "z_init",
+    "z_low",
+    "z_high",
+    "lr_z",
+    "z_optimizer",
+    "z_sampling",
+    "z_deploy_fraction",
+    "ext_scale",
+)
+
+
 def _budget_connector_factory(env, spaces, device, *, kwargs):
     return [BudgetObservationConnector(**kwargs)]
 
@@ -287,7 +301,8 @@ def _with_budget(
         return (
             config.env_runners(
                 env_to_module_connector=functools.partial(
-                    _budget_connector_factory, kwargs={**efx, "seed": seed}
+                    _budget_connector_factory,
+                    kwargs={**{k: efx[k] for k in RUNNER_KEYS}, "seed": seed},
                 )
             )
             .learners(learner_config_dict={EFX_CONFIG_KEY: efx})
