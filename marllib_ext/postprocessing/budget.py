@@ -60,7 +60,6 @@ class BudgetObservationConnector(MultiAgentObservationPreprocessor):
         z_deploy_fraction: float = 1.0,
         ext_scale: float = 1.0,
         seed: int | None = None,
-        **ignored: Any,  # TEMPORARY: running benchmarks pass the learner keys too
     ) -> None:
         if z_sampling not in Z_SAMPLING_MODES:
             raise ValueError(f"z_sampling must be one of {Z_SAMPLING_MODES}, got {z_sampling!r}")

@@ -1,0 +1,48 @@
+"""Success rate of a uniformly random team: the yardstick for sizing sparse tasks.
+
+Success is a positive team return in the episode, as in ``efx_evidence.py``.
+
+    python benchmarks/random_team.py --task grid:pass --env-arg size=5 max_steps=125
+"""
+
+from __future__ import annotations
+
+import argparse
+
+import numpy as np
+
+from marllib_ext import make_env
+from marllib_ext.cli import parse_assignments
+
+
+def random_team_success(task: str, env_args: dict, episodes: int, seed: int) -> float:
+    env = make_env(task, **env_args).make_rllib_env()
+    for offset, agent in enumerate(env.possible_agents):
+        env.get_action_space(agent).seed(seed + offset)
+    successes = 0
+    for episode in range(episodes):
+        env.reset(seed=seed + episode)
+        team_return, done = 0.0, False
+        while not done:
+            actions = {agent: env.get_action_space(agent).sample() for agent in env.agents}
+            _, rewards, terminated, truncated, _ = env.step(actions)
+            team_return += float(sum(rewards.values()))
+            done = terminated["__all__"] or truncated["__all__"]
+        successes += team_return > 0
+    return successes / episodes
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--task", default="grid:pass")
+    parser.add_argument("--env-arg", nargs="*", default=[], metavar="KEY=VALUE")
+    parser.add_argument("--episodes", type=int, default=2000)
+    parser.add_argument("--seed", type=int, default=0)
+    args = parser.parse_args()
+    rate = random_team_success(args.task, parse_assignments(args.env_arg, "--env-arg"), args.episodes, args.seed)
+    print(f"{args.task} {' '.join(args.env_arg)}: random team succeeds in "
+          f"{rate:.2%} of {args.episodes} episodes")
+
+
+if __name__ == "__main__":
+    main()
