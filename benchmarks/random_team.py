@@ -9,8 +9,6 @@ from __future__ import annotations
 
 import argparse
 
-import numpy as np
-
 from marllib_ext import make_env
 from marllib_ext.cli import parse_assignments
 
@@ -39,9 +37,13 @@ def main() -> None:
     parser.add_argument("--episodes", type=int, default=2000)
     parser.add_argument("--seed", type=int, default=0)
     args = parser.parse_args()
-    rate = random_team_success(args.task, parse_assignments(args.env_arg, "--env-arg"), args.episodes, args.seed)
-    print(f"{args.task} {' '.join(args.env_arg)}: random team succeeds in "
-          f"{rate:.2%} of {args.episodes} episodes")
+    rate = random_team_success(
+        args.task, parse_assignments(args.env_arg, "--env-arg"), args.episodes, args.seed
+    )
+    print(
+        f"{args.task} {' '.join(args.env_arg)}: random team succeeds in "
+        f"{rate:.2%} of {args.episodes} episodes"
+    )
 
 
 if __name__ == "__main__":
