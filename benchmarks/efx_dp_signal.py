@@ -29,8 +29,8 @@ RECORDS: list[dict] = []
 
 
 class RecordingConnector(EFXJointAdvantageConnector):
-    def transform_advantages(self, team, advantages, metrics):
-        out = super().transform_advantages(team, advantages, metrics)
+    def adjust_before_standardizing(self, team, advantages, metrics):
+        out = super().adjust_before_standardizing(team, advantages, metrics)
         valid = team.valid
         RECORDS.append(
             {"t": team.env_steps[valid], "a_ext": advantages[valid], "a_final": out[valid]}

@@ -105,12 +105,12 @@ def init_ray(args: argparse.Namespace) -> None:
         )
 
 
-def _format_row(row: dict[str, float]) -> str:
+def _format_row(row: dict[str, float], columns=()) -> str:
+    """The progress line; ``columns``: the algorithm's own progress columns, shown once
+    the first of them has a value."""
     extra = ""
-    if row.get("budget_z", math.nan) == row.get("budget_z", math.nan):
-        extra += f" | z {row['budget_z']:.3g} deploy return {row['deploy_return_mean']:.3f}"
-    if row.get("episode_cost_mean", math.nan) == row.get("episode_cost_mean", math.nan):
-        extra += f" | cost {row['episode_cost_mean']:.3f} lambda {row['cost_multiplier']:.3f}"
+    if columns and not math.isnan(row.get(columns[0].name, math.nan)):
+        extra = " | " + " ".join(f"{c.label} {row[c.name]:{c.fmt}}" for c in columns)
     return (
         f"iter {row['training_iteration']:4d} | env steps {row['timesteps_total']:8d} | "
         f"episode return {row['episode_return_mean']:9.3f} "
@@ -144,7 +144,9 @@ def cmd_train(args: argparse.Namespace) -> int:
             local_dir=args.local_dir,
             checkpoint_freq=args.checkpoint_freq,
             resume_from=args.resume,
-            on_iteration=lambda row: print(_format_row(row), flush=True),
+            on_iteration=lambda row: print(
+                _format_row(row, algo.spec.progress_columns), flush=True
+            ),
             **overrides,
         )
     finally:

@@ -51,7 +51,7 @@ def _trial(
     algorithm = algo.rllib_config(env, share_policy=share_policy, seed=seed).build_algo()
     try:
         while True:
-            row = progress_row(algorithm.train())
+            row = progress_row(algorithm.train(), algo.spec)
             tune.report(row)
             if should_stop(row, stop):
                 break

@@ -13,7 +13,7 @@ from typing import Any
 import numpy as np
 from ray.rllib.algorithms.algorithm_config import AlgorithmConfig
 
-from marllib_ext.algos.registry import AlgoSpec, get_algo_spec
+from marllib_ext.algos.registry import AlgoSpec, get_algo_spec, progress_columns
 from marllib_ext.envs.handle import EnvHandle, make_env
 from marllib_ext.errors import ConfigError
 
@@ -24,7 +24,7 @@ STOP_KEYS = {
     "episode_return_mean": "mean team episode return reached",
     "time_total_s": "wall-clock seconds",
 }
-PROGRESS_FIELDS = (
+BASE_PROGRESS_FIELDS = (
     "training_iteration",
     "timesteps_total",
     "episode_return_mean",
@@ -32,11 +32,10 @@ PROGRESS_FIELDS = (
     "episodes_total",
     "time_this_iter_s",
     "time_total_s",
-    "budget_z",
-    "deploy_return_mean",
-    "episode_cost_mean",
-    "cost_multiplier",
 )
+# The same columns for every algorithm (NaN where an algorithm has no such value), so
+# progress files of different algorithms line up.
+PROGRESS_FIELDS = BASE_PROGRESS_FIELDS + tuple(c.name for c in progress_columns())
 
 
 @dataclass
@@ -60,15 +59,16 @@ def with_episode_end_callback(config: AlgorithmConfig, callback) -> AlgorithmCon
     return config.callbacks(on_episode_end=[*existing, callback])
 
 
-def progress_row(result: Mapping[str, Any]) -> dict[str, float]:
-    """The few numbers printed and logged per iteration, from an RLlib result dict."""
+def progress_row(result: Mapping[str, Any], spec: AlgoSpec | None = None) -> dict[str, float]:
+    """The few numbers printed and logged per iteration, from an RLlib result dict;
+    ``spec.progress`` adds the algorithm's own columns (NaN for the others')."""
     runners = result.get("env_runners", {})
     agent_returns = runners.get("agent_episode_returns_mean") or {}
     if agent_returns:
         agent_mean = sum(agent_returns.values()) / len(agent_returns)
     else:  # single-agent env: the agent's return is the episode return
         agent_mean = runners.get("episode_return_mean", math.nan)
-    return {
+    row = {
         "training_iteration": int(result.get("training_iteration", 0)),
         "timesteps_total": int(runners.get("num_env_steps_sampled_lifetime", 0)),
         "episode_return_mean": float(runners.get("episode_return_mean", math.nan)),
@@ -76,17 +76,11 @@ def progress_row(result: Mapping[str, Any]) -> dict[str, float]:
         "episodes_total": int(runners.get("num_episodes_lifetime", 0)),
         "time_this_iter_s": float(result.get("time_this_iter_s", math.nan)),
         "time_total_s": float(result.get("time_total_s", math.nan)),
-        # EFX algorithms' budget after this iteration's outer step (NaN otherwise).
-        "budget_z": float(result.get("efx", {}).get("budget_z", math.nan)),
-        # EFX: mean team return of this iteration's episodes played at the deployment
-        # budget (episode_return_mean averages the whole sampled-z training mixture).
-        "deploy_return_mean": float(
-            result.get("efx", {}).get("team_extrinsic_return_mean", math.nan)
-        ),
-        # Safe-MARL algorithms' mean team episode cost and multiplier (NaN otherwise).
-        "episode_cost_mean": float(result.get("safe", {}).get("episode_cost_mean", math.nan)),
-        "cost_multiplier": float(result.get("safe", {}).get("cost_multiplier", math.nan)),
     }
+    row.update(dict.fromkeys(PROGRESS_FIELDS[len(BASE_PROGRESS_FIELDS) :], math.nan))
+    if spec is not None:
+        row.update(spec.progress(result))
+    return row
 
 
 def check_stop(stop: Mapping[str, float]) -> dict[str, float]:
@@ -136,9 +130,8 @@ class Algo:
     ) -> AlgorithmConfig:
         """The plain RLlib ``AlgorithmConfig``, for ``config.build_algo()`` or Tune."""
         env = self._env(env)
-        if not env.is_multi_agent and not self.spec.single_agent:
-            raise ConfigError(f"{env.name!r} is a single-agent env; {self.name} is multi-agent")
-        return self.spec.build(self.settings(env, **overrides), env, share_policy, seed)
+        self.spec.check_env(env)
+        return self.spec.rllib_config(self.settings(env, **overrides), env, share_policy, seed)
 
     def fit(
         self,
@@ -191,7 +184,7 @@ class Algo:
                 progress.writeheader()
                 while True:
                     result = algorithm.train()
-                    row = progress_row(result)
+                    row = progress_row(result, self.spec)
                     progress.writerow(row)
                     f.flush()
                     if writer is not None:

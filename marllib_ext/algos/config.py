@@ -22,10 +22,12 @@ from typing import Any
 
 from marllib_ext.configs import ALGO_CONFIG_DIR, load_yaml
 from marllib_ext.errors import ConfigError
+from marllib_ext.policies.joint_critic import ACTIVATIONS
+from marllib_ext.policies.vd_critic import MIXERS
 
 _ALGO_FILE_KEYS = {"description", "inherits", "common", "sources", "search"}
-ACTIVATIONS = ("tanh", "relu", "elu", "silu")
-MIXERS = ("vdn", "qmix")
+ACTIVATION_NAMES = tuple(ACTIVATIONS)
+Check = tuple[bool, str, str]  # (ok, config key, message when not ok)
 
 
 def require(ok: bool, key: str, value: Any, message: str) -> None:
@@ -34,15 +36,35 @@ def require(ok: bool, key: str, value: Any, message: str) -> None:
         raise ConfigError(f"config key {key!r} = {value!r}: {message}")
 
 
-def require_all(settings: Any, checks: list[tuple[bool, str, str]]) -> None:
+def require_all(settings: Any, checks: list[Check]) -> None:
     """``require`` for each ``(ok, key, message)``, the value read from ``settings``."""
     for ok, key, message in checks:
         require(ok, key, getattr(settings, key), message)
 
 
 @dataclass(frozen=True)
-class PPOSettings:
-    """PPO core (seed 001) plus sampling settings; every field comes from YAML."""
+class Settings:
+    """Base of every settings class: typed fields from YAML, validated once.
+
+    A class (or a field mixin) validates its own fields in ``checks()``, returning
+    ``(ok, key, message)`` triples; ``__post_init__`` runs the ``checks`` of every class
+    in the MRO, so mixins may be listed in any order and never call ``super()``.
+    """
+
+    def __post_init__(self) -> None:
+        for cls in reversed(type(self).__mro__):
+            own_checks = cls.__dict__.get("checks")
+            if own_checks is not None:
+                require_all(self, own_checks(self))
+
+
+@dataclass(frozen=True)
+class PPOSettings(Settings):
+    """PPO core (seed 001) plus sampling settings; every field comes from YAML.
+
+    ``vf_clip_param``: RLlib's PPO clamps each value loss term at this value; ``null``
+    leaves it unclamped (the joint critics' default: team returns are tens of units,
+    and a clamped squared error has no gradient)."""
 
     lr: float
     gamma: float
@@ -50,7 +72,7 @@ class PPOSettings:
     clip_param: float
     entropy_coeff: float
     vf_loss_coeff: float
-    vf_clip_param: float
+    vf_clip_param: float | None
     use_kl_loss: bool
     kl_coeff: float
     kl_target: float
@@ -68,12 +90,17 @@ class PPOSettings:
     vf_share_layers: bool
     free_log_std: bool
 
-    def __post_init__(self) -> None:
-        checks = [
+    def checks(self) -> list[Check]:
+        return [
             (self.lr > 0, "lr", "must be > 0"),
             (0 <= self.gamma <= 1, "gamma", "must be in [0, 1]"),
             (0 <= self.lambda_ <= 1, "lambda_", "must be in [0, 1]"),
             (self.clip_param > 0, "clip_param", "must be > 0"),
+            (
+                self.vf_clip_param is None or self.vf_clip_param > 0,
+                "vf_clip_param",
+                "must be > 0 or null",
+            ),
             (self.train_batch_size > 0, "train_batch_size", "must be > 0"),
             (
                 0 < self.minibatch_size <= self.train_batch_size,
@@ -86,9 +113,12 @@ class PPOSettings:
             (self.num_cpus_per_env_runner > 0, "num_cpus_per_env_runner", "must be > 0"),
             (self.num_learners >= 0, "num_learners", "must be >= 0 (0: learn in the driver)"),
             (self.num_gpus_per_learner >= 0, "num_gpus_per_learner", "must be >= 0"),
-            (self.actor_activation in ACTIVATIONS, "actor_activation", f"one of {ACTIVATIONS}"),
+            (
+                self.actor_activation in ACTIVATION_NAMES,
+                "actor_activation",
+                f"one of {ACTIVATION_NAMES}",
+            ),
         ]
-        require_all(self, checks)
 
 
 @dataclass(frozen=True)
@@ -98,12 +128,14 @@ class CentralCriticSettings(PPOSettings):
     critic_hiddens: list[int]
     critic_activation: str
 
-    def __post_init__(self) -> None:
-        super().__post_init__()
-        if self.critic_activation not in ACTIVATIONS:
-            raise ConfigError(
-                f"config key 'critic_activation' = {self.critic_activation!r}: one of {ACTIVATIONS}"
+    def checks(self) -> list[Check]:
+        return [
+            (
+                self.critic_activation in ACTIVATION_NAMES,
+                "critic_activation",
+                f"one of {ACTIVATION_NAMES}",
             )
+        ]
 
 
 @dataclass(frozen=True)
@@ -114,13 +146,12 @@ class VDSettings(CentralCriticSettings):
     mixer_embed_dim: int
     hypernet_embed_dim: int
 
-    def __post_init__(self) -> None:
-        super().__post_init__()
-        if self.mixer not in MIXERS:
-            raise ConfigError(f"config key 'mixer' = {self.mixer!r}: one of {MIXERS}")
-        for key in ("mixer_embed_dim", "hypernet_embed_dim"):
-            if getattr(self, key) < 1:
-                raise ConfigError(f"config key {key!r} = {getattr(self, key)}: must be >= 1")
+    def checks(self) -> list[Check]:
+        return [
+            (self.mixer in MIXERS, "mixer", f"one of {MIXERS}"),
+            (self.mixer_embed_dim >= 1, "mixer_embed_dim", "must be >= 1"),
+            (self.hypernet_embed_dim >= 1, "hypernet_embed_dim", "must be >= 1"),
+        ]
 
 
 def _type_name(annotation: Any) -> str:

@@ -3,11 +3,13 @@ env's episode limit and action spaces) or ``reward`` (seed 000's ``[-R_max, -R_m
 
 from __future__ import annotations
 
-from typing import Protocol
+import dataclasses
+from typing import Protocol, TypeVar
 
 import gymnasium as gym
 import numpy as np
 
+from marllib_ext.algos.efx_settings import Z_BOUNDS_MODES
 from marllib_ext.envs.handle import EnvHandle
 from marllib_ext.errors import ConfigError
 from marllib_ext.ops.efx import (
@@ -16,7 +18,8 @@ from marllib_ext.ops.efx import (
     max_action_entropy,
 )
 
-Z_BOUNDS_MODES = ("intrinsic", "reward")
+__all__ = ["Z_BOUNDS_MODES", "budget_bounds", "extrinsic_scale", "with_resolved_budget"]
+SettingsT = TypeVar("SettingsT")
 
 
 class BudgetSettings(Protocol):
@@ -101,3 +104,17 @@ def extrinsic_scale(env: EnvHandle) -> float:
     if reward_range is None or reward_range[1] <= reward_range[0]:
         return 1.0
     return float(reward_range[1] - reward_range[0])
+
+
+def with_resolved_budget(settings: SettingsT, env: EnvHandle) -> SettingsT:
+    """``settings`` with ``z_low``, ``z_high``, ``z_init`` and ``z_ext_scale`` resolved
+    for ``env`` (the form that travels to learners, env runners and callbacks)."""
+    z_low, z_high, z_init = budget_bounds(settings, env)
+    ext_scale = settings.z_ext_scale
+    return dataclasses.replace(
+        settings,
+        z_low=z_low,
+        z_high=z_high,
+        z_init=z_init,
+        z_ext_scale=extrinsic_scale(env) if ext_scale is None else float(ext_scale),
+    )

@@ -12,6 +12,7 @@ import numpy as np
 from marllib_ext.envs.handle import EnvHandle
 from marllib_ext.envs.registry import list_envs
 from marllib_ext.errors import ConfigError
+from marllib_ext.rllib_compat import settings_of
 
 
 @dataclass(frozen=True)
@@ -221,9 +222,7 @@ def play_episodes(runner, episodes: int, *, coef: float, z: float | None = None)
 
 
 def _intrinsic_coef(algorithm) -> float:
-    from marllib_ext.algos.efx import EFX_CONFIG_KEY
-
-    return float(algorithm.config.learner_config_dict[EFX_CONFIG_KEY]["intrinsic_coef"])
+    return float(settings_of(algorithm.config).intrinsic_coef)
 
 
 def sweep_budgets(checkpoint: str | Path, *, points: int, episodes: int = 10) -> list[BudgetPoint]:

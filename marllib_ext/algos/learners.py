@@ -16,15 +16,27 @@ from ray.rllib.utils.torch_utils import explained_variance
 from marllib_ext.policies.joint_critic import CRITIC_MODULE_ID
 from marllib_ext.postprocessing.joint_advantage import JointAdvantageConnector
 from marllib_ext.postprocessing.vd_advantage import VDJointAdvantageConnector
+from marllib_ext.rllib_compat import (
+    connectors_of,
+    learner_connector,
+    replace_connector,
+    settings_of,
+)
 
 
 def masked_value_loss(
-    values: torch.Tensor, targets: torch.Tensor, mask: torch.Tensor
+    values: torch.Tensor,
+    targets: torch.Tensor,
+    mask: torch.Tensor,
+    clip: float | None = None,
 ) -> tuple[torch.Tensor, torch.Tensor]:
-    """Mean squared error over the rows where ``mask`` holds, and the explained variance
-    of the targets there (bootstrap rows are masked out)."""
-    loss = torch.mean(torch.square(values - targets)[mask])
-    return loss, explained_variance(targets[mask], values[mask])
+    """``mean_{rows in mask} min((values - targets)^2, clip)`` and the explained variance
+    of the targets there (bootstrap rows are masked out). ``clip`` clamps each squared
+    error as RLlib's PPO does with ``vf_clip_param``; ``None`` leaves it unclamped."""
+    squared = torch.square(values - targets)
+    if clip is not None:
+        squared = torch.clamp(squared, 0.0, clip)
+    return torch.mean(squared[mask]), explained_variance(targets[mask], values[mask])
 
 
 class JointCriticPPOLearner(PPOTorchLearner):
@@ -32,8 +44,8 @@ class JointCriticPPOLearner(PPOTorchLearner):
 
     The actors' own value heads are unused (``use_critic=False``); the critic module is
     trained on the team value targets with a masked MSE (``vf_loss_coeff`` times the
-    mean squared error; no RLlib-style clamp of the squared error, which zeroes the
-    gradient for returns of more than a few units).
+    mean squared error, each term clamped at ``vf_clip_param`` as in RLlib's PPO; the
+    joint critics' YAML default ``null`` leaves it unclamped).
 
     The critic's batch has one row per env step while a shared actor's has one row
     per agent step, and RLlib's minibatch iterator cycles every module until each has
@@ -47,13 +59,21 @@ class JointCriticPPOLearner(PPOTorchLearner):
     @override(PPOTorchLearner)
     def build(self) -> None:
         super().build()
-        self._learner_connector.remove(GeneralAdvantageEstimation)
-        self._learner_connector.append(
-            self.advantage_connector_class(**self.advantage_connector_kwargs())
+        self.settings = settings_of(self.config)
+        replace_connector(
+            learner_connector(self),
+            GeneralAdvantageEstimation,
+            self.advantage_connector_class(**self.advantage_connector_kwargs()),
         )
 
     def advantage_connector_kwargs(self) -> dict[str, Any]:
-        return {"gamma": self.config.gamma, "lambda_": self.config.lambda_}
+        return {"settings": self.settings}
+
+    def advantage_connectors(self, connector_class: type | None = None) -> list:
+        """This learner's advantage connector(s) (of ``connector_class``, if given)."""
+        return connectors_of(
+            learner_connector(self), connector_class or self.advantage_connector_class
+        )
 
     @override(PPOTorchLearner)
     def compute_loss_for_module(self, *, module_id, config, batch, fwd_out):
@@ -72,7 +92,10 @@ class JointCriticPPOLearner(PPOTorchLearner):
         critic = self.module[module_id].unwrapped()
         values, diagnostics = critic.values_with_diagnostics(batch)
         loss, explained = masked_value_loss(
-            values, batch[Columns.VALUE_TARGETS], batch[Columns.LOSS_MASK]
+            values,
+            batch[Columns.VALUE_TARGETS],
+            batch[Columns.LOSS_MASK],
+            clip=self.settings.vf_clip_param,
         )
         self.metrics.log_dict(
             {

@@ -84,3 +84,14 @@ class PolicyMappingFn:
 
     def __call__(self, agent_id, episode=None, **kwargs) -> str:
         return self.mapping[agent_id]
+
+
+def policy_mapping(env, share_policy: str) -> dict[str, str]:
+    """Agent -> policy id of ``env`` (an ``EnvHandle``) under ``share_policy``, with the
+    spaces of every shared policy checked."""
+    layout = env.layout
+    mapping = agent_to_policy(
+        layout.agents, env.spec.policy_mapping, share_policy, env_name=env.name
+    )
+    check_shared_spaces(mapping, layout.observation_spaces, layout.action_spaces)
+    return mapping

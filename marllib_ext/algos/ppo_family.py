@@ -12,13 +12,8 @@ from ray.rllib.core.rl_module.rl_module import RLModuleSpec
 
 from marllib_ext.algos.config import CentralCriticSettings, PPOSettings, VDSettings
 from marllib_ext.algos.learners import JointCriticPPOLearner, VDPPOLearner
-from marllib_ext.algos.policy_sharing import (
-    PolicyMappingFn,
-    agent_to_policy,
-    check_shared_spaces,
-)
+from marllib_ext.algos.policy_sharing import PolicyMappingFn, policy_mapping
 from marllib_ext.envs.handle import EnvHandle
-from marllib_ext.errors import ConfigError
 from marllib_ext.policies.joint_critic import CRITIC_MODULE_ID, CentralValueCritic
 from marllib_ext.policies.vd_critic import ValueDecompositionCritic
 
@@ -70,15 +65,6 @@ def actor_model_config(settings: PPOSettings) -> DefaultModelConfig:
     )
 
 
-def _policy_mapping(env: EnvHandle, share_policy: str) -> dict[str, str]:
-    layout = env.layout
-    mapping = agent_to_policy(
-        layout.agents, env.spec.policy_mapping, share_policy, env_name=env.name
-    )
-    check_shared_spaces(mapping, layout.observation_spaces, layout.action_spaces)
-    return mapping
-
-
 def build_ippo(
     settings: PPOSettings, env: EnvHandle, share_policy: str, seed: int | None
 ) -> PPOConfig:
@@ -86,7 +72,7 @@ def build_ippo(
     config = base_ppo_config(settings, env, seed=seed)
     if not env.is_multi_agent:
         return config.rl_module(model_config=actor_model_config(settings))
-    mapping = _policy_mapping(env, share_policy)
+    mapping = policy_mapping(env, share_policy)
     policies = sorted(set(mapping.values()))
     return config.multi_agent(
         policies=set(policies), policy_mapping_fn=PolicyMappingFn(mapping)
@@ -162,9 +148,7 @@ def build_joint_critic_ppo(
     critic_spec: Callable[[dict[str, str]], RLModuleSpec],
 ) -> PPOConfig:
     """PPO actors (value heads unused) plus one learner-only joint critic module."""
-    if not env.is_multi_agent:
-        raise ConfigError(f"{env.name!r} is a single-agent env; this algorithm is multi-agent")
-    mapping = _policy_mapping(env, share_policy)
+    mapping = policy_mapping(env, share_policy)
     policies = sorted(set(mapping.values()))
     return (
         base_ppo_config(settings, env, seed=seed)

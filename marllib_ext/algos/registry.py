@@ -1,9 +1,10 @@
-"""The one algorithm registry: name -> settings class + RLlib config builder."""
+"""The one algorithm registry: name -> settings class, RLlib config builder, what the
+algorithm can do and which progress columns it reports."""
 
 from __future__ import annotations
 
 import difflib
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -19,21 +20,52 @@ from marllib_ext.algos.config import (
     load_algo_yaml,
     merged_values,
 )
+from marllib_ext.algos.efx_budget import with_resolved_budget
+from marllib_ext.algos.efx_settings import EFXSettings, EFXVDSettings
+from marllib_ext.algos.progress import ProgressColumn
 from marllib_ext.envs.handle import EnvHandle
 from marllib_ext.errors import ConfigError
+from marllib_ext.rllib_compat import with_settings
 
 Builder = Callable[[Any, EnvHandle, str, "int | None"], AlgorithmConfig]
 
 
 @dataclass(frozen=True)
+class Capabilities:
+    """What an algorithm can run on and what it adds."""
+
+    multi_agent_only: bool = True  # needs a multi-agent (PettingZoo) env
+    single_agent_only: bool = False  # needs a gymnasium (single-agent) env
+    continuous_actions: bool = True  # Box action spaces
+    needs_costs: bool = False  # the env must report info["cost"] (safe MARL)
+    has_budget: bool = False  # EFX's team budget z (evaluate --z, outer loop)
+    off_policy: bool = False  # replay buffer
+
+
+def _no_progress(result: Mapping[str, Any]) -> dict[str, float]:
+    return {}
+
+
+def _same_settings(settings: Any, env: EnvHandle) -> Any:
+    return settings
+
+
+@dataclass(frozen=True)
 class AlgoSpec:
-    """One registered algorithm."""
+    """One registered algorithm.
+
+    ``resolve(settings, env)`` fills env-dependent settings (EFX's budget range) before
+    the settings travel; ``progress(result)`` gives the values of ``progress_columns``
+    from an RLlib result."""
 
     name: str
-    family: str  # MARLlib pipeline: IL (independent), CC (centralized critic), VD
+    family: str  # MARLlib pipeline: IL (independent), CC (centralized critic), VD; SA
     settings_class: type
     build: Builder
-    single_agent: bool  # whether it also runs on gymnasium (single-agent) envs
+    capabilities: Capabilities = Capabilities()
+    progress_columns: tuple[ProgressColumn, ...] = ()
+    progress: Callable[[Mapping[str, Any]], dict[str, float]] = _no_progress
+    resolve: Callable[[Any, EnvHandle], Any] = _same_settings
 
     @property
     def description(self) -> str:
@@ -55,27 +87,125 @@ class AlgoSpec:
             self.settings_class, values, source=f"{self.name} ({hyperparam_source})"
         )
 
+    def check_env(self, env: EnvHandle) -> None:
+        """Fails before anything starts when ``env`` does not fit the algorithm."""
+        if self.capabilities.multi_agent_only and not env.is_multi_agent:
+            raise ConfigError(f"{env.name!r} is a single-agent env; {self.name} is multi-agent")
+
+    def rllib_config(
+        self, settings: Any, env: EnvHandle, share_policy: str, seed: int | None
+    ) -> AlgorithmConfig:
+        """The RLlib config, carrying the (resolved) settings to every learner, env
+        runner and callback."""
+        self.check_env(env)
+        settings = self.resolve(settings, env)
+        return with_settings(self.build(settings, env, share_policy, seed), settings)
+
+
+EFX_PROGRESS = {"progress_columns": efx.PROGRESS_COLUMNS, "progress": efx.progress}
+SAFE_PROGRESS = {"progress_columns": safe.PROGRESS_COLUMNS, "progress": safe.progress}
+EFX_CAPABILITIES = Capabilities(has_budget=True)
+SAFE_CAPABILITIES = Capabilities(needs_costs=True)
 
 ALGORITHMS: dict[str, AlgoSpec] = {
     spec.name: spec
     for spec in (
-        AlgoSpec("ippo", "IL", PPOSettings, ppo_family.build_ippo, single_agent=True),
-        AlgoSpec("mappo", "CC", CentralCriticSettings, ppo_family.build_mappo, single_agent=False),
-        AlgoSpec("efx_mappo", "CC", efx.EFXSettings, efx.build_efx_mappo, single_agent=False),
-        AlgoSpec("vdppo", "VD", VDSettings, ppo_family.build_vdppo, single_agent=False),
-        AlgoSpec("efx_vdppo", "VD", efx.EFXVDSettings, efx.build_efx_vdppo, single_agent=False),
-        AlgoSpec("mappo_lag", "CC", safe.LagSettings, safe.build_mappo_lag, single_agent=False),
         AlgoSpec(
-            "mappo_pid_lag", "CC", safe.PIDLagSettings, safe.build_mappo_pid_lag, single_agent=False
+            "ippo",
+            "IL",
+            PPOSettings,
+            ppo_family.build_ippo,
+            Capabilities(multi_agent_only=False),
         ),
-        AlgoSpec("mappo_cup", "CC", safe.CUPSettings, safe.build_mappo_cup, single_agent=False),
+        AlgoSpec("mappo", "CC", CentralCriticSettings, ppo_family.build_mappo),
         AlgoSpec(
-            "mappo_focops", "CC", safe.FOCOPSSettings, safe.build_mappo_focops, single_agent=False
+            "efx_mappo",
+            "CC",
+            EFXSettings,
+            efx.build_efx_mappo,
+            EFX_CAPABILITIES,
+            resolve=with_resolved_budget,
+            **EFX_PROGRESS,
         ),
-        AlgoSpec("sac_roer", "SA", roer.ROERSettings, roer.build_sac_roer, single_agent=True),
-        AlgoSpec("isac_roer", "IL", roer.ROERSettings, roer.build_isac_roer, single_agent=False),
+        AlgoSpec("vdppo", "VD", VDSettings, ppo_family.build_vdppo),
+        AlgoSpec(
+            "efx_vdppo",
+            "VD",
+            EFXVDSettings,
+            efx.build_efx_vdppo,
+            EFX_CAPABILITIES,
+            resolve=with_resolved_budget,
+            **EFX_PROGRESS,
+        ),
+        AlgoSpec(
+            "mappo_lag",
+            "CC",
+            safe.LagSettings,
+            safe.build_mappo_lag,
+            SAFE_CAPABILITIES,
+            **SAFE_PROGRESS,
+        ),
+        AlgoSpec(
+            "mappo_pid_lag",
+            "CC",
+            safe.PIDLagSettings,
+            safe.build_mappo_pid_lag,
+            SAFE_CAPABILITIES,
+            **SAFE_PROGRESS,
+        ),
+        AlgoSpec(
+            "mappo_cup",
+            "CC",
+            safe.CUPSettings,
+            safe.build_mappo_cup,
+            SAFE_CAPABILITIES,
+            **SAFE_PROGRESS,
+        ),
+        AlgoSpec(
+            "mappo_focops",
+            "CC",
+            safe.FOCOPSSettings,
+            safe.build_mappo_focops,
+            SAFE_CAPABILITIES,
+            **SAFE_PROGRESS,
+        ),
+        AlgoSpec(
+            "sac_roer",
+            "SA",
+            roer.ROERSettings,
+            roer.build_sac_roer,
+            Capabilities(multi_agent_only=False, single_agent_only=True, off_policy=True),
+        ),
+        AlgoSpec(
+            "isac_roer",
+            "IL",
+            roer.ROERSettings,
+            roer.build_isac_roer,
+            Capabilities(off_policy=True),
+        ),
     )
 }
+
+
+def algorithms_that(**capabilities: bool) -> list[str]:
+    """Registered names whose capabilities match, e.g. ``algorithms_that(has_budget=True)``."""
+    for key in capabilities:
+        if not hasattr(Capabilities(), key):
+            raise ConfigError(f"unknown capability {key!r}")
+    return [
+        name
+        for name, spec in ALGORITHMS.items()
+        if all(getattr(spec.capabilities, k) == v for k, v in capabilities.items())
+    ]
+
+
+def progress_columns() -> tuple[ProgressColumn, ...]:
+    """Every registered algorithm's progress columns, in registry order, once each."""
+    seen: dict[str, ProgressColumn] = {}
+    for spec in ALGORITHMS.values():
+        for column in spec.progress_columns:
+            seen.setdefault(column.name, column)
+    return tuple(seen.values())
 
 
 def get_algo_spec(name: str) -> AlgoSpec:

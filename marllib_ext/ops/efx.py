@@ -332,6 +332,7 @@ def largest_budget_within(
 
 
 Z_SAMPLING_MODES = ("fixed", "uniform", "defmarl")
+Z_OPTIMIZERS = ("sgd", "adam")
 
 
 def sample_initial_budget(
@@ -387,8 +388,8 @@ class BudgetController:
         betas: tuple[float, float] = (0.9, 0.999),
         eps: float = 1e-8,
     ) -> None:
-        if optimizer not in ("sgd", "adam"):
-            raise ValueError(f"optimizer must be 'sgd' or 'adam', got {optimizer!r}")
+        if optimizer not in Z_OPTIMIZERS:
+            raise ValueError(f"optimizer must be one of {Z_OPTIMIZERS}, got {optimizer!r}")
         if z_low > z_high:
             raise ValueError(f"z_low={z_low} must not exceed z_high={z_high}")
         if ext_scale <= 0:

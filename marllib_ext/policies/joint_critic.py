@@ -14,16 +14,16 @@ CRITIC_MODULE_ID = "joint_critic"
 # Batch column of the critic module holding the global state.
 STATE = "state"
 
-_ACTIVATIONS = {"tanh": nn.Tanh, "relu": nn.ReLU, "elu": nn.ELU, "silu": nn.SiLU}
+ACTIVATIONS = {"tanh": nn.Tanh, "relu": nn.ReLU, "elu": nn.ELU, "silu": nn.SiLU}
 
 
 def mlp(in_dim: int, hiddens: list[int], out_dim: int, activation: str) -> nn.Sequential:
     """``Linear -> act`` per hidden size, then a linear output layer."""
-    if activation not in _ACTIVATIONS:
-        raise ValueError(f"activation must be one of {sorted(_ACTIVATIONS)}, got {activation!r}")
+    if activation not in ACTIVATIONS:
+        raise ValueError(f"activation must be one of {sorted(ACTIVATIONS)}, got {activation!r}")
     layers: list[nn.Module] = []
     for size in hiddens:
-        layers += [nn.Linear(in_dim, size), _ACTIVATIONS[activation]()]
+        layers += [nn.Linear(in_dim, size), ACTIVATIONS[activation]()]
         in_dim = size
     layers.append(nn.Linear(in_dim, out_dim))
     return nn.Sequential(*layers)

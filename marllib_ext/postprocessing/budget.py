@@ -21,6 +21,19 @@ from marllib_ext.ops.efx import (
 )
 from marllib_ext.postprocessing.budget_input import BudgetInput
 
+
+def budget_controller(settings: Any) -> BudgetController:
+    """The outer loop's controller at its initial state, from resolved EFX settings."""
+    return BudgetController(
+        z=settings.z_init,
+        z_low=settings.z_low,
+        z_high=settings.z_high,
+        lr=settings.lr_z,
+        optimizer=settings.z_optimizer,
+        ext_scale=settings.z_ext_scale,
+    )
+
+
 # Episode custom data written at the episode's first step (copied across chunk cuts).
 Z0_KEY = "efx_z0"
 DEPLOY_KEY = "efx_deploy"
@@ -50,31 +63,23 @@ class BudgetObservationConnector(MultiAgentObservationPreprocessor):
         input_observation_space: gym.Space | None = None,
         input_action_space: gym.Space | None = None,
         *,
-        intrinsic_coef: float,
-        z_init: float,
-        z_low: float,
-        z_high: float,
-        lr_z: float,
-        z_optimizer: str,
-        z_sampling: str,
-        z_deploy_fraction: float = 1.0,
-        ext_scale: float = 1.0,
+        settings: Any,
         seed: int | None = None,
     ) -> None:
-        if z_sampling not in Z_SAMPLING_MODES:
-            raise ValueError(f"z_sampling must be one of {Z_SAMPLING_MODES}, got {z_sampling!r}")
-        self.intrinsic_coef = float(intrinsic_coef)
-        self.z_sampling = z_sampling
-        self.deploy_fraction = 1.0 if z_sampling == "fixed" else float(z_deploy_fraction)
-        self.budget_input = BudgetInput(z_low, z_high)
-        self.controller = BudgetController(
-            z=z_init,
-            z_low=z_low,
-            z_high=z_high,
-            lr=lr_z,
-            optimizer=z_optimizer,
-            ext_scale=ext_scale,
+        """``settings``: EFX settings with the budget resolved (``intrinsic_coef``,
+        ``z_init``, ``z_low``, ``z_high``, ``lr_z``, ``z_optimizer``, ``z_ext_scale``,
+        ``z_sampling``, ``z_deploy_fraction``)."""
+        if settings.z_sampling not in Z_SAMPLING_MODES:
+            raise ValueError(
+                f"z_sampling must be one of {Z_SAMPLING_MODES}, got {settings.z_sampling!r}"
+            )
+        self.intrinsic_coef = float(settings.intrinsic_coef)
+        self.z_sampling = settings.z_sampling
+        self.deploy_fraction = (
+            1.0 if settings.z_sampling == "fixed" else float(settings.z_deploy_fraction)
         )
+        self.budget_input = BudgetInput(settings.z_low, settings.z_high)
+        self.controller = budget_controller(settings)
         self._rng = np.random.default_rng(seed)
         super().__init__(input_observation_space, input_action_space)
 

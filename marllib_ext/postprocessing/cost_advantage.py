@@ -2,13 +2,12 @@
 
 from __future__ import annotations
 
-from typing import Any
-
 import numpy as np
 import torch
+from ray.rllib.utils.annotations import override
+from ray.rllib.utils.metrics.metrics_logger import MetricsLogger
 
 from marllib_ext.envs.adapter import TEAM_COST_KEY
-from marllib_ext.ops.advantages import standardize_valid
 from marllib_ext.ops.lagrange import lagrangian_advantage
 from marllib_ext.postprocessing.joint_advantage import JointAdvantageConnector, TeamBatch
 
@@ -60,8 +59,13 @@ class CostJointAdvantageConnector(JointAdvantageConnector):
         self.advantage_mode = advantage_mode
         self.cost_multiplier = 0.0
 
+    @override(JointAdvantageConnector)
     def extra_columns(
-        self, critic, critic_inputs: dict[str, torch.Tensor], team: TeamBatch, metrics: Any
+        self,
+        critic,
+        critic_inputs: dict[str, torch.Tensor],
+        team: TeamBatch,
+        metrics: MetricsLogger | None,
     ) -> tuple[dict[str, np.ndarray], dict[str, np.ndarray]]:
         costs = team_costs(team)
         with torch.no_grad():
@@ -77,11 +81,12 @@ class CostJointAdvantageConnector(JointAdvantageConnector):
                 key=self.critic_module_id,
                 window=1,
             )
-        cost_advantages = standardize_valid(cost_advantages, team.valid)
-        cost_advantages[~team.valid] = 0.0
-        return {COST_ADVANTAGES: cost_advantages}, {COST_VALUE_TARGETS: cost_targets}
+        return {COST_ADVANTAGES: self.standardized(cost_advantages, team)}, {
+            COST_VALUE_TARGETS: cost_targets
+        }
 
-    def combine_advantages(
+    @override(JointAdvantageConnector)
+    def combine_after_standardizing(
         self, advantages: np.ndarray, actor_columns: dict[str, np.ndarray]
     ) -> np.ndarray:
         if self.advantage_mode == "reward":

@@ -7,6 +7,7 @@ from typing import Any
 import numpy as np
 from ray.rllib.core.columns import Columns
 from ray.rllib.utils.annotations import override
+from ray.rllib.utils.metrics.metrics_logger import MetricsLogger
 
 from marllib_ext.ops.advantages import standardize_valid
 from marllib_ext.ops.efx import (
@@ -19,6 +20,7 @@ from marllib_ext.ops.efx import (
 from marllib_ext.policies.joint_critic import STATE
 from marllib_ext.postprocessing.budget_input import BudgetInput
 from marllib_ext.postprocessing.joint_advantage import JointAdvantageConnector, TeamBatch
+from marllib_ext.postprocessing.vd_advantage import VDJointAdvantageConnector
 
 A_EXT_MEAN = "efx_advantage_ext_mean"
 A_FINAL_MEAN = "efx_advantage_final_mean"
@@ -47,23 +49,16 @@ class EFXJointAdvantageConnector(JointAdvantageConnector):
     connector standardizes the result again.
     """
 
-    def __init__(
-        self,
-        *args,
-        intrinsic_coef: float,
-        z_low: float,
-        z_high: float,
-        advantage_form: str = "seed_dp",
-        kappa: float = 1.0,
-        **kwargs,
-    ) -> None:
-        super().__init__(*args, **kwargs)
-        if advantage_form not in EFX_ADVANTAGE_FORMS:
+    def __init__(self, *args, settings: Any, **kwargs) -> None:
+        """``settings``: EFX settings with the budget resolved (``intrinsic_coef``,
+        ``z_low``, ``z_high``, ``efx_advantage``, ``efx_kappa``)."""
+        super().__init__(*args, settings=settings, **kwargs)
+        if settings.efx_advantage not in EFX_ADVANTAGE_FORMS:
             raise ValueError(f"efx_advantage must be one of {EFX_ADVANTAGE_FORMS}")
-        self.intrinsic_coef = float(intrinsic_coef)
-        self.budget_input = BudgetInput(z_low, z_high)
-        self.advantage_form = advantage_form
-        self.kappa = float(kappa)
+        self.intrinsic_coef = float(settings.intrinsic_coef)
+        self.budget_input = BudgetInput(settings.z_low, settings.z_high)
+        self.advantage_form = settings.efx_advantage
+        self.kappa = float(settings.efx_kappa)
         self.budget: float | None = None  # broadcast by the outer loop, for metrics
 
     @override(JointAdvantageConnector)
@@ -104,8 +99,8 @@ class EFXJointAdvantageConnector(JointAdvantageConnector):
         return a_final, binding, slack
 
     @override(JointAdvantageConnector)
-    def transform_advantages(
-        self, team: TeamBatch, advantages: np.ndarray, metrics: Any
+    def adjust_before_standardizing(
+        self, team: TeamBatch, advantages: np.ndarray, metrics: MetricsLogger | None
     ) -> np.ndarray:
         valid = np.flatnonzero(team.valid)
         logp_sum = team.layout.gather_sum(
@@ -151,3 +146,7 @@ class EFXJointAdvantageConnector(JointAdvantageConnector):
         if self.budget is not None:
             values[BUDGET] = float(self.budget)
         return values
+
+
+class EFXVDJointAdvantageConnector(EFXJointAdvantageConnector, VDJointAdvantageConnector):
+    """Conservative advantage on ``A_ext`` from ``V_tot``; mixer inputs carry z."""

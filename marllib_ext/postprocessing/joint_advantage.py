@@ -10,6 +10,7 @@ import torch
 from ray.rllib.connectors.connector_v2 import ConnectorV2
 from ray.rllib.core.columns import Columns
 from ray.rllib.utils.annotations import override
+from ray.rllib.utils.metrics.metrics_logger import MetricsLogger
 
 from marllib_ext.envs.adapter import STATE_KEY
 from marllib_ext.ops.advantages import standardize_valid, team_gae
@@ -54,9 +55,19 @@ class JointAdvantageConnector(ConnectorV2):
     Per chunk, team row ``i`` is env step ``env_t_started + i`` and the last row is the
     bootstrap row. The team reward is the sum of the agents' rewards; advantages and
     value targets come from :func:`marllib_ext.ops.team_gae` on the critic's values,
-    pass through :meth:`transform_advantages` (the hook EFX-style variants override),
     are standardized over valid rows and are copied to every agent's rows. The critic
     module gets its own batch: ``state``, value targets and the loss mask.
+
+    Hooks, in the order :meth:`__call__` runs them:
+
+    1. :meth:`module_columns` and :meth:`critic_batch`: what the team batch and the
+       critic's inputs hold;
+    2. :meth:`adjust_before_standardizing`: raw team advantages -> final raw team
+       advantages (EFX's conservative advantage); identity here;
+    3. the base standardizes over valid rows (:meth:`standardized`);
+    4. :meth:`extra_columns`: further actor and critic columns (cost GAE);
+    5. :meth:`combine_after_standardizing`: the advantages the actors train on, from
+       the standardized ones and the extra actor columns; identity here.
     """
 
     def __init__(
@@ -64,13 +75,14 @@ class JointAdvantageConnector(ConnectorV2):
         input_observation_space=None,
         input_action_space=None,
         *,
-        gamma: float,
-        lambda_: float,
+        settings: Any,
         critic_module_id: str = CRITIC_MODULE_ID,
     ) -> None:
+        """``settings``: the algorithm's typed settings (``gamma``, ``lambda_`` here)."""
         super().__init__(input_observation_space, input_action_space)
-        self.gamma = gamma
-        self.lambda_ = lambda_
+        self.settings = settings
+        self.gamma = float(settings.gamma)
+        self.lambda_ = float(settings.lambda_)
         self.critic_module_id = critic_module_id
 
     # ---- hooks ------------------------------------------------------------------
@@ -82,26 +94,37 @@ class JointAdvantageConnector(ConnectorV2):
         """Columns of the critic module's batch, one row per team row: the state here."""
         return {STATE: team.states}
 
-    def transform_advantages(
-        self, team: TeamBatch, advantages: np.ndarray, metrics: Any
+    def adjust_before_standardizing(
+        self, team: TeamBatch, advantages: np.ndarray, metrics: MetricsLogger | None
     ) -> np.ndarray:
-        """Final team advantages from the extrinsic ones; identity for MAPPO."""
+        """Hook 2: final raw team advantages from the GAE ones; identity for MAPPO."""
         return advantages
 
     def extra_columns(
-        self, critic, critic_inputs: dict[str, torch.Tensor], team: TeamBatch, metrics: Any
+        self,
+        critic,
+        critic_inputs: dict[str, torch.Tensor],
+        team: TeamBatch,
+        metrics: MetricsLogger | None,
     ) -> tuple[dict[str, np.ndarray], dict[str, np.ndarray]]:
-        """Further ``(actor_columns, critic_columns)`` per team row, after the advantages.
+        """Hook 4: further ``(actor_columns, critic_columns)`` per team row, after the advantages.
 
         Actor columns are scattered to every agent's rows; none for MAPPO."""
         return {}, {}
 
-    def combine_advantages(
+    def combine_after_standardizing(
         self, advantages: np.ndarray, actor_columns: dict[str, np.ndarray]
     ) -> np.ndarray:
-        """The advantages the actors train on, from the standardized team advantages and
+        """Hook 5: the advantages the actors train on, from the standardized team advantages and
         the extra actor columns; identity for MAPPO."""
         return advantages
+
+    @staticmethod
+    def standardized(advantages: np.ndarray, team: TeamBatch) -> np.ndarray:
+        """Standardized over valid rows, 0 on bootstrap rows."""
+        out = standardize_valid(advantages, team.valid)
+        out[~team.valid] = 0.0
+        return out
 
     def gae(self, rewards: np.ndarray, values: np.ndarray, team: TeamBatch):
         """Team GAE over every valid row: ``(advantages, value_targets)`` per team row
@@ -128,7 +151,7 @@ class JointAdvantageConnector(ConnectorV2):
         rl_module,
         batch: dict[str, Any],
         episodes: list,
-        metrics=None,
+        metrics: MetricsLogger | None = None,
         **kwargs,
     ) -> Any:
         team = self.build_team_batch(batch, episodes)
@@ -152,11 +175,10 @@ class JointAdvantageConnector(ConnectorV2):
                 key=self.critic_module_id,
                 window=1,
             )
-        advantages = self.transform_advantages(team, advantages, metrics)
-        advantages = standardize_valid(advantages, team.valid)
-        advantages[~team.valid] = 0.0
+        advantages = self.adjust_before_standardizing(team, advantages, metrics)
+        advantages = self.standardized(advantages, team)
         actor_columns, critic_columns = self.extra_columns(critic, critic_inputs, team, metrics)
-        advantages = self.combine_advantages(advantages, actor_columns)
+        advantages = self.combine_after_standardizing(advantages, actor_columns)
 
         for module_id in team.layout.team_row_of:
             for column, array in (

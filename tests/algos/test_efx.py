@@ -31,8 +31,8 @@ RECORDED = []
 
 
 class RecordingEFXConnector(EFXJointAdvantageConnector):
-    def transform_advantages(self, team, advantages, metrics):
-        out = super().transform_advantages(team, advantages, metrics)
+    def adjust_before_standardizing(self, team, advantages, metrics):
+        out = super().adjust_before_standardizing(team, advantages, metrics)
         RECORDED.append(
             {
                 "team": team,

@@ -33,12 +33,13 @@ def test_every_yaml_source_gives_valid_settings(name, source):
 def test_builds_and_validates_rllib_config(name, env_name):
     env = make_env(env_name)
     share = "all" if env.spec.policy_mapping.all_agents_one_policy else "group"
-    if name == "sac_roer":
+    capabilities = algos.ALGORITHMS[name].capabilities
+    if capabilities.single_agent_only:
         with pytest.raises(ConfigError, match="isac_roer"):
             algos.get(name).rllib_config(env, share_policy=share, seed=1)
         return
     overrides = {}
-    if name.startswith("efx") and env.spec.reward_range is None:
+    if capabilities.has_budget and env.spec.reward_range is None:
         overrides = {"z_low": -10.0, "z_high": 0.0}
     config = algos.get(name, **overrides).rllib_config(env, share_policy=share, seed=1)
     assert isinstance(config, AlgorithmConfig)

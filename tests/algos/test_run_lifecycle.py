@@ -3,6 +3,7 @@
 import pytest
 
 from marllib_ext import algos
+from marllib_ext.algos.efx import RESULT_KEY as EFX_RESULT_KEY
 from marllib_ext.envs import register_env
 from marllib_ext.errors import ConfigError
 from tests.helpers import CrashOnceEnv
@@ -16,7 +17,7 @@ def test_resume_continues_iterations_and_keeps_the_budget(ray_session, tmp_path)
         "toy:coordination", stop={"training_iteration": 3}, local_dir=tmp_path, checkpoint_freq=2
     )
     assert (first.run_dir / "checkpoint_000002").exists()
-    budget = first.last_result["efx"]["budget_z"]
+    budget = first.last_result[EFX_RESULT_KEY]["budget_z"]
     resumed = algo.fit(
         "toy:coordination",
         stop={"training_iteration": 5},
@@ -29,12 +30,12 @@ def test_resume_continues_iterations_and_keeps_the_budget(ray_session, tmp_path)
     # The controller state (budget and J_ext_prev) came back: both resumed iterations
     # took an outer step from the saved budget (a fresh controller would have spent
     # its first iteration only recording J_ext, from z_init).
-    assert resumed.last_result["efx"]["budget_z"] != pytest.approx(10.0)
+    assert resumed.last_result[EFX_RESULT_KEY]["budget_z"] != pytest.approx(10.0)
     assert (
         resumed.progress
-        and resumed.last_result["efx"]["slack"] == resumed.last_result["efx"]["slack"]
+        and resumed.last_result[EFX_RESULT_KEY]["slack"] == resumed.last_result[EFX_RESULT_KEY]["slack"]
     )
-    assert abs(resumed.last_result["efx"]["budget_z"] - budget) > 0
+    assert abs(resumed.last_result[EFX_RESULT_KEY]["budget_z"] - budget) > 0
 
 
 def test_tensorboard_events_hold_custom_metrics(ray_session, tmp_path):

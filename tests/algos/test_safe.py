@@ -12,7 +12,7 @@ from marllib_ext.errors import ConfigError
 from marllib_ext.policies import CRITIC_MODULE_ID
 from tests.helpers import CostTradeoffEnv
 
-SAFE_ALGOS = ("mappo_lag", "mappo_pid_lag", "mappo_cup", "mappo_focops")
+SAFE_ALGOS = tuple(algos.algorithms_that(needs_costs=True))
 SMALL = {"num_env_runners": 0, "train_batch_size": 400, "minibatch_size": 200, "num_epochs": 2}
 
 register_env("test:cost_tradeoff", CostTradeoffEnv, state_source="observations")

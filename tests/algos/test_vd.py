@@ -114,8 +114,8 @@ class RecordingConnector(EFXVDJointAdvantageConnector):
         self._critic_copy = copy.deepcopy(rl_module[CRITIC_MODULE_ID])
         return super().__call__(rl_module=rl_module, batch=batch, episodes=episodes, **kwargs)
 
-    def transform_advantages(self, team, advantages, metrics):
-        out = super().transform_advantages(team, advantages, metrics)
+    def adjust_before_standardizing(self, team, advantages, metrics):
+        out = super().adjust_before_standardizing(team, advantages, metrics)
         RECORDED.append(
             {
                 "team": team,

@@ -1,0 +1,79 @@
+"""EFXplorer's budget settings (seed 000), mixed into the joint-critic settings."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from marllib_ext.algos.config import CentralCriticSettings, Check, VDSettings
+from marllib_ext.ops.efx import EFX_ADVANTAGE_FORMS, Z_OPTIMIZERS, Z_SAMPLING_MODES
+
+Z_BOUNDS_MODES = ("intrinsic", "reward")
+
+
+@dataclass(frozen=True)
+class EFXFields:
+    """The budget fields. ``z_low``, ``z_high``, ``z_init`` and ``z_ext_scale`` may be
+    ``None`` in YAML; the builder resolves them from the env
+    (:func:`marllib_ext.algos.efx_budget.with_resolved_budget`) before the settings
+    travel to learners, env runners and callbacks."""
+
+    intrinsic_coef: float
+    z_bounds: str
+    z_init: float | None
+    z_low: float | None
+    z_high: float | None
+    gaussian_entropy_per_dim: float | None
+    z_sampling: str
+    z_deploy_fraction: float
+    lr_z: float
+    z_optimizer: str
+    z_ext_scale: float | None
+    efx_advantage: str
+    efx_kappa: float
+
+    def checks(self) -> list[Check]:
+        return [
+            (self.intrinsic_coef >= 0, "intrinsic_coef", "must be >= 0"),
+            (self.z_bounds in Z_BOUNDS_MODES, "z_bounds", f"one of {Z_BOUNDS_MODES}"),
+            (self.z_sampling in Z_SAMPLING_MODES, "z_sampling", f"one of {Z_SAMPLING_MODES}"),
+            (0.0 <= self.z_deploy_fraction <= 1.0, "z_deploy_fraction", "must be in [0, 1]"),
+            (
+                self.z_sampling == "fixed" or self.z_deploy_fraction > 0.0,
+                "z_deploy_fraction",
+                "the outer loop needs episodes at the deployment budget "
+                "(use > 0, or z_sampling: fixed)",
+            ),
+            (self.lr_z >= 0, "lr_z", "must be >= 0"),
+            (self.z_optimizer in Z_OPTIMIZERS, "z_optimizer", f"one of {Z_OPTIMIZERS}"),
+            (
+                self.z_ext_scale is None or self.z_ext_scale > 0,
+                "z_ext_scale",
+                "must be > 0 or null",
+            ),
+            (
+                self.efx_advantage in EFX_ADVANTAGE_FORMS,
+                "efx_advantage",
+                f"one of {EFX_ADVANTAGE_FORMS}",
+            ),
+            (self.efx_kappa > 0, "efx_kappa", "must be > 0"),
+            (
+                self.gaussian_entropy_per_dim is None or self.gaussian_entropy_per_dim > 0,
+                "gaussian_entropy_per_dim",
+                "must be > 0 (or null for the initial policy's)",
+            ),
+            (
+                self.z_low is None or self.z_high is None or self.z_low <= self.z_high,
+                "z_low",
+                f"must not exceed z_high = {self.z_high}",
+            ),
+        ]
+
+
+@dataclass(frozen=True)
+class EFXSettings(CentralCriticSettings, EFXFields):
+    """``efx_mappo``: MAPPO settings plus the budget."""
+
+
+@dataclass(frozen=True)
+class EFXVDSettings(VDSettings, EFXFields):
+    """``efx_vdppo``: VDPPO settings plus the budget."""

@@ -1,0 +1,117 @@
+"""SAC learner with ROER's value network, value loss and priorities (seed 003)."""
+
+from __future__ import annotations
+
+import gymnasium as gym
+import torch
+from ray.rllib.algorithms.sac.sac_learner import QF_PREDS, QF_TWIN_PREDS
+from ray.rllib.algorithms.sac.torch.sac_torch_learner import SACTorchLearner
+from ray.rllib.core.columns import Columns
+from ray.rllib.utils.annotations import override
+
+from marllib_ext.ops.roer import (
+    gumbel_value_loss,
+    js_priority,
+    js_value_loss,
+    kl_priority,
+    squared_value_loss,
+    state_value_td_error,
+)
+from marllib_ext.rllib_compat import hand_priorities_to_replay, record_extra_loss, settings_of
+
+VALUE_LOSS_KEY = "value_loss"
+
+
+class ROERSACLearner(SACTorchLearner):
+    """Adds to RLlib's SAC losses a value loss on ``diff = min(Q1, Q2)(s, a) - V(s)``
+    (Gumbel for KL, ``softplus - log 2`` for JS, ``diff^2 / 2`` otherwise) and, for
+    KL/JS, hands the ROER priority of
+    ``delta = r + gamma^n * (1 - terminated) * V(s') - V(s)`` to the replay buffer in
+    place of RLlib's ``|Q - target|``."""
+
+    @override(SACTorchLearner)
+    def build(self) -> None:
+        super().build()
+        self.settings = settings_of(self.config)
+
+    @override(SACTorchLearner)
+    def configure_optimizers_for_module(self, module_id, config=None) -> None:
+        super().configure_optimizers_for_module(module_id, config)
+        params = self.get_parameters(self.module[module_id].unwrapped().vf)
+        self.register_optimizer(
+            module_id=module_id,
+            optimizer_name="value",
+            optimizer=torch.optim.Adam(params, eps=1e-7),
+            params=params,
+            lr_or_lr_schedule=config.critic_lr,
+        )
+
+    @override(SACTorchLearner)
+    def compute_loss_for_module(self, *, module_id, config, batch, fwd_out):
+        total = super().compute_loss_for_module(
+            module_id=module_id, config=config, batch=batch, fwd_out=fwd_out
+        )
+        roer = self.settings
+        module = self.module[module_id].unwrapped()
+        values = module.compute_state_values(batch[Columns.OBS])
+        q = self._q_of_taken_actions(module, batch, fwd_out).detach()
+        diff = q - values
+        if roer.per_type == "KL":
+            value_loss, norm = gumbel_value_loss(
+                diff, temp=roer.temp, gumbel_max_clip=roer.gumbel_max_clip
+            )
+        elif roer.per_type == "JS":
+            value_loss, norm = js_value_loss(
+                diff, temp=roer.temp, gumbel_max_clip=roer.gumbel_max_clip
+            )
+        else:
+            value_loss, norm = squared_value_loss(diff), torch.tensor(1.0)
+        value_loss = value_loss.mean()
+
+        with torch.no_grad():
+            td_error = state_value_td_error(
+                batch[Columns.REWARDS],
+                values.detach(),
+                module.compute_state_values(batch[Columns.NEXT_OBS]),
+                batch[Columns.TERMINATEDS],
+                config.gamma ** batch["n_step"],
+            )
+        metrics = {
+            VALUE_LOSS_KEY: value_loss,
+            "norm": norm,
+            "td_error_mean": td_error.mean(),
+            "v_mean": values.mean(),
+        }
+        if roer.per_type in ("KL", "JS"):
+            if roer.per_type == "KL":
+                priority, weight = kl_priority(
+                    td_error,
+                    temp=roer.temp,
+                    min_clip=roer.min_clip,
+                    max_clip=roer.max_clip,
+                    normalize=roer.std_normalize,
+                )
+            else:
+                priority, weight = js_priority(
+                    td_error,
+                    temp=roer.temp,
+                    max_clip=roer.max_clip,
+                    js_min_weight=roer.js_min_weight,
+                    js_max_weight=roer.js_max_weight,
+                    normalize=roer.std_normalize,
+                )
+            hand_priorities_to_replay(self.metrics, module_id, priority)
+            metrics.update({"priority_mean": priority.mean(), "per_weight": weight.mean()})
+        self.metrics.log_dict(metrics, key=module_id, window=1)
+        record_extra_loss(self, module_id, VALUE_LOSS_KEY, value_loss)
+        return total + value_loss
+
+    @staticmethod
+    def _q_of_taken_actions(module, batch, fwd_out) -> torch.Tensor:
+        q, q_twin = fwd_out[QF_PREDS], fwd_out.get(QF_TWIN_PREDS)
+        if isinstance(module.action_space, gym.spaces.Discrete):
+            actions = batch[Columns.ACTIONS].to(dtype=torch.int64).unsqueeze(-1)
+            q = q.gather(dim=-1, index=actions).squeeze(-1)
+            if q_twin is not None:
+                q_twin = q_twin.gather(dim=-1, index=actions).squeeze(-1)
+        return q if q_twin is None else torch.min(q, q_twin)

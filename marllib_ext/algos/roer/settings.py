@@ -1,0 +1,64 @@
+"""ROER's settings: SAC core plus the prioritization hyperparameters (seed 003)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from marllib_ext.algos.config import ACTIVATION_NAMES, Check, Settings
+
+PER_TYPES = ("KL", "JS", "PER", "uniform")
+
+
+@dataclass(frozen=True)
+class ROERSettings(Settings):
+    """SAC core plus ROER's hyperparameters (seed 003 tables)."""
+
+    per_type: str
+    temp: float
+    min_clip: float
+    max_clip: float
+    gumbel_max_clip: float
+    js_min_weight: float
+    js_max_weight: float
+    per_beta: float
+    std_normalize: bool
+    per_alpha: float
+    per_importance_beta: float
+    gamma: float
+    actor_lr: float
+    critic_lr: float
+    alpha_lr: float
+    tau: float
+    initial_alpha: float
+    n_step: int
+    twin_q: bool
+    train_batch_size: int
+    buffer_capacity: int
+    num_steps_sampled_before_learning_starts: int
+    training_intensity: float | None
+    rollout_fragment_length: int
+    hiddens: list[int]
+    activation: str
+    num_env_runners: int
+    num_envs_per_env_runner: int
+    num_learners: int
+    num_gpus_per_learner: float
+
+    def checks(self) -> list[Check]:
+        return [
+            (self.per_type in PER_TYPES, "per_type", f"one of {PER_TYPES}"),
+            (self.temp > 0, "temp", "must be > 0"),
+            (0 < self.min_clip <= self.max_clip, "min_clip", "need 0 < min_clip <= max_clip"),
+            (self.gumbel_max_clip > 0, "gumbel_max_clip", "must be > 0"),
+            (
+                0 < self.js_min_weight <= self.js_max_weight,
+                "js_min_weight",
+                "need 0 < js_min_weight <= js_max_weight",
+            ),
+            (0 < self.per_beta <= 1, "per_beta", "must be in (0, 1]"),
+            (0 <= self.gamma <= 1, "gamma", "must be in [0, 1]"),
+            (self.train_batch_size > 0, "train_batch_size", "must be > 0"),
+            (self.buffer_capacity > 0, "buffer_capacity", "must be > 0"),
+            (self.n_step >= 1, "n_step", "must be >= 1"),
+            (self.activation in ACTIVATION_NAMES, "activation", f"one of {ACTIVATION_NAMES}"),
+        ]

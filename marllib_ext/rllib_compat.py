@@ -1,0 +1,146 @@
+"""The one home for RLlib internals this package relies on (ray 2.60).
+
+Everything here touches a private attribute or method of RLlib, or a convention RLlib
+does not document as API. Each function says which RLlib behaviour it relies on;
+``tests/test_rllib_compat.py`` fails if RLlib changes one of them. Nothing else in
+``marllib_ext`` reads ``learner_config_dict`` or a private RLlib name.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from ray.rllib.algorithms.algorithm_config import AlgorithmConfig
+from ray.rllib.connectors.connector_pipeline_v2 import ConnectorPipelineV2
+from ray.rllib.connectors.connector_v2 import ConnectorV2
+from ray.rllib.utils.metrics import TD_ERROR_KEY
+
+from marllib_ext.errors import ConfigError
+
+# learner_config_dict entry that carries the typed settings object.
+SETTINGS_KEY = "marllib_ext_settings"
+
+
+# ---- settings: one typed object, copied with the config to every actor -----------------
+def with_settings(config: AlgorithmConfig, settings: Any) -> AlgorithmConfig:
+    """``config`` carrying ``settings`` (a frozen dataclass).
+
+    Relies on: ``AlgorithmConfig.learner_config_dict`` is copied, with the rest of the
+    config, to every learner, env runner and callback, and is pickled into checkpoints
+    (a frozen dataclass pickles as plain data: its class and field values)."""
+    return config.learners(learner_config_dict={SETTINGS_KEY: settings})
+
+
+def settings_of(config: AlgorithmConfig) -> Any:
+    """The typed settings :func:`with_settings` attached to ``config``."""
+    settings = (config.learner_config_dict or {}).get(SETTINGS_KEY)
+    if settings is None:
+        raise ConfigError("this RLlib config was not built by marllib_ext (no settings)")
+    return settings
+
+
+# ---- connector pipelines ---------------------------------------------------------------
+def learner_connector(learner) -> ConnectorPipelineV2:
+    """The learner's connector pipeline.
+
+    Relies on: ``Learner.build()`` stores it in ``Learner._learner_connector`` (no
+    public accessor in ray 2.60)."""
+    return learner._learner_connector
+
+
+def env_to_module(env_runner) -> ConnectorPipelineV2 | None:
+    """An env runner's env-to-module pipeline (``None`` before it is built).
+
+    Relies on: (MultiAgent)``EnvRunner`` stores it in ``_env_to_module``."""
+    return getattr(env_runner, "_env_to_module", None)
+
+
+def connectors_of(pipeline: ConnectorPipelineV2 | None, connector_class: type) -> list:
+    """The connectors of ``connector_class`` in ``pipeline``.
+
+    Relies on: ``ConnectorPipelineV2.__getitem__`` with a class returns every piece that
+    is an instance of it (searching nested pipelines)."""
+    return [] if pipeline is None else list(pipeline[connector_class])
+
+
+def replace_connector(
+    pipeline: ConnectorPipelineV2, old_class: type, new: ConnectorV2
+) -> ConnectorPipelineV2:
+    """``pipeline`` with every ``old_class`` piece removed and ``new`` appended last."""
+    pipeline.remove(old_class)
+    pipeline.append(new)
+    return pipeline
+
+
+# ---- learner internals -----------------------------------------------------------------
+def record_extra_loss(learner, module_id: str, name: str, loss) -> None:
+    """Registers a loss term computed inside ``compute_loss_for_module`` so that the
+    learner's gradient bookkeeping sees it.
+
+    Relies on: ``TorchLearner`` keeps per-update losses in ``_temp_losses`` keyed by
+    ``(module_id, name)``; SAC's learner reads its own terms from there."""
+    learner._temp_losses[(module_id, name)] = loss
+
+
+def should_save_component(component, key: str, components, not_components) -> bool:
+    """Whether ``key`` belongs in ``get_state(components, not_components)``.
+
+    Relies on: ``Checkpointable._check_component``."""
+    return component._check_component(key, components, not_components)
+
+
+def hand_priorities_to_replay(metrics, module_id: str, priorities) -> None:
+    """Makes ``priorities`` the per-sample values that RLlib's (SAC/DQN)
+    ``training_step`` passes to the replay buffer's ``update_priorities``.
+
+    Relies on: the training step reads ``learner_results[module_id][TD_ERROR_KEY]``, an
+    ``item_series`` the learner logs, as the new priorities."""
+    metrics.delete(module_id, TD_ERROR_KEY, key_error=False)
+    metrics.log_value(key=(module_id, TD_ERROR_KEY), value=priorities, reduce="item_series")
+
+
+class CapturesTrainBatch:
+    """Learner mixin (list it before the RLlib learner): keeps the batch of the last
+    ``update`` in ``last_train_batch``.
+
+    Relies on: ``Learner.update`` turns its ``TrainingData`` into the learner-connector
+    output ``MultiAgentBatch`` in ``_make_batch_if_necessary``."""
+
+    last_train_batch = None
+
+    def _make_batch_if_necessary(self, training_data):
+        batch = super()._make_batch_if_necessary(training_data)
+        self.last_train_batch = batch
+        return batch
+
+
+class BuildsReplayBuffer:
+    """Algorithm mixin (list it before the RLlib algorithm): ``replay_buffer(default,
+    buffer_config)`` may replace the buffer RLlib builds.
+
+    Relies on: off-policy ``Algorithm.setup`` builds its local buffer in
+    ``_create_local_replay_buffer_if_necessary(config)``."""
+
+    def _create_local_replay_buffer_if_necessary(self, config):
+        default = super()._create_local_replay_buffer_if_necessary(config)
+        return self.replay_buffer(default, dict(config["replay_buffer_config"]))
+
+    def replay_buffer(self, default, buffer_config: dict):
+        return default
+
+
+# ---- replay-buffer internals -----------------------------------------------------------
+def priority_trees(buffer, module_id: str | None = None):
+    """``(sum_tree, last_sampled_indices, alpha)`` of a prioritized episode buffer.
+
+    Relies on: ``PrioritizedEpisodeReplayBuffer`` keeps ``p ** alpha`` in
+    ``_sum_segment`` and the indices of the last ``sample()`` in
+    ``_last_sampled_indices``; the multi-agent buffer keeps one of each per module in
+    ``_module_to_sum_segment`` / ``_module_to_last_sampled_indices``."""
+    if module_id is None:
+        return buffer._sum_segment, buffer._last_sampled_indices, buffer._alpha
+    return (
+        buffer._module_to_sum_segment[module_id],
+        buffer._module_to_last_sampled_indices[module_id],
+        buffer._alpha,
+    )
