@@ -33,7 +33,8 @@ def test_resume_continues_iterations_and_keeps_the_budget(ray_session, tmp_path)
     assert resumed.last_result[EFX_RESULT_KEY]["budget_z"] != pytest.approx(10.0)
     assert (
         resumed.progress
-        and resumed.last_result[EFX_RESULT_KEY]["slack"] == resumed.last_result[EFX_RESULT_KEY]["slack"]
+        and resumed.last_result[EFX_RESULT_KEY]["slack"]
+        == resumed.last_result[EFX_RESULT_KEY]["slack"]
     )
     assert abs(resumed.last_result[EFX_RESULT_KEY]["budget_z"] - budget) > 0
 
