@@ -24,7 +24,7 @@ import ray
 
 from marllib_ext import algos, make_env
 from marllib_ext.algos.api import progress_row, with_episode_end_callback
-from marllib_ext.algos.efx import RESULT_KEY, episode_team_logp
+from marllib_ext.algos.efx import episode_team_logp
 from marllib_ext.policies import CRITIC_MODULE_ID
 from marllib_ext.postprocessing.budget import DEPLOY_KEY
 from marllib_ext.postprocessing.efx_advantage import (
@@ -76,9 +76,9 @@ def log_episode(*, episode, prev_episode_chunks=None, metrics_logger=None, **kwa
             metrics_logger.log_value(f"bench_deploy_{key}", value, reduce="sum")
 
 
-def row_of(result: dict) -> dict:
+def row_of(result: dict, spec) -> dict:
     runners = result.get("env_runners", {})
-    row = {k: v for k, v in progress_row(result).items() if k in FIELDS}
+    row = {k: v for k, v in progress_row(result, spec).items() if k in FIELDS}
     for group, prefix in (("all", ""), ("deploy", "deploy_")):
         episodes = runners.get(f"bench_{group}_episodes", 0) or 0
 
@@ -92,7 +92,6 @@ def row_of(result: dict) -> dict:
     critic = result.get("learners", {}).get(CRITIC_MODULE_ID, {})
     for key in (BINDING_FRACTION, DEMAND_MET_FRACTION, Z0_MEAN):
         row[key] = float(critic.get(key, math.nan))
-    row["budget_z"] = float(result.get(RESULT_KEY, {}).get("budget_z", math.nan))
     return row
 
 
@@ -125,7 +124,7 @@ def run(task, label, seed, steps, out, env_args, overrides, checkpoint) -> dict:
             writer = csv.DictWriter(f, fieldnames=FIELDS)
             writer.writeheader()
             while True:
-                row = row_of(algorithm.train())
+                row = row_of(algorithm.train(), algos.get_algo_spec(name))
                 writer.writerow(row)
                 f.flush()
                 if row["timesteps_total"] >= steps:

@@ -32,6 +32,7 @@ FIELDS = ("timesteps_total", "agent_return_mean", "episode_cost_mean", "cost_mul
 
 def run(name: str, seed: int, steps: int, tail: int, out: Path, overrides: dict) -> dict:
     config = algos.get(name, **overrides).rllib_config(make_env(ENV), seed=seed)
+    spec = algos.get_algo_spec(name)
     if name in ("mappo", "efx_mappo", "ippo"):  # unconstrained: log the cost all the same
         config = with_episode_end_callback(config, log_episode_cost)
     algorithm = config.build_algo()
@@ -53,7 +54,7 @@ def run(name: str, seed: int, steps: int, tail: int, out: Path, overrides: dict)
                     "episode_cost_mean": runners[EPISODE_COST_SUM] / episodes
                     if episodes
                     else float("nan"),
-                    "cost_multiplier": result.get("safe", {}).get("cost_multiplier", float("nan")),
+                    "cost_multiplier": spec.progress(result)["cost_multiplier"],
                 }
                 row["_episodes"], row["_cost_sum"] = episodes, runners.get(EPISODE_COST_SUM, 0.0)
                 rows.append(row)

@@ -10,9 +10,12 @@ from __future__ import annotations
 
 from typing import Any
 
+from ray.rllib.algorithms.algorithm import Algorithm
 from ray.rllib.algorithms.algorithm_config import AlgorithmConfig
 from ray.rllib.connectors.connector_pipeline_v2 import ConnectorPipelineV2
 from ray.rllib.connectors.connector_v2 import ConnectorV2
+from ray.rllib.core.learner.learner import Learner
+from ray.rllib.utils.annotations import override
 from ray.rllib.utils.metrics import TD_ERROR_KEY
 
 from marllib_ext.errors import ConfigError
@@ -108,6 +111,7 @@ class CapturesTrainBatch:
 
     last_train_batch = None
 
+    @override(Learner)
     def _make_batch_if_necessary(self, training_data):
         batch = super()._make_batch_if_necessary(training_data)
         self.last_train_batch = batch
@@ -121,6 +125,7 @@ class BuildsReplayBuffer:
     Relies on: off-policy ``Algorithm.setup`` builds its local buffer in
     ``_create_local_replay_buffer_if_necessary(config)``."""
 
+    @override(Algorithm)
     def _create_local_replay_buffer_if_necessary(self, config):
         default = super()._create_local_replay_buffer_if_necessary(config)
         return self.replay_buffer(default, dict(config["replay_buffer_config"]))

@@ -8,6 +8,7 @@ import gymnasium as gym
 import numpy as np
 from pettingzoo.utils.env import ParallelEnv
 from ray.rllib.env.wrappers.pettingzoo_env import ParallelPettingZooEnv
+from ray.rllib.utils.annotations import override
 
 STATE_KEY = "state"
 # Per-agent cost reported by the env (safe MARL), and the team's sum added here.
@@ -86,14 +87,17 @@ class ParallelEnvAdapter(ParallelPettingZooEnv):
             infos[agent] = {**infos.get(agent, {}), **extra}
         return infos
 
+    @override(ParallelPettingZooEnv)
     def render(self):
         # RLlib's wrapper passes render_mode positionally; PettingZoo's render() takes none.
         return self.par_env.render()
 
+    @override(ParallelPettingZooEnv)
     def reset(self, *, seed: int | None = None, options: dict | None = None):
         observations, infos = super().reset(seed=seed, options=options)
         return observations, self._add_state(observations, infos)
 
+    @override(ParallelPettingZooEnv)
     def step(self, action_dict):
         observations, rewards, terminateds, truncateds, infos = self.par_env.step(action_dict)
         terminateds, truncateds = episode_end_flags(terminateds, truncateds)

@@ -73,6 +73,7 @@ class BudgetObservationConnector(MultiAgentObservationPreprocessor):
             raise ValueError(
                 f"z_sampling must be one of {Z_SAMPLING_MODES}, got {settings.z_sampling!r}"
             )
+        self.settings = settings
         self.intrinsic_coef = float(settings.intrinsic_coef)
         self.z_sampling = settings.z_sampling
         self.deploy_fraction = (

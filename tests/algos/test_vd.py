@@ -1,6 +1,7 @@
 """Value decomposition: mixers, gradients, the mixer key, and efx_vdppo's advantages."""
 
 import copy
+from collections import defaultdict
 
 import gymnasium as gym
 import numpy as np
@@ -12,12 +13,11 @@ from ray.rllib.core.rl_module.rl_module import RLModuleSpec
 from marllib_ext import algos
 from marllib_ext.algos.efx import EFXVDJointAdvantageConnector, EFXVDLearner
 from marllib_ext.envs import register_env
-from marllib_ext.ops.advantages import team_gae
-from marllib_ext.ops.efx import conservative_advantage
 from marllib_ext.ops.mixers import qmix_mix, vdn_mix
 from marllib_ext.policies import AGENT_OBS, CRITIC_MODULE_ID, STATE, ValueDecompositionCritic
-from marllib_ext.postprocessing.budget_input import BudgetInput
-from tests.helpers import CounterEnv, counter_config
+from tests.helpers import EPISODE_LENGTH as COUNTER_EPISODE_LENGTH
+from tests.helpers import N_AGENTS as N_COUNTER_AGENTS
+from tests.helpers import CounterEnv, counter_config, reward_of
 
 N_AGENTS, OBS_DIM, STATE_DIM = 3, 4, 6
 
@@ -110,31 +110,116 @@ RECORDED = []
 
 
 class RecordingConnector(EFXVDJointAdvantageConnector):
-    def __call__(self, *, rl_module, batch, episodes, **kwargs):
-        self._critic_copy = copy.deepcopy(rl_module[CRITIC_MODULE_ID])
-        return super().__call__(rl_module=rl_module, batch=batch, episodes=episodes, **kwargs)
+    """Records the actors' final batch columns and the critic the advantages used."""
 
-    def adjust_before_standardizing(self, team, advantages, metrics):
-        out = super().adjust_before_standardizing(team, advantages, metrics)
+    def __call__(self, *, rl_module, batch, episodes, **kwargs):
+        critic = copy.deepcopy(rl_module[CRITIC_MODULE_ID])
+        batch = super().__call__(rl_module=rl_module, batch=batch, episodes=episodes, **kwargs)
         RECORDED.append(
             {
-                "team": team,
-                "final": out,
-                "critic": self._critic_copy,
-                "inputs": self.critic_batch(team),
+                "modules": {
+                    mid: {
+                        c: batch[mid][c].detach().cpu().numpy()
+                        for c in (
+                            Columns.OBS,
+                            Columns.LOSS_MASK,
+                            Columns.ADVANTAGES,
+                            Columns.ACTION_LOGP,
+                        )
+                    }
+                    for mid in batch
+                    if mid != CRITIC_MODULE_ID
+                },
+                "critic": critic,
             }
         )
-        return out
+        return batch
 
 
 class RecordingLearner(EFXVDLearner):
     advantage_connector_class = RecordingConnector
 
 
+def reference_efx_vd_advantages(record, *, gamma, lambda_, coef, z_low, z_high):
+    """(uid, t) -> standardized seed_dp advantage, from what the observations say
+    (episode id, step, agent, normalized z) and the logged log-probs only: V_tot from the
+    recorded critic on states and agent observations rebuilt from (uid, t, z), team GAE
+    and ``min(A_ext[t..T], delta[T] - z[T])`` written out per chunk."""
+    rows = defaultdict(list)  # (uid, t) -> [(obs, logp)] of the agents' valid rows
+    bootstrap = defaultdict(list)  # (uid, t) -> [obs] of chunk-end (bootstrap) rows
+    for columns in record["modules"].values():
+        for obs, valid, logp in zip(
+            columns[Columns.OBS],
+            columns[Columns.LOSS_MASK],
+            columns[Columns.ACTION_LOGP],
+            strict=True,
+        ):
+            key = (int(obs[0]), int(obs[1]))
+            if valid:
+                rows[key].append((obs, float(logp)))
+            else:
+                bootstrap[key].append(obs)
+
+    def z_normalized(uid, t):
+        seen = [obs for obs, _ in rows.get((uid, t), [])] + bootstrap.get((uid, t), [])
+        (value,) = {float(obs[-1]) for obs in seen}  # one z per team step
+        return value
+
+    def v_tot(uid, t):
+        u = z_normalized(uid, t)
+        agent_obs = np.array([[uid, t, i, u] for i in range(N_COUNTER_AGENTS)], np.float32)
+        state = np.append(agent_obs[:, :3].reshape(-1), u).astype(np.float32)
+        with torch.no_grad():
+            value = record["critic"].compute_values(
+                {
+                    STATE: torch.as_tensor(state[None]),
+                    AGENT_OBS: torch.as_tensor(agent_obs[None]),
+                }
+            )
+        return float(value[0])
+
+    valid_steps = sorted(rows)
+    by_uid = defaultdict(list)
+    for uid, t in valid_steps:
+        by_uid[uid].append(t)
+    raw = {}
+    for uid, steps in by_uid.items():
+        segments, current = [], []
+        for t in steps:
+            current.append(t)
+            if (uid, t + 1) in bootstrap:  # this chunk ends here
+                segments.append(current)
+                current = []
+        assert not current, "every chunk ends in a bootstrap row"
+        for ts in segments:
+            values = [v_tot(uid, t) for t in ts]
+            terminated = ts[-1] + 1 == COUNTER_EPISODE_LENGTH and uid % 2 == 1
+            next_value = 0.0 if terminated else v_tot(uid, ts[-1] + 1)
+            a_ext, running = {}, 0.0
+            for k in range(len(ts) - 1, -1, -1):
+                team_reward = sum(reward_of(uid, ts[k], i) for i in range(N_COUNTER_AGENTS))
+                following = next_value if k == len(ts) - 1 else values[k + 1]
+                running = (
+                    team_reward
+                    + gamma * following
+                    - values[k]
+                    + (0.0 if k == len(ts) - 1 else gamma * lambda_ * running)
+                )
+                a_ext[ts[k]] = running
+            last = ts[-1]
+            delta_last = -coef * sum(logp for _, logp in rows[(uid, last)])
+            z_last = z_low + z_normalized(uid, last) * (z_high - z_low)
+            slack_last = delta_last - z_last
+            for k, t in enumerate(ts):
+                raw[(uid, t)] = min(min(a_ext[s] for s in ts[k:]), slack_last)
+    values = np.array(list(raw.values()))
+    return {key: (v - values.mean()) / max(1e-4, values.std()) for key, v in raw.items()}
+
+
 @pytest.mark.parametrize("share_policy", ["all", "individual"])
-def test_efx_vdppo_advantages_equal_the_ops_reference(ray_session, share_policy):
+def test_efx_vdppo_advantages_follow_from_the_episode_data(ray_session, share_policy):
     RECORDED.clear()
-    gamma, lambda_, coef = 0.9, 0.8, 0.5
+    gamma, lambda_, coef, z_low, z_high = 0.9, 0.8, 0.5, -3.0, 3.0
     config = counter_config(
         "efx_vdppo",
         "test:vd_counter",
@@ -143,8 +228,8 @@ def test_efx_vdppo_advantages_equal_the_ops_reference(ray_session, share_policy)
         gamma=gamma,
         lambda_=lambda_,
         intrinsic_coef=coef,
-        z_low=-3.0,
-        z_high=3.0,
+        z_low=z_low,
+        z_high=z_high,
         z_init=1.0,
         efx_advantage="seed_dp",
     )
@@ -155,34 +240,20 @@ def test_efx_vdppo_advantages_equal_the_ops_reference(ray_session, share_policy)
     finally:
         algorithm.stop()
     assert RECORDED
+    checked = 0
     for record in RECORDED:
-        team, layout = record["team"], record["team"].layout
-        inputs = {k: torch.as_tensor(v) for k, v in record["inputs"].items()}
-        # The critic input holds each agent's own (z-augmented) observation.
-        for mid, cols in team.module_columns.items():
-            np.testing.assert_array_equal(
-                record["inputs"][AGENT_OBS][layout.team_row_of[mid], layout.agent_index_of[mid]],
-                cols[Columns.OBS],
-            )
-        with torch.no_grad():
-            values = record["critic"].compute_values(inputs).numpy().astype(np.float64)
-        valid = np.flatnonzero(team.valid)
-        a_ext, _ = team_gae(
-            team.rewards[valid],
-            values[valid],
-            values[valid + 1],
-            team.terminateds[valid],
-            team.truncateds[valid],
-            gamma=gamma,
-            lambda_=lambda_,
+        reference = reference_efx_vd_advantages(
+            record, gamma=gamma, lambda_=lambda_, coef=coef, z_low=z_low, z_high=z_high
         )
-        logp = layout.gather_sum(
-            {m: c[Columns.ACTION_LOGP] for m, c in team.module_columns.items()}
-        )
-        z = np.zeros(layout.n_rows)
-        for mid, cols in team.module_columns.items():
-            z[layout.team_row_of[mid]] = BudgetInput(-3.0, 3.0).read(cols[Columns.OBS])
-        reference = conservative_advantage(
-            a_ext, -coef * logp[valid], z[valid], (team.terminateds | team.truncateds)[valid]
-        )
-        np.testing.assert_allclose(record["final"][valid], reference, rtol=1e-4, atol=1e-4)
+        for columns in record["modules"].values():
+            for obs, valid, advantage in zip(
+                columns[Columns.OBS],
+                columns[Columns.LOSS_MASK],
+                columns[Columns.ADVANTAGES],
+                strict=True,
+            ):
+                if valid:
+                    key = (int(obs[0]), int(obs[1]))
+                    assert advantage == pytest.approx(reference[key], abs=2e-4), key
+                    checked += 1
+    assert checked > 0

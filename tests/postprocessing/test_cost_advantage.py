@@ -9,6 +9,7 @@ import pytest
 import torch
 from ray.rllib.core.columns import Columns
 
+from marllib_ext.algos.safe import RESULT_KEY as SAFE_RESULT_KEY
 from marllib_ext.algos.safe import SafeJointCriticLearner
 from marllib_ext.envs import register_env
 from marllib_ext.policies import CRITIC_MODULE_ID, STATE
@@ -110,9 +111,9 @@ def test_cost_advantages_are_team_gae_on_costs_and_actors_get_the_lagrangian_mix
 
     # Episode cost across chunk cuts (5-step fragments, 7-step episodes): exact.
     for result in results:
-        assert result["safe"]["episode_cost_mean"] == pytest.approx(8.61)
+        assert result[SAFE_RESULT_KEY]["episode_cost_mean"] == pytest.approx(8.61)
     # Cost 8.61 above the limit 1.0: lambda rises by Adam steps of about lr=0.035.
-    multipliers = [result["safe"]["cost_multiplier"] for result in results]
+    multipliers = [result[SAFE_RESULT_KEY]["cost_multiplier"] for result in results]
     assert multipliers[0] == pytest.approx(0.535, abs=1e-5)
     assert multipliers[0] < multipliers[1] < multipliers[2]
     assert RECORDED[-1]["multiplier"] == pytest.approx(multipliers[1], abs=1e-6)

@@ -1,0 +1,177 @@
+"""Each RLlib behaviour that ``marllib_ext.rllib_compat`` relies on, checked on real
+RLlib objects: these tests fail when an RLlib upgrade changes one of them."""
+
+import dataclasses
+import inspect
+import subprocess
+from pathlib import Path
+
+import gymnasium as gym
+import numpy as np
+import pytest
+import torch
+from ray.rllib.algorithms.algorithm import Algorithm
+from ray.rllib.algorithms.dqn import dqn
+from ray.rllib.algorithms.sac import SAC
+from ray.rllib.algorithms.sac.torch.sac_torch_learner import SACTorchLearner
+from ray.rllib.connectors.connector_pipeline_v2 import ConnectorPipelineV2
+from ray.rllib.connectors.learner import GeneralAdvantageEstimation
+from ray.rllib.core.learner import learner as learner_module
+from ray.rllib.core.learner.learner import Learner
+from ray.rllib.utils.metrics import TD_ERROR_KEY
+from ray.rllib.utils.metrics.metrics_logger import MetricsLogger
+from ray.rllib.utils.replay_buffers.multi_agent_prioritized_episode_buffer import (
+    MultiAgentPrioritizedEpisodeReplayBuffer,
+)
+from ray.rllib.utils.replay_buffers.prioritized_episode_buffer import (
+    PrioritizedEpisodeReplayBuffer,
+)
+
+from marllib_ext import algos
+from marllib_ext.algos.efx_settings import EFXSettings
+from marllib_ext.postprocessing.budget import BudgetObservationConnector
+from marllib_ext.postprocessing.efx_advantage import EFXJointAdvantageConnector
+from marllib_ext.rllib_compat import (
+    CapturesTrainBatch,
+    connectors_of,
+    env_to_module,
+    hand_priorities_to_replay,
+    learner_connector,
+    priority_trees,
+    record_extra_loss,
+    settings_of,
+    should_save_component,
+)
+
+PACKAGE = Path(__file__).resolve().parents[1] / "marllib_ext"
+SMALL = {"num_env_runners": 0, "train_batch_size": 100, "minibatch_size": 50, "num_epochs": 1}
+
+
+@pytest.fixture(scope="module")
+def efx_algorithm(ray_session):
+    config = algos.efx_mappo(hyperparam_source="toy", **SMALL).rllib_config(
+        "toy:coordination", seed=0
+    )
+    algorithm = config.build_algo()
+    yield algorithm
+    algorithm.stop()
+
+
+def on_learner(algorithm, fn):
+    return next(iter(algorithm.learner_group.foreach_learner(fn))).get()
+
+
+def test_settings_reach_learners_env_runners_and_checkpoints(efx_algorithm, tmp_path):
+    settings = settings_of(efx_algorithm.config)
+    assert isinstance(settings, EFXSettings)
+    assert settings.z_high > settings.z_low == 0.0  # resolved from the env before travelling
+    assert on_learner(efx_algorithm, lambda learner: settings_of(learner.config)) == settings
+    assert settings_of(efx_algorithm.env_runner.config) == settings
+    efx_algorithm.save_to_path(str(tmp_path / "ckpt"))
+    restored = Algorithm.from_checkpoint(str(tmp_path / "ckpt"))
+    try:
+        assert settings_of(restored.config) == settings
+    finally:
+        restored.stop()
+
+
+def test_learner_connector_pipeline_is_reachable_and_editable(efx_algorithm):
+    def pieces(learner):
+        pipeline = learner_connector(learner)
+        return (
+            isinstance(pipeline, ConnectorPipelineV2),
+            len(connectors_of(pipeline, EFXJointAdvantageConnector)),
+            len(connectors_of(pipeline, GeneralAdvantageEstimation)),
+        )
+
+    assert on_learner(efx_algorithm, pieces) == (True, 1, 0)
+
+
+def test_env_to_module_pipeline_is_reachable(efx_algorithm):
+    pipeline = env_to_module(efx_algorithm.env_runner)
+    assert isinstance(pipeline, ConnectorPipelineV2)
+    assert len(connectors_of(pipeline, BudgetObservationConnector)) == 1
+
+
+def test_learner_component_check_and_temp_losses(ray_session):
+    config = algos.sac_roer(
+        hiddens=[8], train_batch_size=8, num_steps_sampled_before_learning_starts=8
+    ).rllib_config("Pendulum-v1", seed=0)
+    learner = config.build_learner(env=gym.make("Pendulum-v1"))
+    learner.build()
+    assert should_save_component(learner, "optimizer", None, None)
+    assert not should_save_component(learner, "optimizer", None, ["optimizer"])
+    record_extra_loss(learner, "default_policy", "value_loss", torch.tensor(1.0))
+    assert learner._temp_losses.pop(("default_policy", "value_loss")) == 1.0
+    # SAC's gradient step pops one "<optimizer>_loss" entry per registered optimizer.
+    assert '_temp_losses.pop((module_id, optim_name + "_loss"))' in inspect.getsource(
+        SACTorchLearner.compute_gradients
+    )
+
+
+def test_td_error_item_series_is_what_the_training_step_reads():
+    metrics = MetricsLogger()
+    hand_priorities_to_replay(metrics, "m", torch.tensor([1.0, 2.0]))
+    hand_priorities_to_replay(metrics, "m", torch.tensor([3.0]))  # replaces, not appends
+    # The training step concatenates the logged items (dqn.py: np.concatenate(s)).
+    items = metrics.peek(("m", TD_ERROR_KEY))
+    np.testing.assert_allclose(np.concatenate([np.asarray(x) for x in items]), [3.0])
+    # SAC's training step is DQN's: it hands learner_results[m][TD_ERROR_KEY] to the buffer.
+    assert SAC.training_step is dqn.DQN.training_step
+    assert "module_results.pop(TD_ERROR_KEY)" in inspect.getsource(dqn)
+
+
+def test_private_hooks_that_mixins_override_exist():
+    for cls, name in (
+        (Learner, "_make_batch_if_necessary"),
+        (Algorithm, "_create_local_replay_buffer_if_necessary"),
+    ):
+        assert callable(getattr(cls, name))
+    # Learner.update's batch path calls it; Algorithm.setup builds the buffer with it.
+    assert "self._make_batch_if_necessary(training_data=training_data)" in inspect.getsource(
+        learner_module
+    )
+    assert "self.local_replay_buffer = self._create_local_replay_buffer_if_necessary(" in (
+        inspect.getsource(Algorithm.setup)
+    )
+    assert [p for p in inspect.signature(Learner._make_batch_if_necessary).parameters] == [
+        "self",
+        "training_data",
+    ]
+    assert CapturesTrainBatch.last_train_batch is None
+
+
+def test_priority_trees_of_both_buffers():
+    single = PrioritizedEpisodeReplayBuffer(capacity=100, alpha=0.6)
+    tree, indices, alpha = priority_trees(single)
+    assert alpha == 0.6 and list(indices) == [] and tree.capacity >= 100
+    multi = MultiAgentPrioritizedEpisodeReplayBuffer(capacity=100, alpha=0.7)
+    tree, indices, alpha = priority_trees(multi, "m")
+    assert alpha == 0.7 and list(indices) == []
+
+
+def test_no_private_rllib_name_outside_the_compat_module():
+    hits = subprocess.run(
+        [
+            "git",
+            "grep",
+            "-n",
+            "-E",
+            r"learner_config_dict\[|\._(learner_connector|env_to_module|make_batch_if_necessary"
+            r"|temp_losses|sum_segment|module_to_sum_segment|last_sampled_indices"
+            r"|create_local_replay_buffer_if_necessary|check_component|alpha)\b|TD_ERROR_KEY",
+            "--",
+            str(PACKAGE),
+        ],
+        capture_output=True,
+        text=True,
+        cwd=PACKAGE.parent,
+    ).stdout.splitlines()
+    assert hits and all(line.startswith("marllib_ext/rllib_compat.py:") for line in hits), hits
+
+
+def test_settings_are_frozen_plain_data():
+    settings = algos.mappo().settings("toy:coordination")
+    assert dataclasses.is_dataclass(settings)
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        settings.lr = 1.0
