@@ -2,6 +2,7 @@
 
 import pytest
 
+from marllib_ext.algos.efx import RESULT_KEY as EFX_RESULT_KEY
 from marllib_ext import make_env
 from marllib_ext.algos.config import search_space
 from marllib_ext.cli import parse_grid
@@ -69,4 +70,4 @@ def test_registry_config_runs_as_a_plain_tune_trainable(ray_session, tmp_path):
     assert not results.errors
     metrics = results[0].metrics
     assert metrics["training_iteration"] == 1
-    assert "budget_z" in metrics["efx"]
+    assert "budget_z" in metrics[EFX_RESULT_KEY]

@@ -217,3 +217,39 @@ def test_register_env_checks_the_episode_limit():
 def test_efx_bad_settings_name_the_key(key, value, message):
     with pytest.raises(ConfigError, match=message):
         algos.efx_mappo(**{key: value}).rllib_config("toy:coordination")
+
+
+@pytest.mark.parametrize("name", algos.algorithms_that(multi_agent_only=True))
+def test_multi_agent_only_algorithms_reject_a_gymnasium_env(name):
+    with pytest.raises(ConfigError, match="single-agent env"):
+        algos.get(name).rllib_config("CartPole-v1")
+
+
+@pytest.mark.parametrize("name", algos.algorithms_that(has_budget=True))
+def test_budget_algorithms_resolve_the_budget_before_it_travels(name):
+    from marllib_ext.rllib_compat import settings_of
+
+    settings = settings_of(algos.get(name).rllib_config("toy:coordination"))
+    assert settings.z_low == 0.0 < settings.z_high and settings.z_ext_scale > 0
+
+
+def test_helpers_and_progress_columns_come_from_the_registry():
+    from pathlib import Path
+
+    from marllib_ext.algos.api import PROGRESS_FIELDS
+
+    for name, spec in algos.ALGORITHMS.items():
+        helper = getattr(algos, name)
+        assert helper().name == name and spec.description in helper.__doc__
+        assert {c.name for c in spec.progress_columns} <= set(PROGRESS_FIELDS)
+        assert set(spec.progress({})) == {c.name for c in spec.progress_columns}
+    package = Path(algos.__file__).resolve().parents[1]
+    for module in ("algos/api.py", "cli.py", "sweeps.py"):
+        source = (package / module).read_text()
+        for result_key in ('"efx"', '"safe"', '"budget_z"', '"cost_multiplier"'):
+            assert result_key not in source, (module, result_key)
+
+
+def test_unknown_capability_is_an_error():
+    with pytest.raises(ConfigError, match="unknown capability 'flies'"):
+        algos.algorithms_that(flies=True)

@@ -11,6 +11,7 @@ from marllib_ext.algos.roer import (
     ROERPrioritizedEpisodeReplayBuffer,
 )
 from marllib_ext.errors import ConfigError
+from marllib_ext.rllib_compat import priority_trees
 
 TINY = {
     "hiddens": [32, 32],
@@ -54,10 +55,10 @@ def test_priorities_written_to_the_buffer_change_which_samples_are_drawn():
 def test_ema_blends_new_priorities_into_stored_ones():
     buffer = filled_buffer(per_beta=0.25)
     sample_obs(buffer, 1)
-    (index,) = buffer._last_sampled_indices
-    before = buffer._sum_segment[index]  # new items start at the max priority, 1.0
+    tree, (index,), _ = priority_trees(buffer)
+    before = tree[index]  # new items start at the max priority, 1.0
     buffer.update_priorities(np.array([5.0]))
-    assert buffer._sum_segment[index] == pytest.approx(0.75 * before + 0.25 * 5.0)
+    assert tree[index] == pytest.approx(0.75 * before + 0.25 * 5.0)
 
 
 @pytest.mark.parametrize("per_type", ["JS", "KL", "PER", "uniform"])
