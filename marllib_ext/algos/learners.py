@@ -13,13 +13,12 @@ from ray.rllib.core.learner.learner import VF_LOSS_KEY
 from ray.rllib.utils.annotations import override
 from ray.rllib.utils.torch_utils import explained_variance
 
-from marllib_ext.policies.joint_critic import CRITIC_MODULE_ID
+from marllib_ext.policies.joint_critic import ACTOR_MODULES, is_critic_module
 from marllib_ext.postprocessing.joint_advantage import JointAdvantageConnector
 from marllib_ext.postprocessing.vd_advantage import VDJointAdvantageConnector
 from marllib_ext.rllib_compat import (
     connectors_of,
     learner_connector,
-    replace_connector,
     settings_of,
 )
 
@@ -60,11 +59,19 @@ class JointCriticPPOLearner(PPOTorchLearner):
     def build(self) -> None:
         super().build()
         self.settings = settings_of(self.config)
-        replace_connector(
-            learner_connector(self),
-            GeneralAdvantageEstimation,
-            self.advantage_connector_class(**self.advantage_connector_kwargs()),
-        )
+        pipeline = learner_connector(self)
+        pipeline.remove(GeneralAdvantageEstimation)
+        # One advantage connector per joint critic (one per team); each writes its own
+        # team's actor rows and its critic's batch.
+        for critic_id, critic in self.module.items():
+            if is_critic_module(critic_id):
+                pipeline.append(
+                    self.advantage_connector_class(
+                        critic_module_id=critic_id,
+                        actor_module_ids=critic.model_config.get(ACTOR_MODULES),
+                        **self.advantage_connector_kwargs(),
+                    )
+                )
 
     def advantage_connector_kwargs(self) -> dict[str, Any]:
         return {"settings": self.settings}
@@ -77,7 +84,7 @@ class JointCriticPPOLearner(PPOTorchLearner):
 
     @override(PPOTorchLearner)
     def compute_loss_for_module(self, *, module_id, config, batch, fwd_out):
-        if module_id != CRITIC_MODULE_ID:
+        if not is_critic_module(module_id):
             return self.actor_loss(module_id=module_id, config=config, batch=batch, fwd_out=fwd_out)
         return self.critic_loss(module_id=module_id, config=config, batch=batch)
 

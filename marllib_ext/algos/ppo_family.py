@@ -14,7 +14,12 @@ from marllib_ext.algos.config import CentralCriticSettings, PPOSettings, VDSetti
 from marllib_ext.algos.learners import JointCriticPPOLearner, VDPPOLearner
 from marllib_ext.algos.policy_sharing import PolicyMappingFn, policy_mapping
 from marllib_ext.envs.handle import EnvHandle
-from marllib_ext.policies.joint_critic import CRITIC_MODULE_ID, CentralValueCritic
+from marllib_ext.errors import ConfigError
+from marllib_ext.policies.joint_critic import (
+    ACTOR_MODULES,
+    CentralValueCritic,
+    critic_module_id,
+)
 from marllib_ext.policies.vd_critic import ValueDecompositionCritic
 
 
@@ -111,22 +116,29 @@ def central_critic_spec(
 
 
 def vd_critic_spec(
-    settings: VDSettings, env: EnvHandle, mapping: dict[str, str], *, extra_inputs: int = 0
+    settings: VDSettings,
+    env: EnvHandle,
+    mapping: dict[str, str],
+    agents: tuple[str, ...] | None = None,
+    *,
+    extra_inputs: int = 0,
 ) -> RLModuleSpec:
-    """Per-agent value heads (one per actor policy) mixed by ``settings.mixer``.
+    """Per-agent value heads (one per actor policy) of ``agents`` (a team; default every
+    agent) mixed by ``settings.mixer`` on the global state.
 
     ``extra_inputs`` widens the state and every agent's observation (EFX's z)."""
     layout = env.layout
+    agents = layout.agents if agents is None else agents
     return RLModuleSpec(
         module_class=ValueDecompositionCritic,
         learner_only=True,
         observation_space=layout.state_space,
         action_space=layout.action_spaces[layout.agents[0]],
         model_config={
-            "head_of_agent": [mapping[agent] for agent in layout.agents],
+            "head_of_agent": [mapping[agent] for agent in agents],
             "obs_dims": [
                 gym.spaces.flatdim(layout.observation_spaces[agent]) + extra_inputs
-                for agent in layout.agents
+                for agent in agents
             ],
             "state_dim": int(layout.state_space.shape[0]) + extra_inputs,
             "hiddens": list(settings.critic_hiddens),
@@ -145,17 +157,36 @@ def build_joint_critic_ppo(
     seed: int | None,
     *,
     learner_class: type[JointCriticPPOLearner],
-    critic_spec: Callable[[dict[str, str]], RLModuleSpec],
+    critic_spec: Callable[[dict[str, str], tuple[str, ...]], RLModuleSpec],
 ) -> PPOConfig:
-    """PPO actors (value heads unused) plus one learner-only joint critic module."""
+    """PPO actors (value heads unused) plus one learner-only joint critic module per
+    team (``critic_spec(mapping, team_agents)``): ``joint_critic`` on a one-team env,
+    ``joint_critic_<team>`` for each team of a mixed env."""
     mapping = policy_mapping(env, share_policy)
     policies = sorted(set(mapping.values()))
+    teams = env.layout.teams
+    critics = {}
+    for team, agents in teams.items():
+        team_policies = sorted({mapping[agent] for agent in agents})
+        for pid in team_policies:
+            others = sorted(
+                {t for t, a in teams.items() if t != team and pid in {mapping[x] for x in a}}
+            )
+            if others:
+                raise ConfigError(
+                    f"share_policy={share_policy!r} gives policy {pid!r} agents of teams "
+                    f"{[team, *others]} of env {env.name!r}; a joint critic needs one team "
+                    "per policy (use 'group' or 'individual')"
+                )
+        spec = critic_spec(mapping, agents)
+        spec.model_config[ACTOR_MODULES] = team_policies
+        critics[critic_module_id(team if len(teams) > 1 else None)] = spec
     return (
         base_ppo_config(settings, env, seed=seed)
         .training(use_critic=False)
         .learners(learner_class=learner_class)
         .multi_agent(
-            policies=set(policies) | {CRITIC_MODULE_ID},
+            policies=set(policies) | set(critics),
             policy_mapping_fn=PolicyMappingFn(mapping),
         )
         .rl_module(
@@ -165,7 +196,7 @@ def build_joint_critic_ppo(
                         pid: RLModuleSpec(model_config=actor_model_config(settings))
                         for pid in policies
                     },
-                    CRITIC_MODULE_ID: critic_spec(mapping),
+                    **critics,
                 }
             )
         )
@@ -188,7 +219,9 @@ def build_mappo(
         share_policy,
         seed,
         learner_class=learner_class,
-        critic_spec=lambda mapping: central_critic_spec(settings, env, extra_inputs=extra_inputs),
+        critic_spec=lambda mapping, agents: central_critic_spec(
+            settings, env, extra_inputs=extra_inputs
+        ),
     )
 
 
@@ -208,7 +241,7 @@ def build_vdppo(
         share_policy,
         seed,
         learner_class=learner_class,
-        critic_spec=lambda mapping: vd_critic_spec(
-            settings, env, mapping, extra_inputs=extra_inputs
+        critic_spec=lambda mapping, agents: vd_critic_spec(
+            settings, env, mapping, agents, extra_inputs=extra_inputs
         ),
     )

@@ -40,6 +40,7 @@ class Capabilities:
     needs_costs: bool = False  # the env must report info["cost"] (safe MARL)
     has_budget: bool = False  # EFX's team budget z (evaluate --z, outer loop)
     off_policy: bool = False  # replay buffer
+    multi_team: bool = True  # mixed/competitive envs (one joint critic per team)
 
 
 def _no_progress(result: Mapping[str, Any]) -> dict[str, float]:
@@ -91,6 +92,14 @@ class AlgoSpec:
         """Fails before anything starts when ``env`` does not fit the algorithm."""
         if self.capabilities.multi_agent_only and not env.is_multi_agent:
             raise ConfigError(f"{env.name!r} is a single-agent env; {self.name} is multi-agent")
+        if not self.capabilities.multi_team and env.is_multi_agent:
+            teams = env.layout.teams
+            if len(teams) > 1:
+                raise ConfigError(
+                    f"{self.name} supports one team, and env {env.name!r} has teams "
+                    f"{sorted(teams)}; on mixed or competitive envs use "
+                    f"{', '.join(algorithms_that(multi_team=True, off_policy=False))}"
+                )
 
     def rllib_config(
         self, settings: Any, env: EnvHandle, share_policy: str, seed: int | None
@@ -104,8 +113,9 @@ class AlgoSpec:
 
 EFX_PROGRESS = {"progress_columns": efx.PROGRESS_COLUMNS, "progress": efx.progress}
 SAFE_PROGRESS = {"progress_columns": safe.PROGRESS_COLUMNS, "progress": safe.progress}
-EFX_CAPABILITIES = Capabilities(has_budget=True)
-SAFE_CAPABILITIES = Capabilities(needs_costs=True)
+# One budget and one cost constraint per team are not built yet.
+EFX_CAPABILITIES = Capabilities(has_budget=True, multi_team=False)
+SAFE_CAPABILITIES = Capabilities(needs_costs=True, multi_team=False)
 
 ALGORITHMS: dict[str, AlgoSpec] = {
     spec.name: spec

@@ -21,6 +21,16 @@ class EnvLayout:
     observation_spaces: dict[str, gym.Space]
     action_spaces: dict[str, gym.Space]
     state_space: gym.spaces.Box | None
+    # agent -> team (one team on cooperative envs and single-agent ones)
+    team_of: dict[str, str] = field(default_factory=dict)
+
+    @property
+    def teams(self) -> dict[str, tuple[str, ...]]:
+        """Team name -> its agents (sorted), teams in sorted order."""
+        return {
+            team: tuple(a for a in self.agents if self.team_of.get(a, "team") == team)
+            for team in sorted(set(self.team_of.values()) or {"team"})
+        }
 
 
 def _make_rllib_env(config: dict[str, Any], *, spec: EnvSpec) -> ParallelEnvAdapter:
@@ -78,6 +88,7 @@ class EnvHandle:
             observation_spaces={a: env.par_env.observation_space(a) for a in agents},
             action_spaces={a: env.par_env.action_space(a) for a in agents},
             state_space=env.state_space,
+            team_of=self.spec.team_of(agents),
         )
         env.close()
         return layout

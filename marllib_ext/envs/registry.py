@@ -44,6 +44,30 @@ class EnvSpec:
     reward_range: tuple[float, float] | None = None
     # T_max: an int, or the name of the env argument that holds it (e.g. "max_cycles").
     max_episode_steps: int | str | None = None
+    # Team name -> agent-id prefixes of its agents; None: each team_prefix group is a
+    # team (one team when the env declares no prefixes).
+    teams: Mapping[str, tuple[str, ...]] | None = None
+
+    def team_of(self, agents) -> dict[str, str]:
+        """Agent id -> team name; every agent must belong to exactly one team."""
+        declared = self.teams or {
+            prefix.rstrip("_") or "team": (prefix,) for prefix in self.policy_mapping.team_prefix
+        }
+        teams = {}
+        for agent in agents:
+            matches = [
+                team
+                for team, prefixes in declared.items()
+                if any(agent.startswith(prefix) for prefix in prefixes)
+            ]
+            if len(matches) != 1:
+                raise ConfigError(
+                    f"env {self.name!r}: agent {agent!r} belongs to "
+                    f"{'no team' if not matches else f'several teams {matches}'} of "
+                    f"{dict(declared)}; declare teams (team name -> agent-id prefixes)"
+                )
+            teams[agent] = matches[0]
+        return teams
 
     def episode_limit(self, env_args: Mapping[str, Any] | None = None) -> int | None:
         """The declared maximum episode length for these env arguments (None: undeclared)."""
@@ -89,6 +113,7 @@ def register_env(
     description: str = "",
     reward_range: tuple[float, float] | None = None,
     max_episode_steps: int | str | None = None,
+    teams: Mapping[str, list[str] | tuple[str, ...]] | None = None,
 ) -> EnvSpec:
     """Registers a PettingZoo ParallelEnv factory under ``name``.
 
@@ -109,6 +134,11 @@ def register_env(
         max_episode_steps: ``T_max``, the longest an episode can last: an int, or the
             name of the env argument that holds it (``"max_cycles"``). EFXplorer's
             default budget bound ``Z_max = c * T_max * sum_i H_max(i)`` needs it.
+        teams: team name -> agent-id prefixes, for envs whose teams are not simply the
+            ``team_prefix`` groups (a cooperative env with several groups is one team;
+            ``simple_world_comm``'s lead adversary plays with the adversaries). Default:
+            each ``team_prefix`` group is a team. The joint critics give every team its
+            own critic and its own team reward.
     """
     if state_source not in STATE_SOURCES:
         raise ConfigError(f"state_source must be one of {STATE_SOURCES}, got {state_source!r}")
@@ -126,6 +156,7 @@ def register_env(
         state_source=state_source,
         reward_range=None if reward_range is None else _check_range(name, reward_range),
         max_episode_steps=max_episode_steps,
+        teams=None if teams is None else {str(k): tuple(v) for k, v in teams.items()},
     )
     spec.episode_limit()  # a bad declaration fails at registration
     _REGISTRY[name] = spec
@@ -177,6 +208,7 @@ def _register_builtin_envs() -> None:
                 description=entry.get("description", ""),
                 reward_range=entry.get("reward_range"),
                 max_episode_steps=entry.get("max_episode_steps"),
+                teams=entry.get("teams"),
             )
 
 

@@ -11,6 +11,20 @@ from ray.rllib.utils.annotations import override
 from torch import nn
 
 CRITIC_MODULE_ID = "joint_critic"
+# model_config key of a joint critic: the actor modules whose team it serves.
+ACTOR_MODULES = "actor_modules"
+
+
+def critic_module_id(team: str | None = None) -> str:
+    """The joint critic's module id: ``joint_critic`` for a one-team env,
+    ``joint_critic_<team>`` for each team of a mixed env."""
+    return CRITIC_MODULE_ID if team is None else f"{CRITIC_MODULE_ID}_{team}"
+
+
+def is_critic_module(module_id: str) -> bool:
+    return module_id == CRITIC_MODULE_ID or module_id.startswith(CRITIC_MODULE_ID + "_")
+
+
 # Batch column of the critic module holding the global state.
 STATE = "state"
 

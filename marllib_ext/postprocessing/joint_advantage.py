@@ -77,10 +77,14 @@ class JointAdvantageConnector(ConnectorV2):
         *,
         settings: Any,
         critic_module_id: str = CRITIC_MODULE_ID,
+        actor_module_ids: list[str] | None = None,
     ) -> None:
-        """``settings``: the algorithm's typed settings (``gamma``, ``lambda_`` here)."""
+        """``settings``: the algorithm's typed settings (``gamma``, ``lambda_`` here);
+        ``actor_module_ids``: the actor modules of this critic's team (default: every
+        actor module in the batch)."""
         super().__init__(input_observation_space, input_action_space)
         self.settings = settings
+        self.actor_module_ids = None if actor_module_ids is None else set(actor_module_ids)
         self.gamma = float(settings.gamma)
         self.lambda_ = float(settings.lambda_)
         self.critic_module_id = critic_module_id
@@ -207,7 +211,10 @@ class JointAdvantageConnector(ConnectorV2):
         for sa_episode in self.single_agent_episode_iterator(
             episodes, agents_that_stepped_only=False
         ):
-            if sa_episode.module_id not in batch:
+            if sa_episode.module_id not in batch or (
+                self.actor_module_ids is not None
+                and sa_episode.module_id not in self.actor_module_ids
+            ):
                 continue
             chunk_id = sa_episode.multi_agent_episode_id
             agent_rows.append(

@@ -10,7 +10,7 @@ from marllib_ext.algos.policy_sharing import SHARED_POLICY_ID
 from marllib_ext.envs import make_env, register_env
 from marllib_ext.envs.toy import CoordinationEnv
 from marllib_ext.errors import ConfigError
-from marllib_ext.policies import CRITIC_MODULE_ID
+from marllib_ext.policies import CRITIC_MODULE_ID, critic_module_id
 from tests.helpers import BUILTIN_ENVS
 
 MULTI_AGENT_ENVS = BUILTIN_ENVS
@@ -39,14 +39,22 @@ def test_builds_and_validates_rllib_config(name, env_name):
             algos.get(name).rllib_config(env, share_policy=share, seed=1)
         return
     overrides = {}
+    if not capabilities.multi_team and len(env.layout.teams) > 1:
+        with pytest.raises(ConfigError, match="supports one team"):
+            algos.get(name).rllib_config(env, share_policy=share, seed=1)
+        return
     if capabilities.has_budget and env.spec.reward_range is None:
         overrides = {"z_low": -10.0, "z_high": 0.0}
     config = algos.get(name, **overrides).rllib_config(env, share_policy=share, seed=1)
     assert isinstance(config, AlgorithmConfig)
     config.validate()
     if algos.ALGORITHMS[name].family in ("CC", "VD"):
-        assert CRITIC_MODULE_ID in config.policies
-        assert config.rl_module_spec.rl_module_specs[CRITIC_MODULE_ID].learner_only
+        teams = env.layout.teams
+        critics = [critic_module_id(t if len(teams) > 1 else None) for t in teams]
+        assert CRITIC_MODULE_ID in critics or len(teams) > 1
+        for critic in critics:
+            assert critic in config.policies
+            assert config.rl_module_spec.rl_module_specs[critic].learner_only
 
 
 def test_ippo_runs_on_a_gymnasium_id():

@@ -18,7 +18,7 @@ def _safe_builder(learner_class: type[SafeJointCriticLearner], name: str):
             share_policy,
             seed,
             learner_class=learner_class,
-            critic_spec=lambda mapping: central_critic_spec(settings, env, cost_head=True),
+            critic_spec=lambda mapping, agents: central_critic_spec(settings, env, cost_head=True),
         )
         return config.callbacks(
             on_episode_end=log_episode_cost, on_train_result=update_cost_multiplier

@@ -16,7 +16,7 @@ from marllib_ext.algos.safe.learner import (
     ratio_kl_entropy,
 )
 from marllib_ext.ops.lagrange import cup_coefficient, cup_projection_loss
-from marllib_ext.policies.joint_critic import CRITIC_MODULE_ID
+from marllib_ext.policies.joint_critic import is_critic_module
 from marllib_ext.postprocessing.cost_advantage import COST_ADVANTAGES
 from marllib_ext.rllib_compat import CapturesTrainBatch
 
@@ -67,7 +67,7 @@ class CUPLearner(CapturesTrainBatch, SafeJointCriticLearner):
         )
         policy_batches = {}
         for module_id, module_batch in batch.policy_batches.items():
-            if module_id == CRITIC_MODULE_ID:
+            if is_critic_module(module_id):
                 continue
             data = {c: module_batch[c] for c in columns if c in module_batch}
             with torch.no_grad():

@@ -1,0 +1,123 @@
+"""Mixed envs: one joint critic per team. The advantage written to a team's rows is team
+GAE on that team's summed reward with that team's critic, checked against a reference
+computed from the observations alone (episode id, step, agent)."""
+
+import copy
+
+import numpy as np
+import pytest
+import torch
+from ray.rllib.core.columns import Columns
+
+from marllib_ext import algos
+from marllib_ext.algos.learners import JointCriticPPOLearner
+from marllib_ext.envs import register_env
+from marllib_ext.errors import ConfigError
+from marllib_ext.policies import STATE, critic_module_id
+from marllib_ext.postprocessing import JointAdvantageConnector
+from tests.helpers import CounterEnv, counter_config, reward_of
+from tests.postprocessing.test_joint_advantage import GAMMA, LAMBDA, reference_team_advantages
+
+# Agent index i (the third observation entry) is the agent's place in sorted id order,
+# so the state built from the observations matches the reference's.
+BLUE, RED = (0,), (1, 2)
+
+
+class TwoTeamCounterEnv(CounterEnv):
+    """CounterEnv with a blue team of one agent and a red team of two."""
+
+    def __init__(self):
+        super().__init__()
+        self.possible_agents = ["blue_0", "red_0", "red_1"]
+
+
+register_env(
+    "test:two_teams",
+    TwoTeamCounterEnv,
+    team_prefix=["blue_", "red_"],
+    all_agents_one_policy=True,
+    state_source="observations",
+)
+RECORDED = []
+
+
+class RecordingConnector(JointAdvantageConnector):
+    def __call__(self, *, rl_module, batch, episodes, **kwargs):
+        batch = super().__call__(rl_module=rl_module, batch=batch, episodes=episodes, **kwargs)
+        critic = copy.deepcopy(rl_module[self.critic_module_id])
+        RECORDED.append(
+            {
+                "critic_module_id": self.critic_module_id,
+                "modules": {
+                    mid: {
+                        c: batch[mid][c].detach().cpu().numpy()
+                        for c in (Columns.OBS, Columns.LOSS_MASK, Columns.ADVANTAGES)
+                    }
+                    for mid in self.actor_module_ids
+                    if mid in batch
+                },
+                "critic": lambda states, critic=critic: (
+                    critic.compute_values({STATE: torch.as_tensor(states, dtype=torch.float32)})
+                    .detach()
+                    .numpy()
+                ),
+            }
+        )
+        return batch
+
+
+class RecordingLearner(JointCriticPPOLearner):
+    advantage_connector_class = RecordingConnector
+
+
+def team_reward(agents):
+    return lambda uid, t, i: reward_of(uid, t, i) if i in agents else 0.0
+
+
+@pytest.mark.parametrize("share_policy", ["group", "individual"])
+def test_each_team_gets_gae_on_its_own_reward_and_critic(ray_session, share_policy):
+    RECORDED.clear()
+    config = counter_config(
+        "mappo", "test:two_teams", RecordingLearner, share_policy, gamma=GAMMA, lambda_=LAMBDA
+    )
+    assert {critic_module_id("blue"), critic_module_id("red")} <= set(config.policies)
+    algorithm = config.build_algo()
+    try:
+        for _ in range(2):
+            algorithm.train()
+    finally:
+        algorithm.stop()
+    checked = {"blue": 0, "red": 0}
+    for record in RECORDED:
+        team = record["critic_module_id"].rsplit("_", 1)[-1]
+        agents = BLUE if team == "blue" else RED
+        reference = reference_team_advantages(record, team_reward(agents))
+        for columns in record["modules"].values():
+            for (uid, t, i), valid, advantage in zip(
+                columns[Columns.OBS],
+                columns[Columns.LOSS_MASK],
+                columns[Columns.ADVANTAGES],
+                strict=True,
+            ):
+                assert int(i) in agents  # only this team's rows were written
+                if valid:
+                    assert advantage == pytest.approx(reference[(int(uid), int(t))], abs=2e-4)
+                    checked[team] += 1
+    assert checked["blue"] > 0 and checked["red"] > 0
+
+
+def test_a_policy_shared_across_teams_is_an_error():
+    with pytest.raises(ConfigError, match="one team per policy"):
+        algos.mappo().rllib_config("test:two_teams", share_policy="all")
+
+
+@pytest.mark.parametrize("name", algos.algorithms_that(multi_team=False))
+def test_single_team_algorithms_refuse_mixed_envs_before_anything_starts(name):
+    with pytest.raises(ConfigError, match="supports one team"):
+        algos.get(name).rllib_config("mpe:simple_tag", share_policy="group")
+
+
+def test_cooperative_envs_keep_one_critic():
+    config = algos.mappo().rllib_config("mpe:simple_speaker_listener", share_policy="group")
+    assert [p for p in config.policies if p.startswith("joint_critic")] == ["joint_critic"]
+    np.testing.assert_equal(len(config.policies), 3)
