@@ -414,14 +414,32 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
+def import_user_modules(modules: list[str]) -> None:
+    """Imports ``--import`` modules the way ``python -m`` finds them: the current
+    directory first. Ray workers started from here inherit it through PYTHONPATH, so
+    they can unpickle the user's env factories too."""
+    cwd = os.getcwd()
+    if modules and cwd not in sys.path:
+        sys.path.insert(0, cwd)
+        os.environ["PYTHONPATH"] = os.pathsep.join(
+            p for p in (cwd, os.environ.get("PYTHONPATH")) if p
+        )
+    for module in modules:
+        try:
+            importlib.import_module(module)
+        except ImportError as e:
+            raise ConfigError(f"--import {module}: {e}") from e
+        except Exception as e:  # noqa: BLE001 - the user's module failed while importing
+            raise ConfigError(f"--import {module}: {type(e).__name__}: {e}") from e
+
+
 def main(argv: list[str] | None = None) -> int:
     # Ray's deprecation chatter is not for end users of the CLI.
     os.environ.setdefault("PYTHONWARNINGS", "ignore::DeprecationWarning")
     parser = build_parser()
     args = parser.parse_args(argv)
     try:
-        for module in args.imports:
-            importlib.import_module(module)
+        import_user_modules(args.imports)
         return args.func(args)
     except ConfigError as e:
         print(f"marllib-ext: error: {e}", file=sys.stderr)

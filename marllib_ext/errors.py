@@ -3,3 +3,8 @@
 
 class ConfigError(ValueError):
     """Bad user input: unknown name, unknown key, wrong type, forbidden mode."""
+
+
+class EnvError(ConfigError):
+    """An env broke its contract while running (e.g. a non-finite reward); the message
+    names the env, the agent and the env step."""

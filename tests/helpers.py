@@ -1,5 +1,6 @@
 """Test envs shared by several test modules."""
 
+import itertools
 import os
 
 import numpy as np
@@ -23,15 +24,21 @@ def reward_of(uid: int, t: int, agent: int) -> float:
     return ((uid * 31 + t * 7 + agent * 3) % 11) / 10.0 - 0.5
 
 
+_COUNTER_INSTANCES = itertools.count()
+
+
 class CounterEnv(ParallelEnv):
-    """obs = (episode uid, step, agent index); odd uids terminate, even ones truncate."""
+    """obs = (episode uid, step, agent index); odd uids terminate, even ones truncate.
+
+    uids are unique within a process (tests key their references by uid): each instance
+    numbers its episodes from its own base, and stays exact in float32."""
 
     metadata = {"name": "counter_v0"}
 
     def __init__(self):
         self.possible_agents = [f"agent_{i}" for i in range(N_AGENTS)]
         self.agents = []
-        self._rng = np.random.default_rng()
+        self._uids = itertools.count(1 + 50_000 * (next(_COUNTER_INSTANCES) % 300))
 
     def observation_space(self, agent):
         return spaces.Box(-np.inf, np.inf, (3,), np.float32)
@@ -47,7 +54,7 @@ class CounterEnv(ParallelEnv):
 
     def reset(self, seed=None, options=None):
         self.agents = list(self.possible_agents)
-        self.uid, self.t = int(self._rng.integers(1, 100_000)), 0
+        self.uid, self.t = next(self._uids), 0
         return self._obs(), {a: {} for a in self.agents}
 
     def step(self, actions):

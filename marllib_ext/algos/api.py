@@ -13,9 +13,10 @@ from typing import Any
 import numpy as np
 from ray.rllib.algorithms.algorithm_config import AlgorithmConfig
 
+from marllib_ext.algos.env_checks import raise_on_env_errors, with_episode_end_callback  # noqa: F401
 from marllib_ext.algos.registry import AlgoSpec, get_algo_spec, progress_columns
 from marllib_ext.envs.handle import EnvHandle, make_env
-from marllib_ext.errors import ConfigError
+from marllib_ext.errors import ConfigError, EnvError
 
 # stop key -> (where in the progress row, what it means)
 STOP_KEYS = {
@@ -50,13 +51,6 @@ class FitResult:
     @property
     def final(self) -> dict[str, float]:
         return self.progress[-1] if self.progress else {}
-
-
-def with_episode_end_callback(config: AlgorithmConfig, callback) -> AlgorithmConfig:
-    """``config`` with ``callback`` run after its existing ``on_episode_end`` ones."""
-    existing = config.callbacks_on_episode_end
-    existing = [] if existing is None else existing if isinstance(existing, list) else [existing]
-    return config.callbacks(on_episode_end=[*existing, callback])
 
 
 def progress_row(result: Mapping[str, Any], spec: AlgoSpec | None = None) -> dict[str, float]:
@@ -184,6 +178,7 @@ class Algo:
                 progress.writeheader()
                 while True:
                     result = algorithm.train()
+                    raise_on_env_errors(result, env)
                     row = progress_row(result, self.spec)
                     progress.writerow(row)
                     f.flush()
@@ -202,6 +197,8 @@ class Algo:
                 checkpoint = run_dir / "checkpoint"
                 algorithm.save_to_path(str(checkpoint.resolve()))
                 fit_result.checkpoint_path = checkpoint
+        except EnvError as error:
+            raise EnvError(f"{error}; run directory kept: {run_dir}") from error
         finally:
             if writer is not None:
                 writer.close()

@@ -22,6 +22,7 @@ from marllib_ext.algos.config import (
 )
 from marllib_ext.algos.efx_budget import with_resolved_budget
 from marllib_ext.algos.efx_settings import EFXSettings, EFXVDSettings
+from marllib_ext.algos.env_checks import log_nonfinite_reward, with_episode_end_callback
 from marllib_ext.algos.progress import ProgressColumn
 from marllib_ext.envs.handle import EnvHandle
 from marllib_ext.errors import ConfigError
@@ -108,7 +109,12 @@ class AlgoSpec:
         runner and callback."""
         self.check_env(env)
         settings = self.resolve(settings, env)
-        return with_settings(self.build(settings, env, share_policy, seed), settings)
+        config = with_settings(self.build(settings, env, share_policy, seed), settings)
+        return (
+            with_episode_end_callback(config, log_nonfinite_reward)
+            if env.is_multi_agent
+            else config
+        )
 
 
 EFX_PROGRESS = {"progress_columns": efx.PROGRESS_COLUMNS, "progress": efx.progress}

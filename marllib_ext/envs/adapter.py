@@ -25,6 +25,10 @@ def _env_has_state(env: ParallelEnv) -> bool:
     return True
 
 
+# info entry of the step where an agent got a non-finite reward (the episode ends there).
+NONFINITE_REWARD_KEY = "nonfinite_reward"
+
+
 class ParallelEnvAdapter(ParallelPettingZooEnv):
     """RLlib's ``ParallelPettingZooEnv`` that also reports the global state.
 
@@ -42,7 +46,9 @@ class ParallelEnvAdapter(ParallelPettingZooEnv):
     cooperative envs): the centralized critic aligns agents by env step.
     """
 
-    def __init__(self, env: ParallelEnv, *, state_source: str = "auto") -> None:
+    def __init__(
+        self, env: ParallelEnv, *, state_source: str = "auto", env_name: str | None = None
+    ) -> None:
         if state_source not in STATE_SOURCES:
             raise ValueError(f"state_source must be one of {STATE_SOURCES}, got {state_source!r}")
         super().__init__(env)
@@ -53,6 +59,8 @@ class ParallelEnvAdapter(ParallelPettingZooEnv):
             raise ValueError(f"state_source='env' but {type(env).__name__} has no state()")
         self.state_source = state_source
         self.state_space = self._build_state_space()
+        self.env_name = env_name or type(env).__name__
+        self.env_t = 0
 
     def _build_state_space(self) -> gym.spaces.Box:
         if self.state_source == "env":
@@ -95,11 +103,27 @@ class ParallelEnvAdapter(ParallelPettingZooEnv):
     @override(ParallelPettingZooEnv)
     def reset(self, *, seed: int | None = None, options: dict | None = None):
         observations, infos = super().reset(seed=seed, options=options)
+        self.env_t = 0
         return observations, self._add_state(observations, infos)
 
     @override(ParallelPettingZooEnv)
     def step(self, action_dict):
         observations, rewards, terminateds, truncateds, infos = self.par_env.step(action_dict)
+        bad = [agent for agent, reward in rewards.items() if not np.isfinite(reward)]
+        if bad:
+            # End the episode here; the report travels in the infos to the driver, which
+            # stops training with an error naming the env, the agent and the step
+            # (an exception in a remote env runner would only restart the runner).
+            report = {
+                "agent_index": self._sorted_agents.index(bad[0]),
+                "env_step": self.env_t,
+                "reward": float(rewards[bad[0]]),
+            }
+            rewards = {a: 0.0 if a in bad else r for a, r in rewards.items()}
+            terminateds = {a: False for a in rewards}
+            truncateds = {a: True for a in rewards}
+            infos = {a: {**(infos.get(a) or {}), NONFINITE_REWARD_KEY: report} for a in rewards}
+        self.env_t += 1
         terminateds, truncateds = episode_end_flags(terminateds, truncateds)
         return observations, rewards, terminateds, truncateds, self._add_state(observations, infos)
 

@@ -34,7 +34,9 @@ class EnvLayout:
 
 
 def _make_rllib_env(config: dict[str, Any], *, spec: EnvSpec) -> ParallelEnvAdapter:
-    return ParallelEnvAdapter(spec.make(**config), state_source=spec.state_source)
+    return ParallelEnvAdapter(
+        spec.make(**config), state_source=spec.state_source, env_name=spec.name
+    )
 
 
 @dataclass(frozen=True)
