@@ -248,9 +248,42 @@ def cmd_plot(args: argparse.Namespace) -> int:
     return 0
 
 
+def _share_modes(info) -> list[str]:
+    modes = ["group"]
+    if info.all_agents_one_policy:
+        modes.insert(0, "all")
+    if info.one_agent_one_policy:
+        modes.append("individual")
+    return modes
+
+
+def env_table_markdown() -> str:
+    """The README's env table, from the registry (each env built once for its agents)."""
+    from marllib_ext.envs import list_envs, make_env
+
+    lines = [
+        "| name | agents | teams (one joint critic each) | share_policy allowed |",
+        "|------|--------|-------------------------------|----------------------|",
+    ]
+    for name, spec in list_envs().items():
+        if name.startswith(("test:", "user:", "pz:")):
+            continue
+        layout = make_env(name).layout
+        agents = ", ".join(f"`{a}`" for a in layout.agents)
+        teams = "; ".join(f"{team}: {len(agents)}" for team, agents in layout.teams.items())
+        lines.append(
+            f"| `{name}` | {agents} | {teams} | {', '.join(_share_modes(spec.policy_mapping))} |"
+        )
+    return "\n".join(lines)
+
+
 def cmd_list(args: argparse.Namespace) -> int:
     from marllib_ext.algos import ALGORITHMS
     from marllib_ext.envs import list_envs
+
+    if args.markdown:
+        print(env_table_markdown())
+        return 0
 
     print("algorithms:")
     width = max(map(len, ALGORITHMS))
@@ -259,12 +292,8 @@ def cmd_list(args: argparse.Namespace) -> int:
     print("envs:")
     for name, spec in list_envs().items():
         info = spec.policy_mapping
-        modes = ["group"]
-        if info.all_agents_one_policy:
-            modes.insert(0, "all")
-        if info.one_agent_one_policy:
-            modes.append("individual")
-        print(f"  {name:<28} share_policy: {'|'.join(modes):<22} {info.description}")
+        modes = "|".join(_share_modes(info))
+        print(f"  {name:<28} share_policy: {modes:<22} {info.description}")
     print("  (single-agent algorithms also take any registered gymnasium id)")
     return 0
 
@@ -410,6 +439,9 @@ def build_parser() -> argparse.ArgumentParser:
     plot.set_defaults(func=cmd_plot)
 
     list_cmd = commands.add_parser("list", help="list algorithms and envs")
+    list_cmd.add_argument(
+        "--markdown", action="store_true", help="print the env table as in the README"
+    )
     list_cmd.set_defaults(func=cmd_list)
     return parser
 

@@ -15,3 +15,9 @@ def table_names() -> set[str]:
 
 def test_readme_tables_match_the_registries():
     assert table_names() == set(ALGORITHMS) | set(BUILTIN_ENVS)
+
+
+def test_readme_env_table_is_the_generated_one():
+    from marllib_ext.cli import env_table_markdown
+
+    assert env_table_markdown() in README.read_text()
