@@ -13,11 +13,12 @@ from marllib_ext import make_env
 from marllib_ext.cli import parse_assignments
 
 
-def random_team_success(task: str, env_args: dict, episodes: int, seed: int) -> float:
+def random_team_success(task: str, env_args: dict, episodes: int, seed: int) -> tuple[float, float]:
+    """``(success rate, mean team return)`` of uniformly random actions."""
     env = make_env(task, **env_args).make_rllib_env()
     for offset, agent in enumerate(env.possible_agents):
         env.get_action_space(agent).seed(seed + offset)
-    successes = 0
+    successes, returns = 0, []
     for episode in range(episodes):
         env.reset(seed=seed + episode)
         team_return, done = 0.0, False
@@ -27,7 +28,8 @@ def random_team_success(task: str, env_args: dict, episodes: int, seed: int) -> 
             team_return += float(sum(rewards.values()))
             done = terminated["__all__"] or truncated["__all__"]
         successes += team_return > 0
-    return successes / episodes
+        returns.append(team_return)
+    return successes / episodes, sum(returns) / episodes
 
 
 def main() -> None:
@@ -37,12 +39,12 @@ def main() -> None:
     parser.add_argument("--episodes", type=int, default=2000)
     parser.add_argument("--seed", type=int, default=0)
     args = parser.parse_args()
-    rate = random_team_success(
+    rate, mean_return = random_team_success(
         args.task, parse_assignments(args.env_arg, "--env-arg"), args.episodes, args.seed
     )
     print(
         f"{args.task} {' '.join(args.env_arg)}: random team succeeds in "
-        f"{rate:.2%} of {args.episodes} episodes"
+        f"{rate:.2%} of {args.episodes} episodes, mean team return {mean_return:.3f}"
     )
 
 

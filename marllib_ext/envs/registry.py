@@ -7,6 +7,7 @@ Built-in entries come from ``configs/envs/<family>.yaml`` (registered as
 from __future__ import annotations
 
 import difflib
+import functools
 import importlib
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
@@ -274,13 +275,47 @@ def pettingzoo_spec(name: str) -> EnvSpec:
     )
 
 
+def tuple_agents_spec(name: str) -> EnvSpec:
+    """The spec of ``lbf:<gymnasium id>`` / ``rware:<gymnasium id>`` (optional extras):
+    one cooperative team, ``share_policy`` by whether the agents' spaces match, the
+    episode length the env enforces."""
+    from marllib_ext.envs.tuple_agents import episode_limit_of, make_tuple_agents_env
+
+    family, _, env_id = name.partition(":")
+    creator = functools.partial(make_tuple_agents_env, family, env_id)
+    env = creator()
+    agents = list(env.possible_agents)
+    same_spaces = all(
+        env.observation_space(a) == env.observation_space(agents[0])
+        and env.action_space(a) == env.action_space(agents[0])
+        for a in agents
+    )
+    limit = episode_limit_of(env.env)
+    env.close()
+    return EnvSpec(
+        name=name,
+        creator=creator,
+        policy_mapping=PolicyMappingInfo(
+            team_prefix=("agent_",),
+            all_agents_one_policy=same_spaces,
+            one_agent_one_policy=True,
+            description=f"{family} {env_id}",
+        ),
+        hyperparam_source=family,
+        state_source="observations",
+        max_episode_steps=limit,
+    )
+
+
 def get_env_spec(name: str) -> EnvSpec:
-    """The registry entry for ``name`` (``pz:<module>`` is built on first use); an
-    unknown name is a ``ConfigError``."""
+    """The registry entry for ``name`` (``pz:<module>``, ``lbf:<id>`` and ``rware:<id>``
+    are built on first use); an unknown name is a ``ConfigError``."""
     if name in _REGISTRY:
         return _REGISTRY[name]
     if name.startswith(PZ_PREFIX):
         return register_spec(pettingzoo_spec(name))
+    if name.startswith(("lbf:", "rware:")):
+        return register_spec(tuple_agents_spec(name))
     close = difflib.get_close_matches(name, list(_REGISTRY), n=3)
     hint = f" Did you mean {', '.join(close)}?" if close else ""
     raise ConfigError(

@@ -130,3 +130,31 @@ def test_nan_reward_names_env_agent_and_step_and_keeps_the_run(
     with open(run_dir / "progress.csv") as f:
         rows = list(csv.DictReader(f))
     assert rows and (run_dir / "checkpoint_000001").exists()
+
+
+TUPLE_AGENT_ENVS = [
+    ("lbforaging", "lbf:Foraging-8x8-2p-2f-coop-v3", 50),
+    ("rware", "rware:rware-tiny-2ag-v2", 500),
+]
+
+
+@pytest.mark.parametrize("package,name,limit", TUPLE_AGENT_ENVS)
+def test_lbf_and_rware_are_parallel_envs_rllib_can_sample(ray_session, package, name, limit):
+    pytest.importorskip(package, reason=f"the {name.split(':')[0]} extra is not installed")
+    env = make_env(name)
+    assert env.spec.episode_limit() == limit
+    assert env.layout.agents == ("agent_0", "agent_1")
+    parallel_api_test(env.spec.make(), num_cycles=30)
+    config = algos.mappo(num_env_runners=0, num_envs_per_env_runner=1).rllib_config(env)
+    algorithm = config.build_algo()
+    try:
+        episodes = algorithm.env_runner.sample(num_timesteps=60, random_actions=True)
+    finally:
+        algorithm.stop()
+    assert sum(len(e) for e in episodes) >= 60
+
+
+def test_unknown_lbf_id_is_one_clear_error():
+    pytest.importorskip("lbforaging", reason="the lbf extra is not installed")
+    with pytest.raises(ConfigError, match="env 'lbf:Nope-v0'"):
+        make_env("lbf:Nope-v0").spec

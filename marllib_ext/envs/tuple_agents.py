@@ -1,0 +1,106 @@
+"""Gymnasium multi-agent envs with Tuple spaces (LBF, RWARE) as PettingZoo ParallelEnvs.
+
+Those envs take a tuple of actions, return a tuple of observations, a list of rewards
+and one ``terminated`` / ``truncated`` flag for the team. Agent ``agent_<i>`` is entry
+``i``; every agent acts at every step until the episode ends.
+"""
+
+from __future__ import annotations
+
+import importlib
+from typing import Any
+
+import gymnasium as gym
+from pettingzoo.utils.env import ParallelEnv
+
+from marllib_ext.errors import ConfigError
+
+# registry prefix -> (package that registers the gymnasium ids, pip extra)
+FAMILIES = {"lbf": ("lbforaging", "lbf"), "rware": ("rware", "rware")}
+
+
+def import_family(family: str) -> None:
+    package, extra = FAMILIES[family]
+    try:
+        importlib.import_module(package)
+    except ImportError as e:
+        raise ConfigError(
+            f'{family}: envs need the {package!r} package: pip install -e ".[{extra}]" ({e})'
+        ) from e
+
+
+class TupleAgentsParallelEnv(ParallelEnv):
+    """A Tuple-space gymnasium env seen as a ParallelEnv of ``agent_0..agent_{n-1}``."""
+
+    metadata = {"name": "tuple_agents"}
+
+    def __init__(self, env: gym.Env) -> None:
+        if not isinstance(env.observation_space, gym.spaces.Tuple) or not isinstance(
+            env.action_space, gym.spaces.Tuple
+        ):
+            raise ConfigError(
+                f"{env.spec.id if env.spec else type(env).__name__}: expected Tuple "
+                f"observation and action spaces, got {env.observation_space} and "
+                f"{env.action_space}"
+            )
+        self.env = env
+        n = len(env.observation_space.spaces)
+        self.possible_agents = [f"agent_{i}" for i in range(n)]
+        self.agents: list[str] = []
+        self._obs_spaces = dict(zip(self.possible_agents, env.observation_space.spaces))
+        self._act_spaces = dict(zip(self.possible_agents, env.action_space.spaces))
+
+    def observation_space(self, agent: str) -> gym.Space:
+        return self._obs_spaces[agent]
+
+    def action_space(self, agent: str) -> gym.Space:
+        return self._act_spaces[agent]
+
+    def _per_agent(self, values) -> dict[str, Any]:
+        return dict(zip(self.possible_agents, values, strict=True))
+
+    def reset(self, seed: int | None = None, options: dict | None = None):
+        observations, info = self.env.reset(seed=seed, options=options)
+        self.agents = list(self.possible_agents)
+        return self._per_agent(observations), {a: dict(info) for a in self.agents}
+
+    def step(self, actions: dict[str, Any]):
+        joint = tuple(actions[a] for a in self.possible_agents)
+        observations, rewards, terminated, truncated, info = self.env.step(joint)
+        agents = list(self.agents)
+        if terminated or truncated:
+            self.agents = []
+        return (
+            self._per_agent(observations),
+            {a: float(r) for a, r in self._per_agent(rewards).items()},
+            dict.fromkeys(agents, bool(terminated)),
+            dict.fromkeys(agents, bool(truncated)),
+            {a: dict(info) for a in agents},
+        )
+
+    def render(self):
+        return self.env.render()
+
+    def close(self) -> None:
+        self.env.close()
+
+
+def episode_limit_of(env: gym.Env) -> int | None:
+    """The episode length a Tuple-space env enforces itself (LBF: ``_max_episode_steps``,
+    RWARE: ``max_steps``) or through gymnasium's ``TimeLimit``."""
+    unwrapped = env.unwrapped
+    for attribute in ("_max_episode_steps", "max_steps"):
+        value = getattr(unwrapped, attribute, None)
+        if isinstance(value, int):
+            return value
+    return env.spec.max_episode_steps if env.spec else None
+
+
+def make_tuple_agents_env(family: str, env_id: str, **kwargs: Any) -> TupleAgentsParallelEnv:
+    """``gym.make(env_id, **kwargs)`` of an LBF or RWARE id, as a ParallelEnv."""
+    import_family(family)
+    try:
+        env = gym.make(env_id, disable_env_checker=True, **kwargs)
+    except gym.error.Error as e:
+        raise ConfigError(f"env '{family}:{env_id}': {e}") from e
+    return TupleAgentsParallelEnv(env)
