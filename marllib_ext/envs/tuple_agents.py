@@ -47,8 +47,10 @@ class TupleAgentsParallelEnv(ParallelEnv):
         n = len(env.observation_space.spaces)
         self.possible_agents = [f"agent_{i}" for i in range(n)]
         self.agents: list[str] = []
-        self._obs_spaces = dict(zip(self.possible_agents, env.observation_space.spaces))
-        self._act_spaces = dict(zip(self.possible_agents, env.action_space.spaces))
+        self._obs_spaces = dict(
+            zip(self.possible_agents, env.observation_space.spaces, strict=True)
+        )
+        self._act_spaces = dict(zip(self.possible_agents, env.action_space.spaces, strict=True))
 
     def observation_space(self, agent: str) -> gym.Space:
         return self._obs_spaces[agent]

@@ -10,6 +10,7 @@ from pettingzoo.test import parallel_api_test
 from marllib_ext import algos, make_env
 from marllib_ext.cli import main
 from marllib_ext.envs import register_env
+from marllib_ext.envs.registry import get_env_spec
 from marllib_ext.envs.toy import CoordinationEnv
 from marllib_ext.errors import ConfigError, EnvError
 from tests.helpers import BUILTIN_ENVS
@@ -157,4 +158,4 @@ def test_lbf_and_rware_are_parallel_envs_rllib_can_sample(ray_session, package, 
 def test_unknown_lbf_id_is_one_clear_error():
     pytest.importorskip("lbforaging", reason="the lbf extra is not installed")
     with pytest.raises(ConfigError, match="env 'lbf:Nope-v0'"):
-        make_env("lbf:Nope-v0").spec
+        get_env_spec("lbf:Nope-v0")
