@@ -7,7 +7,6 @@ Built-in entries come from ``configs/envs/<family>.yaml`` (registered as
 from __future__ import annotations
 
 import difflib
-import functools
 import importlib
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
@@ -222,100 +221,16 @@ def is_gymnasium_id(name: str) -> bool:
     return name in gym.registry
 
 
-PZ_PREFIX = "pz:"
-
-
-def group_prefix(agent: str) -> str:
-    """``adversary_0`` -> ``adversary_``: the agent id up to its last ``_``."""
-    head, sep, _ = agent.rpartition("_")
-    return f"{head}{sep}" if sep else agent
-
-
-def pettingzoo_spec(name: str) -> EnvSpec:
-    """The spec of ``pz:<module>``: any PettingZoo ParallelEnv by module path, built by
-    ``<module>.parallel_env(**env_args)``. Groups (and teams) come from agent-id
-    prefixes; ``share_policy="all"`` is allowed when every agent has the same spaces;
-    the episode limit is the env's ``max_cycles`` where it has one."""
-    module_name = name[len(PZ_PREFIX) :]
-    try:
-        module = importlib.import_module(module_name)
-    except ImportError as e:
-        raise ConfigError(f"env {name!r}: cannot import module {module_name!r} ({e})") from e
-    creator = getattr(module, "parallel_env", None)
-    if not callable(creator):
-        raise ConfigError(
-            f"env {name!r}: module {module_name!r} has no parallel_env(**kwargs) "
-            "(PettingZoo's parallel API); register a factory with register_env instead"
-        )
-    try:
-        env = creator()
-    except Exception as e:  # noqa: BLE001 - any failure of a foreign env is reported
-        raise ConfigError(f"env {name!r}: {module_name}.parallel_env() failed: {e}") from e
-    agents = list(env.possible_agents)
-    same_spaces = all(
-        env.observation_space(a) == env.observation_space(agents[0])
-        and env.action_space(a) == env.action_space(agents[0])
-        for a in agents
-    )
-    max_cycles = getattr(env.unwrapped, "max_cycles", None)
-    env.close()
-    family = module_name.split(".")[0]
-    return EnvSpec(
-        name=name,
-        creator=creator,
-        policy_mapping=PolicyMappingInfo(
-            team_prefix=tuple(sorted({group_prefix(a) for a in agents})),
-            all_agents_one_policy=same_spaces,
-            one_agent_one_policy=True,
-            description=f"{module_name}.parallel_env (PettingZoo)",
-        ),
-        hyperparam_source="mpe" if family == "mpe2" else "common",
-        max_episode_steps="max_cycles" if isinstance(max_cycles, int) else None,
-        env_args={"max_cycles": max_cycles} if isinstance(max_cycles, int) else {},
-    )
-
-
-def tuple_agents_spec(name: str) -> EnvSpec:
-    """The spec of ``lbf:<gymnasium id>`` / ``rware:<gymnasium id>`` (optional extras):
-    one cooperative team, ``share_policy`` by whether the agents' spaces match, the
-    episode length the env enforces."""
-    from marllib_ext.envs.tuple_agents import episode_limit_of, make_tuple_agents_env
-
-    family, _, env_id = name.partition(":")
-    creator = functools.partial(make_tuple_agents_env, family, env_id)
-    env = creator()
-    agents = list(env.possible_agents)
-    same_spaces = all(
-        env.observation_space(a) == env.observation_space(agents[0])
-        and env.action_space(a) == env.action_space(agents[0])
-        for a in agents
-    )
-    limit = episode_limit_of(env.env)
-    env.close()
-    return EnvSpec(
-        name=name,
-        creator=creator,
-        policy_mapping=PolicyMappingInfo(
-            team_prefix=("agent_",),
-            all_agents_one_policy=same_spaces,
-            one_agent_one_policy=True,
-            description=f"{family} {env_id}",
-        ),
-        hyperparam_source=family,
-        state_source="observations",
-        max_episode_steps=limit,
-    )
-
-
 def get_env_spec(name: str) -> EnvSpec:
     """The registry entry for ``name`` (``pz:<module>``, ``lbf:<id>`` and ``rware:<id>``
     are built on first use); an unknown name is a ``ConfigError``."""
     if name in _REGISTRY:
         return _REGISTRY[name]
-    if name.startswith(PZ_PREFIX):
-        return register_spec(pettingzoo_spec(name))
-    if name.startswith(("lbf:", "rware:")):
-        return register_spec(tuple_agents_spec(name))
+    from marllib_ext.envs.by_name import spec_by_name
+
+    spec = spec_by_name(name)
+    if spec is not None:
+        return register_spec(spec)
     close = difflib.get_close_matches(name, list(_REGISTRY), n=3)
     hint = f" Did you mean {', '.join(close)}?" if close else ""
     raise ConfigError(

@@ -1,0 +1,103 @@
+"""Envs usable by name without registering: ``pz:<module>`` (any PettingZoo
+ParallelEnv), ``lbf:<gymnasium id>`` and ``rware:<gymnasium id>`` (optional extras)."""
+
+from __future__ import annotations
+
+import functools
+import importlib
+
+from marllib_ext.envs.registry import EnvSpec, PolicyMappingInfo
+from marllib_ext.errors import ConfigError
+
+PZ_PREFIX = "pz:"
+
+
+def group_prefix(agent: str) -> str:
+    """``adversary_0`` -> ``adversary_``: the agent id up to its last ``_``."""
+    head, sep, _ = agent.rpartition("_")
+    return f"{head}{sep}" if sep else agent
+
+
+def pettingzoo_spec(name: str) -> EnvSpec:
+    """The spec of ``pz:<module>``: any PettingZoo ParallelEnv by module path, built by
+    ``<module>.parallel_env(**env_args)``. Groups (and teams) come from agent-id
+    prefixes; ``share_policy="all"`` is allowed when every agent has the same spaces;
+    the episode limit is the env's ``max_cycles`` where it has one."""
+    module_name = name[len(PZ_PREFIX) :]
+    try:
+        module = importlib.import_module(module_name)
+    except ImportError as e:
+        raise ConfigError(f"env {name!r}: cannot import module {module_name!r} ({e})") from e
+    creator = getattr(module, "parallel_env", None)
+    if not callable(creator):
+        raise ConfigError(
+            f"env {name!r}: module {module_name!r} has no parallel_env(**kwargs) "
+            "(PettingZoo's parallel API); register a factory with register_env instead"
+        )
+    try:
+        env = creator()
+    except Exception as e:  # noqa: BLE001 - any failure of a foreign env is reported
+        raise ConfigError(f"env {name!r}: {module_name}.parallel_env() failed: {e}") from e
+    agents = list(env.possible_agents)
+    same_spaces = all(
+        env.observation_space(a) == env.observation_space(agents[0])
+        and env.action_space(a) == env.action_space(agents[0])
+        for a in agents
+    )
+    max_cycles = getattr(env.unwrapped, "max_cycles", None)
+    env.close()
+    family = module_name.split(".")[0]
+    return EnvSpec(
+        name=name,
+        creator=creator,
+        policy_mapping=PolicyMappingInfo(
+            team_prefix=tuple(sorted({group_prefix(a) for a in agents})),
+            all_agents_one_policy=same_spaces,
+            one_agent_one_policy=True,
+            description=f"{module_name}.parallel_env (PettingZoo)",
+        ),
+        hyperparam_source="mpe" if family == "mpe2" else "common",
+        max_episode_steps="max_cycles" if isinstance(max_cycles, int) else None,
+        env_args={"max_cycles": max_cycles} if isinstance(max_cycles, int) else {},
+    )
+
+
+def tuple_agents_spec(name: str) -> EnvSpec:
+    """The spec of ``lbf:<gymnasium id>`` / ``rware:<gymnasium id>`` (optional extras):
+    one cooperative team, ``share_policy`` by whether the agents' spaces match, the
+    episode length the env enforces."""
+    from marllib_ext.envs.tuple_agents import episode_limit_of, make_tuple_agents_env
+
+    family, _, env_id = name.partition(":")
+    creator = functools.partial(make_tuple_agents_env, family, env_id)
+    env = creator()
+    agents = list(env.possible_agents)
+    same_spaces = all(
+        env.observation_space(a) == env.observation_space(agents[0])
+        and env.action_space(a) == env.action_space(agents[0])
+        for a in agents
+    )
+    limit = episode_limit_of(env.env)
+    env.close()
+    return EnvSpec(
+        name=name,
+        creator=creator,
+        policy_mapping=PolicyMappingInfo(
+            team_prefix=("agent_",),
+            all_agents_one_policy=same_spaces,
+            one_agent_one_policy=True,
+            description=f"{family} {env_id}",
+        ),
+        hyperparam_source=family,
+        state_source="observations",
+        max_episode_steps=limit,
+    )
+
+
+def spec_by_name(name: str) -> EnvSpec | None:
+    """The spec for a by-name env, ``None`` for any other name."""
+    if name.startswith(PZ_PREFIX):
+        return pettingzoo_spec(name)
+    if name.startswith(("lbf:", "rware:")):
+        return tuple_agents_spec(name)
+    return None
