@@ -260,14 +260,15 @@ def _share_modes(info) -> list[str]:
 def env_table_markdown() -> str:
     """The README's env table, from the registry (each env built once for its agents)."""
     from marllib_ext.envs import list_envs, make_env
+    from marllib_ext.envs.registry import builtin_env_names
 
     lines = [
         "| name | agents | teams (one joint critic each) | share_policy allowed |",
         "|------|--------|-------------------------------|----------------------|",
     ]
-    for name, spec in list_envs().items():
-        if name.startswith(("test:", "user:", "pz:")):
-            continue
+    specs = list_envs()
+    for name in builtin_env_names():
+        spec = specs[name]
         layout = make_env(name).layout
         agents = ", ".join(f"`{a}`" for a in layout.agents)
         teams = "; ".join(f"{team}: {len(agents)}" for team, agents in layout.teams.items())

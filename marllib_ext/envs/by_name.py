@@ -1,5 +1,6 @@
 """Envs usable by name without registering: ``pz:<module>`` (any PettingZoo
-ParallelEnv), ``lbf:<gymnasium id>`` and ``rware:<gymnasium id>`` (optional extras)."""
+ParallelEnv), ``lbf:<gymnasium id>``, ``rware:<gymnasium id>`` and
+``mamujoco:<scenario>`` (optional extras)."""
 
 from __future__ import annotations
 
@@ -94,10 +95,50 @@ def tuple_agents_spec(name: str) -> EnvSpec:
     )
 
 
+def _mamujoco_env(scenario: str, agent_conf: str | None = None, **kwargs):
+    try:
+        from gymnasium_robotics import mamujoco_v1
+    except ImportError as e:
+        raise ConfigError(
+            f"mamujoco:{scenario} needs gymnasium-robotics and mujoco: "
+            f'pip install -e ".[mamujoco]" ({e})'
+        ) from e
+    try:
+        return mamujoco_v1.parallel_env(scenario, agent_conf, **kwargs)
+    except Exception as e:  # noqa: BLE001 - MaMuJoCo reports bad scenarios many ways
+        raise ConfigError(f"env 'mamujoco:{scenario}' with agent_conf={agent_conf!r}: {e}") from e
+
+
+def mamujoco_spec(name: str) -> EnvSpec:
+    """``mamujoco:<scenario>`` (gymnasium-robotics' MaMuJoCo, e.g. ``HalfCheetah`` with
+    env arg ``agent_conf=2x3``): one team, global state from ``state()``, the episode
+    limit of the underlying gymnasium MuJoCo env (1000 steps)."""
+    scenario = name.partition(":")[2]
+    creator = functools.partial(_mamujoco_env, scenario)
+    env = creator()
+    limit = env.single_agent_env.spec.max_episode_steps if env.single_agent_env.spec else None
+    env.close()
+    return EnvSpec(
+        name=name,
+        creator=creator,
+        policy_mapping=PolicyMappingInfo(
+            team_prefix=("agent_",),
+            all_agents_one_policy=False,  # agents control different joints
+            one_agent_one_policy=True,
+            description=f"MaMuJoCo {scenario}",
+        ),
+        hyperparam_source="mamujoco",
+        state_source="env",
+        max_episode_steps=limit,
+    )
+
+
 def spec_by_name(name: str) -> EnvSpec | None:
     """The spec for a by-name env, ``None`` for any other name."""
     if name.startswith(PZ_PREFIX):
         return pettingzoo_spec(name)
     if name.startswith(("lbf:", "rware:")):
         return tuple_agents_spec(name)
+    if name.startswith("mamujoco:"):
+        return mamujoco_spec(name)
     return None

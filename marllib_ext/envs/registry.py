@@ -191,6 +191,14 @@ class _LazyFactory:
         return _import_factory(self.path)(**kwargs)
 
 
+_BUILTIN: list[str] = []
+
+
+def builtin_env_names() -> list[str]:
+    """The envs shipped in ``configs/envs/*.yaml``, sorted."""
+    return sorted(_BUILTIN)
+
+
 def _register_builtin_envs() -> None:
     for yaml_path in sorted(ENV_CONFIG_DIR.glob("*.yaml")):
         family = yaml_path.stem
@@ -210,6 +218,7 @@ def _register_builtin_envs() -> None:
                 max_episode_steps=entry.get("max_episode_steps"),
                 teams=entry.get("teams"),
             )
+            _BUILTIN.append(f"{family}:{scenario}")
 
 
 def list_envs() -> dict[str, EnvSpec]:

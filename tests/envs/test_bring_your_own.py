@@ -159,3 +159,23 @@ def test_unknown_lbf_id_is_one_clear_error():
     pytest.importorskip("lbforaging", reason="the lbf extra is not installed")
     with pytest.raises(ConfigError, match="env 'lbf:Nope-v0'"):
         get_env_spec("lbf:Nope-v0")
+
+
+def test_mamujoco_halfcheetah_2x3_is_a_parallel_env_rllib_can_sample(ray_session):
+    pytest.importorskip("gymnasium_robotics", reason="the mamujoco extra is not installed")
+    env = make_env("mamujoco:HalfCheetah", agent_conf="2x3")
+    assert env.layout.agents == ("agent_0", "agent_1")
+    assert env.layout.state_space.shape == (17,)  # MaMuJoCo's state(), the full qpos/qvel
+    assert env.spec.episode_limit() == 1000
+    parallel_api_test(env.spec.make(agent_conf="2x3"), num_cycles=30)
+    config = algos.mappo(num_env_runners=0, num_envs_per_env_runner=1).rllib_config(
+        env, share_policy="individual"
+    )
+    algorithm = config.build_algo()
+    try:
+        episodes = algorithm.env_runner.sample(num_timesteps=60, random_actions=True)
+    finally:
+        algorithm.stop()
+    assert sum(len(e) for e in episodes) >= 60
+    with pytest.raises(ConfigError, match="mamujoco:NoSuchRobot"):
+        get_env_spec("mamujoco:NoSuchRobot")
