@@ -1,9 +1,14 @@
-"""Learning on a mixed env: each team's return, first iterations vs last, per seed.
+"""Learning per team: each team's return, first iterations vs last, per seed, and the
+env steps per second through RLlib.
 
-``mappo`` with ``share_policy=group`` on ``mpe:simple_tag`` (3 adversaries chase 1 good
-agent; one joint critic per team). Writes ``<out>/<algo>_seed<k>.csv`` as it goes.
+Default: ``mappo`` with ``share_policy=group`` on ``mpe:simple_tag`` (3 adversaries
+chase 1 good agent; one joint critic per team). Writes
+``<out>/<env>/<algo>_seed<k>.csv`` as it goes.
 
     python benchmarks/mixed_teams.py --steps 100000 --seeds 0 1 2
+    python benchmarks/mixed_teams.py --env lbf:Foraging-8x8-2p-2f-coop-v3 --steps 100000
+    python benchmarks/mixed_teams.py --env mamujoco:HalfCheetah --env-arg agent_conf=2x3 \
+        --share-policy individual --steps 100000
 """
 
 from __future__ import annotations
@@ -17,6 +22,7 @@ import numpy as np
 import ray
 
 from marllib_ext import algos, make_env
+from marllib_ext.cli import parse_assignments
 
 
 def team_returns(result: dict, teams: dict[str, tuple[str, ...]]) -> dict[str, float]:
@@ -27,16 +33,16 @@ def team_returns(result: dict, teams: dict[str, tuple[str, ...]]) -> dict[str, f
     }
 
 
-def run(algo: str, env_name: str, seed: int, steps: int, out: Path) -> list[dict]:
-    env = make_env(env_name)
+def run(algo, env_name, env_args, share_policy, seed, steps, out) -> list[dict]:
+    env = make_env(env_name, **env_args)
     teams = env.layout.teams
-    config = algos.get(algo).rllib_config(env, share_policy="group", seed=seed)
+    config = algos.get(algo).rllib_config(env, share_policy=share_policy, seed=seed)
     algorithm = config.build_algo()
     rows = []
     out.mkdir(parents=True, exist_ok=True)
     try:
         with open(out / f"{algo}_seed{seed}.csv", "w", newline="") as f:
-            writer = csv.DictWriter(f, fieldnames=["timesteps_total", *teams])
+            writer = csv.DictWriter(f, fieldnames=["timesteps_total", "time_total_s", *teams])
             writer.writeheader()
             while True:
                 result = algorithm.train()
@@ -44,6 +50,7 @@ def run(algo: str, env_name: str, seed: int, steps: int, out: Path) -> list[dict
                     "timesteps_total": int(
                         result["env_runners"].get("num_env_steps_sampled_lifetime", 0)
                     ),
+                    "time_total_s": float(result.get("time_total_s", math.nan)),
                     **team_returns(result, teams),
                 }
                 writer.writerow(row)
@@ -59,6 +66,8 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--algo", default="mappo")
     parser.add_argument("--env", default="mpe:simple_tag")
+    parser.add_argument("--env-arg", nargs="*", default=[], metavar="KEY=VALUE")
+    parser.add_argument("--share-policy", default="group")
     parser.add_argument("--steps", type=int, default=100_000)
     parser.add_argument("--seeds", type=int, nargs="+", default=[0, 1, 2])
     parser.add_argument("--window", type=int, default=3, help="iterations averaged")
@@ -67,12 +76,26 @@ def main() -> None:
     ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False)
     summary = []
     for seed in args.seeds:
-        rows = run(args.algo, args.env, seed, args.steps, args.out)
-        teams = [k for k in rows[0] if k != "timesteps_total"]
+        rows = run(
+            args.algo,
+            args.env,
+            parse_assignments(args.env_arg, "--env-arg"),
+            args.share_policy,
+            seed,
+            args.steps,
+            args.out / args.env.replace(":", "-"),
+        )
+        teams = [k for k in rows[0] if k not in ("timesteps_total", "time_total_s")]
         first = {t: np.nanmean([r[t] for r in rows[: args.window]]) for t in teams}
         last = {t: np.nanmean([r[t] for r in rows[-args.window :]]) for t in teams}
         summary.append((seed, first, last))
-        print(f"seed {seed}: " + ", ".join(f"{t} {first[t]:.2f} -> {last[t]:.2f}" for t in teams))
+        rate = rows[-1]["timesteps_total"] / rows[-1]["time_total_s"]
+        print(
+            f"seed {seed}: "
+            + ", ".join(f"{t} {first[t]:.2f} -> {last[t]:.2f}" for t in teams)
+            + f" ({rate:.0f} env steps/s)",
+            flush=True,
+        )
     for team in summary[0][1]:
         deltas = [last[team] - first[team] for _, first, last in summary]
         print(f"{team}: change {np.mean(deltas):+.2f} [{min(deltas):+.2f}, {max(deltas):+.2f}]")
