@@ -20,6 +20,8 @@ from pathlib import Path
 
 import numpy as np
 import ray
+import torch
+from ray.rllib.core.columns import Columns
 
 from marllib_ext import algos, make_env
 from marllib_ext.cli import parse_assignments
@@ -33,7 +35,42 @@ def team_returns(result: dict, teams: dict[str, tuple[str, ...]]) -> dict[str, f
     }
 
 
-def run(algo, env_name, env_args, share_policy, seed, steps, out) -> list[dict]:
+def cross_play(algorithm, env, config, trained_team: str | None, episodes: int, seed: int):
+    """Mean return per team when ``trained_team``'s agents act with their trained
+    policies (sampled actions) and every other agent acts uniformly at random
+    (``None``: every team random)."""
+    rllib_env = env.make_rllib_env()
+    teams = env.layout.team_of
+    modules = {}
+    totals = dict.fromkeys(set(teams.values()), 0.0)
+    rng = np.random.default_rng(seed)
+    for agent in rllib_env.possible_agents:
+        rllib_env.get_action_space(agent).seed(int(rng.integers(1 << 30)))
+    for episode in range(episodes):
+        observations, _ = rllib_env.reset(seed=seed + episode)
+        done = False
+        while not done:
+            actions = {}
+            for agent, obs in observations.items():
+                if teams[agent] != trained_team:
+                    actions[agent] = rllib_env.get_action_space(agent).sample()
+                    continue
+                pid = config.policy_mapping_fn(agent, None)
+                module = modules.setdefault(pid, algorithm.get_module(pid))
+                with torch.no_grad():
+                    out = module.forward_inference({Columns.OBS: torch.as_tensor(obs[None])})
+                dist = module.get_inference_action_dist_cls().from_logits(
+                    out[Columns.ACTION_DIST_INPUTS]
+                )
+                actions[agent] = dist.sample()[0].numpy()
+            observations, rewards, terminated, truncated, _ = rllib_env.step(actions)
+            for agent, reward in rewards.items():
+                totals[teams[agent]] += float(reward) / episodes
+            done = terminated["__all__"] or truncated["__all__"]
+    return totals
+
+
+def run(algo, env_name, env_args, share_policy, seed, steps, out, cross_episodes=0):
     env = make_env(env_name, **env_args)
     teams = env.layout.teams
     config = algos.get(algo).rllib_config(env, share_policy=share_policy, seed=seed)
@@ -57,7 +94,17 @@ def run(algo, env_name, env_args, share_policy, seed, steps, out) -> list[dict]:
                 f.flush()
                 rows.append(row)
                 if row["timesteps_total"] >= steps:
-                    return rows
+                    break
+        if cross_episodes and len(teams) > 1:
+            for trained in [None, *teams]:
+                totals = cross_play(algorithm, env, config, trained, cross_episodes, seed)
+                label = "random vs random" if trained is None else f"trained {trained} only"
+                print(
+                    f"  seed {seed} cross-play, {label}: "
+                    + ", ".join(f"{t} {r:.2f}" for t, r in sorted(totals.items())),
+                    flush=True,
+                )
+        return rows
     finally:
         algorithm.stop()
 
@@ -71,6 +118,12 @@ def main() -> None:
     parser.add_argument("--steps", type=int, default=100_000)
     parser.add_argument("--seeds", type=int, nargs="+", default=[0, 1, 2])
     parser.add_argument("--window", type=int, default=3, help="iterations averaged")
+    parser.add_argument(
+        "--cross-play",
+        type=int,
+        default=100,
+        help="episodes per cross-play pairing (one team trained, the others random)",
+    )
     parser.add_argument("--out", type=Path, default=Path("runs/mixed_teams"))
     args = parser.parse_args()
     ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False)
@@ -84,6 +137,7 @@ def main() -> None:
             seed,
             args.steps,
             args.out / args.env.replace(":", "-"),
+            args.cross_play,
         )
         teams = [k for k in rows[0] if k not in ("timesteps_total", "time_total_s")]
         first = {t: np.nanmean([r[t] for r in rows[: args.window]]) for t in teams}
