@@ -202,7 +202,17 @@ def build_settings(settings_class: type, values: dict[str, Any], *, source: str)
             close = difflib.get_close_matches(key, list(fields), n=1)
             hint = f" (did you mean {close[0]!r}?)" if close else ""
             raise ConfigError(f"unknown config key {key!r} in {source}{hint}")
-    missing = [name for name in fields if name not in values]
+        if fields[key].metadata.get("derived_from_env"):
+            raise ConfigError(
+                f"config key {key!r} in {source} is derived from the env and cannot be set"
+            )
+    missing = [
+        name
+        for name, f in fields.items()
+        if name not in values
+        and f.default is dataclasses.MISSING
+        and f.default_factory is dataclasses.MISSING
+    ]
     if missing:
         raise ConfigError(f"{source} is missing config keys: {', '.join(missing)}")
     coerced = {key: _coerce(key, value, hints[key]) for key, value in values.items()}

@@ -17,6 +17,7 @@ from marllib_ext.ops.efx import (
     intrinsic_budget_bound,
     max_action_entropy,
 )
+from marllib_ext.postprocessing.budget_input import TeamBudget
 
 __all__ = ["Z_BOUNDS_MODES", "budget_bounds", "extrinsic_scale", "with_resolved_budget"]
 SettingsT = TypeVar("SettingsT")
@@ -48,8 +49,11 @@ def action_entropy_bound(space: gym.Space, *, agent: str, entropy_per_dim: float
     )
 
 
-def intrinsic_z_max(settings: BudgetSettings, env: EnvHandle) -> float:
-    """``Z_max = c * T_max * sum_i H_max(i)`` for ``env`` at its env arguments."""
+def intrinsic_z_max(
+    settings: BudgetSettings, env: EnvHandle, agents: tuple[str, ...] | None = None
+) -> float:
+    """``Z_max = c * T_max * sum_{i in agents} H_max(i)`` for ``env`` at its env
+    arguments (``agents``: one team; default every agent)."""
     t_max = env.spec.episode_limit(env.env_args)
     if t_max is None:
         raise ConfigError(
@@ -63,23 +67,33 @@ def intrinsic_z_max(settings: BudgetSettings, env: EnvHandle) -> float:
             agent=agent,
             entropy_per_dim=settings.gaussian_entropy_per_dim,
         )
-        for agent in layout.agents
+        for agent in (layout.agents if agents is None else agents)
     ]
     return intrinsic_budget_bound(
         coef=settings.intrinsic_coef, max_episode_steps=t_max, max_entropies=entropies
     )
 
 
-def budget_bounds(settings: BudgetSettings, env: EnvHandle) -> tuple[float, float, float]:
-    """``(z_low, z_high, z_init)``. Unset bounds come from ``z_bounds``: ``intrinsic``
-    gives ``[0, Z_max]``; ``reward`` gives ``[-R_max, -R_min]`` from the env's declared
-    team return range (seed 000 read literally). ``z_init`` defaults to ``z_low``."""
+def budget_bounds(
+    settings: BudgetSettings, env: EnvHandle, agents: tuple[str, ...] | None = None
+) -> tuple[float, float, float]:
+    """``(z_low, z_high, z_init)`` of the team ``agents`` (default every agent). Unset
+    bounds come from ``z_bounds``: ``intrinsic`` gives ``[0, Z_max]`` over the team's
+    agents; ``reward`` gives ``[-R_max, -R_min]`` from the env's declared team return
+    range (seed 000 read literally; one-team envs only). ``z_init`` defaults to
+    ``z_low``; explicit ``z_low``/``z_high``/``z_init`` apply to every team."""
     z_low, z_high = settings.z_low, settings.z_high
     if z_low is None or z_high is None:
         if settings.z_bounds == "intrinsic":
-            default_low, default_high = 0.0, intrinsic_z_max(settings, env)
+            default_low, default_high = 0.0, intrinsic_z_max(settings, env, agents)
         else:
             reward_range = env.spec.reward_range
+            if agents is not None and len(env.layout.teams) > 1:
+                raise ConfigError(
+                    f"z_bounds: reward uses env {env.name!r}'s one declared return range, "
+                    f"and the env has teams {sorted(env.layout.teams)}; use z_bounds: "
+                    "intrinsic or set z_low and z_high"
+                )
             if reward_range is None:
                 raise ConfigError(
                     f"env {env.name!r} declares no reward_range, which z_bounds: reward "
@@ -107,14 +121,21 @@ def extrinsic_scale(env: EnvHandle) -> float:
 
 
 def with_resolved_budget(settings: SettingsT, env: EnvHandle) -> SettingsT:
-    """``settings`` with ``z_low``, ``z_high``, ``z_init`` and ``z_ext_scale`` resolved
-    for ``env`` (the form that travels to learners, env runners and callbacks)."""
-    z_low, z_high, z_init = budget_bounds(settings, env)
+    """``settings`` with one :class:`TeamBudget` per team of ``env`` and ``z_ext_scale``
+    resolved (the form that travels to learners, env runners and callbacks); on a
+    one-team env ``z_low``, ``z_high`` and ``z_init`` are that team's range."""
+    teams = env.layout.teams
+    team_budgets = tuple(
+        TeamBudget(team, agents, *budget_bounds(settings, env, agents))
+        for team, agents in teams.items()
+    )
+    single = team_budgets[0] if len(team_budgets) == 1 else None
     ext_scale = settings.z_ext_scale
     return dataclasses.replace(
         settings,
-        z_low=z_low,
-        z_high=z_high,
-        z_init=z_init,
+        team_budgets=team_budgets,
+        z_low=single.z_low if single else None,
+        z_high=single.z_high if single else None,
+        z_init=single.z_init if single else None,
         z_ext_scale=extrinsic_scale(env) if ext_scale is None else float(ext_scale),
     )

@@ -15,7 +15,7 @@ from marllib_ext.algos.progress import ProgressColumn, read_number
 from marllib_ext.postprocessing.budget import (
     DEPLOY_KEY,
     BudgetObservationConnector,
-    budget_controller,
+    budget_controllers,
 )
 from marllib_ext.postprocessing.efx_advantage import EFXJointAdvantageConnector
 from marllib_ext.postprocessing.episode_sums import sum_over_env_steps
@@ -49,12 +49,17 @@ def progress(result: Mapping[str, Any]) -> dict[str, float]:
     }
 
 
-def _chunk_team_logp(chunk) -> np.ndarray:
-    """``sum_i log pi_i`` per env step of one chunk (every agent acts at every step)."""
+# Per-team sums of the deployment episodes, under env_runners/<PER_TEAM>/<team>/.
+PER_TEAM = "efx_per_team"
+
+
+def _chunk_team_logp(chunk, agents=None) -> np.ndarray:
+    """``sum_{i in agents} log pi_i`` per env step of one chunk (every agent acts at
+    every step; ``agents=None``: every agent)."""
     per_agent = [
         np.asarray(agent_episode.get_extra_model_outputs(Columns.ACTION_LOGP), np.float64)
-        for agent_episode in chunk.agent_episodes.values()
-        if len(agent_episode) > 0
+        for agent_id, agent_episode in chunk.agent_episodes.items()
+        if len(agent_episode) > 0 and (agents is None or agent_id in agents)
     ]
     if not per_agent:
         return np.zeros(0)
@@ -65,17 +70,30 @@ def _chunk_team_logp(chunk) -> np.ndarray:
     return total
 
 
-def episode_team_logp(chunks) -> float:
-    """``sum_t sum_i log pi_i`` over a finished episode's chunks."""
-    return sum_over_env_steps(chunks, _chunk_team_logp)
+def episode_team_logp(chunks, agents=None) -> float:
+    """``sum_t sum_{i in agents} log pi_i`` over a finished episode's chunks."""
+    return sum_over_env_steps(chunks, functools.partial(_chunk_team_logp, agents=agents))
+
+
+def _team_return(chunks, agents) -> float:
+    return float(
+        sum(
+            chunk.agent_episodes[agent].get_return()
+            for chunk in chunks
+            for agent in agents
+            if agent in chunk.agent_episodes
+        )
+    )
 
 
 def log_episode_returns(
     *, episode, prev_episode_chunks=None, env_runner=None, metrics_logger=None, **kwargs
 ) -> None:
-    """``on_episode_end``: the episode's team extrinsic and intrinsic returns, summed
-    separately for the episodes played at the deployment budget."""
-    coef = settings_of(env_runner.config).intrinsic_coef
+    """``on_episode_end``: the episode's team extrinsic and intrinsic returns (every
+    agent), summed separately for the episodes played at the deployment budget, where
+    each team's own returns are summed too (its outer loop reads them)."""
+    settings = settings_of(env_runner.config)
+    coef = settings.intrinsic_coef
     chunks = [*(prev_episode_chunks or []), episode]
     intrinsic = -coef * episode_team_logp(chunks)
     extrinsic = float(sum(chunk.get_return() for chunk in chunks))
@@ -83,10 +101,18 @@ def log_episode_returns(
     metrics_logger.log_value(TEAM_INTRINSIC_RETURN_SUM, intrinsic, reduce="sum")
     metrics_logger.log_value(EPISODES_DONE, 1, reduce="sum")
     metrics_logger.log_value(TEAM_INTRINSIC_RETURN_MEAN, intrinsic, window=100)
-    if episode.custom_data.get(DEPLOY_KEY, False):
-        metrics_logger.log_value(DEPLOY_EXTRINSIC_RETURN_SUM, extrinsic, reduce="sum")
-        metrics_logger.log_value(DEPLOY_INTRINSIC_RETURN_SUM, intrinsic, reduce="sum")
-        metrics_logger.log_value(DEPLOY_EPISODES_DONE, 1, reduce="sum")
+    if not episode.custom_data.get(DEPLOY_KEY, False):
+        return
+    metrics_logger.log_value(DEPLOY_EXTRINSIC_RETURN_SUM, extrinsic, reduce="sum")
+    metrics_logger.log_value(DEPLOY_INTRINSIC_RETURN_SUM, intrinsic, reduce="sum")
+    metrics_logger.log_value(DEPLOY_EPISODES_DONE, 1, reduce="sum")
+    for budget in settings.team_budgets:
+        team_sums = {
+            DEPLOY_EXTRINSIC_RETURN_SUM: _team_return(chunks, budget.agents),
+            DEPLOY_INTRINSIC_RETURN_SUM: -coef * episode_team_logp(chunks, budget.agents),
+        }
+        for key, value in team_sums.items():
+            metrics_logger.log_value((PER_TEAM, budget.team, key), value, reduce="sum")
 
 
 def budget_connector(env_runner) -> BudgetObservationConnector | None:
@@ -95,20 +121,20 @@ def budget_connector(env_runner) -> BudgetObservationConnector | None:
     return found[0] if found else None
 
 
-def _get_controller_state(env_runner):
+def _get_controller_states(env_runner):
     connector = budget_connector(env_runner)
-    return None if connector is None else connector.controller.get_state()
+    return None if connector is None else connector.get_state()
 
 
-def _set_controller_state(env_runner, state):
+def _set_controller_states(env_runner, state):
     connector = budget_connector(env_runner)
     if connector is not None:
-        connector.controller.set_state(state)
+        connector.set_state(state)
 
 
-def _set_learner_budget(learner, z):
+def _set_learner_budgets(learner, budgets: dict[str, float]):
     for connector in learner.advantage_connectors(EFXJointAdvantageConnector):
-        connector.budget = z
+        connector.budget = budgets[connector.team.team]
 
 
 def _count(stats: dict, key: str) -> int:
@@ -118,38 +144,69 @@ def _count(stats: dict, key: str) -> int:
 
 
 def _mean(stats: dict, total_key: str, count_key: str) -> float:
-    count = _count(stats, count_key)
-    return stats.get(total_key, math.nan) / count if count > 0 else math.nan
+    return _per_episode(stats.get(total_key, math.nan), _count(stats, count_key))
+
+
+def _per_episode(total: float, count: int) -> float:
+    return total / count if count > 0 else math.nan
 
 
 def update_budget(*, algorithm, result: dict, **kwargs) -> None:
-    """``on_train_result``: one outer-loop step on the deployment budget z, from this
-    iteration's episodes played at that budget; broadcast to runners and learners."""
+    """``on_train_result``: one outer-loop step on each team's deployment budget z, from
+    this iteration's episodes played at the deployment budgets (the team's own
+    extrinsic and intrinsic returns); broadcast to runners and learners.
+
+    ``result["efx"]`` holds the step's values; on a mixed env the budget and the
+    returns of each team are under ``result["efx"]["teams"][team]`` and the top-level
+    budget entries are NaN (the returns there sum every agent)."""
     runners = algorithm.env_runner_group
-    states = [s for s in runners.foreach_env_runner(_get_controller_state) if s]
+    states = [s for s in runners.foreach_env_runner(_get_controller_states) if s]
     if not states:
         return
-    controller = budget_controller(settings_of(algorithm.config))
-    controller.set_state(states[0])
+    controllers = budget_controllers(settings_of(algorithm.config))
+    for team, state in states[0]["controllers"].items():
+        controllers[team].set_state(state)
     stats = result.get("env_runners", {})
-    j_ext = _mean(stats, DEPLOY_EXTRINSIC_RETURN_SUM, DEPLOY_EPISODES_DONE)
-    j_int = _mean(stats, DEPLOY_INTRINSIC_RETURN_SUM, DEPLOY_EPISODES_DONE)
-    budget_played = controller.z
-    slack = controller.update(j_ext, j_int) if np.isfinite(j_ext) else None
-    state = controller.get_state()
+    deployed = _count(stats, DEPLOY_EPISODES_DONE)
+    per_team = {}
+    for team, controller in controllers.items():
+        team_stats = stats.get(PER_TEAM, {}).get(team, {})
+        j_ext = _per_episode(team_stats.get(DEPLOY_EXTRINSIC_RETURN_SUM, math.nan), deployed)
+        j_int = _per_episode(team_stats.get(DEPLOY_INTRINSIC_RETURN_SUM, math.nan), deployed)
+        budget_played = controller.z
+        slack = controller.update(j_ext, j_int) if np.isfinite(j_ext) else None
+        per_team[team] = {
+            "budget_z": controller.z,
+            "budget_z_played": budget_played,
+            "slack": math.nan if slack is None else slack,
+            "team_extrinsic_return_mean": j_ext,
+            "team_intrinsic_return_mean": j_int,
+        }
+    state = {"controllers": {team: c.get_state() for team, c in controllers.items()}}
     runners.foreach_env_runner(
-        functools.partial(_set_controller_state, state=state), local_env_runner=True
+        functools.partial(_set_controller_states, state=state), local_env_runner=True
     )
-    algorithm.learner_group.foreach_learner(functools.partial(_set_learner_budget, z=state["z"]))
+    algorithm.learner_group.foreach_learner(
+        functools.partial(
+            _set_learner_budgets, budgets={team: c.z for team, c in controllers.items()}
+        )
+    )
+    single = next(iter(per_team.values())) if len(per_team) == 1 else None
     result[RESULT_KEY] = {
-        "budget_z": state["z"],
-        "budget_z_played": budget_played,
-        "slack": math.nan if slack is None else slack,
-        "deploy_episodes": _count(stats, DEPLOY_EPISODES_DONE),
+        "budget_z": single["budget_z"] if single else math.nan,
+        "budget_z_played": single["budget_z_played"] if single else math.nan,
+        "slack": single["slack"] if single else math.nan,
+        "deploy_episodes": deployed,
         # At the deployment budget (what the team delivers) ...
-        "team_extrinsic_return_mean": j_ext,
-        "team_intrinsic_return_mean": j_int,
+        "team_extrinsic_return_mean": _mean(
+            stats, DEPLOY_EXTRINSIC_RETURN_SUM, DEPLOY_EPISODES_DONE
+        ),
+        "team_intrinsic_return_mean": _mean(
+            stats, DEPLOY_INTRINSIC_RETURN_SUM, DEPLOY_EPISODES_DONE
+        ),
         # ... and over every episode of the sampled-z training mixture.
         "mixture_extrinsic_return_mean": _mean(stats, TEAM_EXTRINSIC_RETURN_SUM, EPISODES_DONE),
         "mixture_intrinsic_return_mean": _mean(stats, TEAM_INTRINSIC_RETURN_SUM, EPISODES_DONE),
     }
+    if single is None:
+        result[RESULT_KEY]["teams"] = per_team

@@ -2,10 +2,11 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from marllib_ext.algos.config import CentralCriticSettings, Check, VDSettings
 from marllib_ext.ops.efx import EFX_ADVANTAGE_FORMS, Z_OPTIMIZERS, Z_SAMPLING_MODES
+from marllib_ext.postprocessing.budget_input import TeamBudget
 
 Z_BOUNDS_MODES = ("intrinsic", "reward")
 
@@ -15,7 +16,11 @@ class EFXFields:
     """The budget fields. ``z_low``, ``z_high``, ``z_init`` and ``z_ext_scale`` may be
     ``None`` in YAML; the builder resolves them from the env
     (:func:`marllib_ext.algos.efx_budget.with_resolved_budget`) before the settings
-    travel to learners, env runners and callbacks."""
+    travel to learners, env runners and callbacks.
+
+    ``team_budgets`` is never read from YAML: resolving fills one entry per team of the
+    env (one on a cooperative env), each with its own range; ``z_low``/``z_high``/
+    ``z_init`` then repeat the single team's range (``None`` with several teams)."""
 
     intrinsic_coef: float
     z_bounds: str
@@ -30,6 +35,9 @@ class EFXFields:
     z_ext_scale: float | None
     efx_advantage: str
     efx_kappa: float
+    team_budgets: tuple[TeamBudget, ...] = field(
+        default=(), kw_only=True, metadata={"derived_from_env": True}
+    )
 
     def checks(self) -> list[Check]:
         return [

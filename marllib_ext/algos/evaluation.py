@@ -33,26 +33,38 @@ class EvaluationResult:
         return float(np.mean([np.mean(v) for v in self.agent_returns.values()]))
 
 
+def _has_budget(env_runner) -> bool:
+    from marllib_ext.algos.efx import budget_connector
+
+    return budget_connector(env_runner) is not None
+
+
 def _budget_range(env_runner):
+    """``(z_low, z_high)`` of a one-team EFX run; ``None`` without a budget. A run with
+    one budget per team fails here (one z cannot be chosen for several teams)."""
     from marllib_ext.algos.efx import budget_connector
 
     connector = budget_connector(env_runner)
     return None if connector is None else (connector.controller.z_low, connector.controller.z_high)
 
 
-def _set_fixed_budget(env_runner, z):
+def _set_fixed_budget(env_runner, z: float | None):
+    """Every following episode at ``z`` (``None``: each team's deployment budget)."""
     from marllib_ext.algos.efx import budget_connector
 
     connector = budget_connector(env_runner)
     if connector is not None:
-        connector.play_fixed(float(z))
+        connector.play_fixed(None if z is None else float(z))
 
 
-def _current_budget(env_runner):
+def _current_budget(env_runner) -> float | None:
+    """The one-team deployment budget (``None`` without a budget or with several teams)."""
     from marllib_ext.algos.efx import budget_connector
 
     connector = budget_connector(env_runner)
-    return None if connector is None else connector.controller.z
+    if connector is None or len(connector.controllers) != 1:
+        return None
+    return connector.budget
 
 
 def _run_episodes(env_runner, num_episodes, explore):
@@ -166,12 +178,14 @@ def evaluate(
         raise ConfigError("--render needs --out DIR for the frames")
     with restored_algorithm(path, render=render) as algorithm:
         runner = algorithm.env_runner
-        if _budget_range(runner) is not None:  # EFX: play the chosen or deployment budget
-            low, high = _budget_range(runner)
-            chosen = _current_budget(runner) if z is None else float(z)
-            if not low <= chosen <= high:
-                raise ConfigError(f"--z {z} is outside the trained budget range [{low}, {high}]")
-            _set_fixed_budget(runner, chosen)
+        if _has_budget(runner):  # EFX: play the chosen or the deployment budget(s)
+            if z is not None:
+                low, high = _budget_range(runner)
+                if not low <= z <= high:
+                    raise ConfigError(
+                        f"--z {z} is outside the trained budget range [{low}, {high}]"
+                    )
+            _set_fixed_budget(runner, z)
         elif z is not None:
             _checked_budget_range(runner, "--z")
         budget = _current_budget(runner)

@@ -120,7 +120,7 @@ class AlgoSpec:
 EFX_PROGRESS = {"progress_columns": efx.PROGRESS_COLUMNS, "progress": efx.progress}
 SAFE_PROGRESS = {"progress_columns": safe.PROGRESS_COLUMNS, "progress": safe.progress}
 # One budget and one cost constraint per team are not built yet.
-EFX_CAPABILITIES = Capabilities(has_budget=True, multi_team=False)
+EFX_CAPABILITIES = Capabilities(has_budget=True)
 SAFE_CAPABILITIES = Capabilities(needs_costs=True, multi_team=False)
 
 ALGORITHMS: dict[str, AlgoSpec] = {

@@ -13,6 +13,7 @@ from ray.rllib.connectors.env_to_module.observation_preprocessor import (
 from ray.rllib.core.columns import Columns
 from ray.rllib.utils.annotations import override
 
+from marllib_ext.errors import ConfigError
 from marllib_ext.ops.efx import (
     Z_SAMPLING_MODES,
     BudgetController,
@@ -22,16 +23,22 @@ from marllib_ext.ops.efx import (
 from marllib_ext.postprocessing.budget_input import BudgetInput
 
 
-def budget_controller(settings: Any) -> BudgetController:
-    """The outer loop's controller at its initial state, from resolved EFX settings."""
-    return BudgetController(
-        z=settings.z_init,
-        z_low=settings.z_low,
-        z_high=settings.z_high,
-        lr=settings.lr_z,
-        optimizer=settings.z_optimizer,
-        ext_scale=settings.z_ext_scale,
-    )
+def budget_controllers(settings: Any) -> dict[str, BudgetController]:
+    """The outer loop's controllers at their initial state, one per team, from
+    resolved EFX settings."""
+    if not settings.team_budgets:
+        raise ValueError("EFX settings reach the budget unresolved (no team_budgets)")
+    return {
+        budget.team: BudgetController(
+            z=budget.z_init,
+            z_low=budget.z_low,
+            z_high=budget.z_high,
+            lr=settings.lr_z,
+            optimizer=settings.z_optimizer,
+            ext_scale=settings.z_ext_scale,
+        )
+        for budget in settings.team_budgets
+    }
 
 
 # Episode custom data written at the episode's first step (copied across chunk cuts).
@@ -40,22 +47,25 @@ DEPLOY_KEY = "efx_deploy"
 
 
 class BudgetObservationConnector(MultiAgentObservationPreprocessor):
-    """Appends the shared budget ``z_t``, normalized to ``[0, 1]`` by ``BudgetInput``,
-    to every agent's observation.
+    """Appends each team's budget ``z_T``, normalized to ``[0, 1]`` over the team's
+    range by ``BudgetInput``, to the observations of that team's agents (one team on a
+    cooperative env: every agent sees the same z).
 
-    At ``env_t == 0``, ``z_0`` is the controller's deployment budget with probability
-    ``z_deploy_fraction`` (such episodes are marked ``custom_data["efx_deploy"]`` and
-    drive the outer loop); otherwise it is drawn by ``z_sampling`` (the controller's
-    budget, uniform, or DefMARL's 30% ``z_low`` / 20% ``z_high`` / 50% uniform mix).
-    Afterwards ``z_t = clip(z_{t-1} - delta_{t-1}, z_low, z_high)`` with
-    ``delta = -intrinsic_coef * sum_i logp_i`` of the agents' last logged log-probs.
-    ``z_{t-1}`` is read back from the previous (already augmented) observation, which
-    the episode keeps in its lookback buffer across chunk cuts, and the augmented
-    observation is written into the episode: the learner sees exactly what the actor
-    saw. (With ``explore=False`` RLlib logs ``logp = 0``, so z stays at ``z_0``.)
+    At ``env_t == 0`` the episode is a deployment episode with probability
+    ``z_deploy_fraction`` (marked ``custom_data["efx_deploy"]``; such episodes drive the
+    outer loop): every team starts at its controller's budget. Otherwise each team's
+    ``z_0`` is drawn by ``z_sampling`` (the controller's budget, uniform, or DefMARL's
+    30% ``z_low`` / 20% ``z_high`` / 50% uniform mix). Afterwards
+    ``z_t = clip(z_{t-1} - delta_{t-1}, z_low, z_high)`` with
+    ``delta = -intrinsic_coef * sum_{i in T} logp_i`` of the team's last logged
+    log-probs. ``z_{t-1}`` is read back from the team's previous (already augmented)
+    observation, which the episode keeps in its lookback buffer across chunk cuts, and
+    the augmented observation is written into the episode: the learner sees exactly
+    what the actor saw. (With ``explore=False`` RLlib logs ``logp = 0``, so z stays at
+    ``z_0``.)
 
-    The budget controller's state lives here, so it is part of every env runner's
-    state and of checkpoints.
+    The controllers' state lives here, so it is part of every env runner's state and
+    of checkpoints.
     """
 
     def __init__(
@@ -66,9 +76,9 @@ class BudgetObservationConnector(MultiAgentObservationPreprocessor):
         settings: Any,
         seed: int | None = None,
     ) -> None:
-        """``settings``: EFX settings with the budget resolved (``intrinsic_coef``,
-        ``z_init``, ``z_low``, ``z_high``, ``lr_z``, ``z_optimizer``, ``z_ext_scale``,
-        ``z_sampling``, ``z_deploy_fraction``)."""
+        """``settings``: EFX settings with the budget resolved (``team_budgets``,
+        ``intrinsic_coef``, ``lr_z``, ``z_optimizer``, ``z_ext_scale``, ``z_sampling``,
+        ``z_deploy_fraction``)."""
         if settings.z_sampling not in Z_SAMPLING_MODES:
             raise ValueError(
                 f"z_sampling must be one of {Z_SAMPLING_MODES}, got {settings.z_sampling!r}"
@@ -79,18 +89,37 @@ class BudgetObservationConnector(MultiAgentObservationPreprocessor):
         self.deploy_fraction = (
             1.0 if settings.z_sampling == "fixed" else float(settings.z_deploy_fraction)
         )
-        self.budget_input = BudgetInput(settings.z_low, settings.z_high)
-        self.controller = budget_controller(settings)
+        self.controllers = budget_controllers(settings)
+        self.inputs = {b.team: b.input for b in settings.team_budgets}
+        self.team_of = {agent: b.team for b in settings.team_budgets for agent in b.agents}
         self._rng = np.random.default_rng(seed)
         super().__init__(input_observation_space, input_action_space)
 
     @property
+    def controller(self) -> BudgetController:
+        """The one controller of a one-team env (``--z`` and sweeps choose one budget)."""
+        if len(self.controllers) != 1:
+            raise ConfigError(
+                f"this run has one budget per team ({sorted(self.controllers)}); choosing "
+                "one budget z applies to one-team envs only"
+            )
+        return next(iter(self.controllers.values()))
+
+    @property
     def budget(self) -> float:
+        """The deployment budget of a one-team env."""
         return self.controller.z
 
-    def play_fixed(self, z: float) -> None:
-        """Every following episode starts at ``z`` (evaluation at a chosen budget)."""
-        self.controller.z = float(z)
+    @property
+    def budgets(self) -> dict[str, float]:
+        """Each team's deployment budget."""
+        return {team: controller.z for team, controller in self.controllers.items()}
+
+    def play_fixed(self, z: float | None = None) -> None:
+        """Every following episode starts at ``z`` (one-team envs), or with ``None`` at
+        each team's deployment budget (evaluation)."""
+        if z is not None:
+            self.controller.z = float(z)
         self.z_sampling, self.deploy_fraction = "fixed", 1.0
 
     @override(ConnectorV2)
@@ -102,55 +131,69 @@ class BudgetObservationConnector(MultiAgentObservationPreprocessor):
             }
         )
 
-    def initial_budget(self, episode) -> float:
+    def initial_budgets(self, episode) -> dict[str, float]:
         deploy = bool(self._rng.random() < self.deploy_fraction)
-        if deploy:
-            z0 = self.controller.z
-        else:
-            z0 = sample_initial_budget(
+        z0 = {
+            team: controller.z
+            if deploy
+            else sample_initial_budget(
                 self._rng,
                 self.z_sampling,
-                budget=self.controller.z,
-                z_low=self.controller.z_low,
-                z_high=self.controller.z_high,
+                budget=controller.z,
+                z_low=controller.z_low,
+                z_high=controller.z_high,
             )
-        episode.custom_data[Z0_KEY] = float(z0)
+            for team, controller in self.controllers.items()
+        }
+        episode.custom_data[Z0_KEY] = z0
         episode.custom_data[DEPLOY_KEY] = deploy
         return z0
 
-    def next_budget(self, episode, agent_ids) -> float:
-        if episode.env_t == 0:
-            return self.initial_budget(episode)
+    def next_budget(self, episode, team: str, agent_ids: list[str]) -> float:
+        """``z_T`` at this step from the team's previous z and log-probs."""
         agent_episodes = [episode.agent_episodes[agent_id] for agent_id in agent_ids]
-        previous_z = float(self.budget_input.read(agent_episodes[0].get_observations(-2)))
+        previous_z = float(self.inputs[team].read(agent_episodes[0].get_observations(-2)))
         # Per-agent lookups: MultiAgentEpisode.get_extra_model_outputs(indices=-1)
         # returns {} in continuation chunks (ray 2.60).
         logp_sum = sum(
             float(np.sum(sa.get_extra_model_outputs(key=Columns.ACTION_LOGP, indices=-1)))
             for sa in agent_episodes
         )
-        delta = -self.intrinsic_coef * logp_sum
+        controller = self.controllers[team]
         return budget_step(
-            previous_z, delta, z_low=self.controller.z_low, z_high=self.controller.z_high
+            previous_z,
+            -self.intrinsic_coef * logp_sum,
+            z_low=controller.z_low,
+            z_high=controller.z_high,
         )
 
     @override(MultiAgentObservationPreprocessor)
     def preprocess(self, observations: dict[str, Any], episode) -> dict[str, Any]:
-        z = self.next_budget(episode, list(observations))
+        acting: dict[str, list[str]] = {}
+        for agent_id in observations:
+            acting.setdefault(self.team_of[agent_id], []).append(agent_id)
+        if episode.env_t == 0:
+            z = self.initial_budgets(episode)
+        else:
+            z = {team: self.next_budget(episode, team, agents) for team, agents in acting.items()}
         return {
-            agent_id: self.budget_input.append(obs, z) for agent_id, obs in observations.items()
+            agent_id: self.inputs[self.team_of[agent_id]].append(obs, z[self.team_of[agent_id]])
+            for agent_id, obs in observations.items()
         }
 
     @override(ConnectorV2)
     def get_state(self, components=None, *, not_components=None, **kwargs) -> dict:
-        return {"controller": self.controller.get_state()}
+        return {"controllers": {team: c.get_state() for team, c in self.controllers.items()}}
 
     @override(ConnectorV2)
     def set_state(self, state: dict) -> None:
-        if "controller" in state:
-            self.controller.set_state(state["controller"])
+        states = state.get("controllers", {})
+        if "controller" in state:  # checkpoints of one-team runs before per-team budgets
+            states = {team: state["controller"] for team in self.controllers}
+        for team, controller_state in states.items():
+            self.controllers[team].set_state(controller_state)
 
     @override(ConnectorV2)
     def merge_states(self, states: list[dict]) -> dict:
-        # Every runner holds the same broadcast budget; any one state is the state.
+        # Every runner holds the same broadcast budgets; any one state is the state.
         return states[0] if states else {}

@@ -14,6 +14,8 @@ import gymnasium as gym
 import numpy as np
 import numpy.typing as npt
 
+from marllib_ext.policies.joint_critic import critic_module_id as critic_id
+
 
 @dataclass(frozen=True)
 class BudgetInput:
@@ -76,3 +78,35 @@ class BudgetInput:
     def extra_inputs() -> int:
         """Columns the budget adds to a network input."""
         return 1
+
+
+@dataclass(frozen=True)
+class TeamBudget:
+    """One team's budget: its agents and its resolved range ``[z_low, z_high]``.
+
+    On a mixed env every team has its own budget ``z_T``: ``z_T`` decays by the team's
+    own intrinsic reward ``-c * sum_{i in T} log pi_i``, only ``T``'s agents (and
+    ``T``'s joint critic) see it, and ``Z_max`` counts ``T``'s agents only.
+    """
+
+    team: str
+    agents: tuple[str, ...]
+    z_low: float
+    z_high: float
+    z_init: float
+
+    @property
+    def input(self) -> BudgetInput:
+        return BudgetInput(self.z_low, self.z_high)
+
+
+def team_of_critic(team_budgets: tuple[TeamBudget, ...], critic_module_id: str) -> TeamBudget:
+    """The budget served by joint critic ``critic_module_id`` (``joint_critic`` on a
+    one-team env, ``joint_critic_<team>`` on a mixed one)."""
+    for budget in team_budgets:
+        if critic_id(budget.team if len(team_budgets) > 1 else None) == critic_module_id:
+            return budget
+    raise ValueError(
+        f"no team budget for critic {critic_module_id!r}; teams: "
+        f"{[budget.team for budget in team_budgets]} (settings not resolved for this env?)"
+    )

@@ -18,7 +18,7 @@ from marllib_ext.ops.efx import (
     slack_cap_advantage,
 )
 from marllib_ext.policies.joint_critic import STATE
-from marllib_ext.postprocessing.budget_input import BudgetInput
+from marllib_ext.postprocessing.budget_input import team_of_critic
 from marllib_ext.postprocessing.joint_advantage import JointAdvantageConnector, TeamBatch
 from marllib_ext.postprocessing.vd_advantage import VDJointAdvantageConnector
 
@@ -36,6 +36,9 @@ BUDGET = "efx_budget_z"  # the controller's budget as last broadcast to the lear
 class EFXJointAdvantageConnector(JointAdvantageConnector):
     """Team GAE on the joint critic, then EFX's conservative advantage per segment.
 
+    On a mixed env each team's critic has its own connector, budget range and
+    intrinsic reward (its own agents' log-probs only).
+
     Preconditions beyond ``JointAdvantageConnector``: every actor observation carries
     the budget appended by ``BudgetObservationConnector`` (read back with
     ``BudgetInput``, so z is exactly what the actor saw) and ``ACTION_LOGP`` holds the
@@ -51,12 +54,14 @@ class EFXJointAdvantageConnector(JointAdvantageConnector):
 
     def __init__(self, *args, settings: Any, **kwargs) -> None:
         """``settings``: EFX settings with the budget resolved (``intrinsic_coef``,
-        ``z_low``, ``z_high``, ``efx_advantage``, ``efx_kappa``)."""
+        ``team_budgets``, ``efx_advantage``, ``efx_kappa``); this connector's critic
+        serves the team whose budget range it uses."""
         super().__init__(*args, settings=settings, **kwargs)
         if settings.efx_advantage not in EFX_ADVANTAGE_FORMS:
             raise ValueError(f"efx_advantage must be one of {EFX_ADVANTAGE_FORMS}")
         self.intrinsic_coef = float(settings.intrinsic_coef)
-        self.budget_input = BudgetInput(settings.z_low, settings.z_high)
+        self.team = team_of_critic(settings.team_budgets, self.critic_module_id)
+        self.budget_input = self.team.input
         self.advantage_form = settings.efx_advantage
         self.kappa = float(settings.efx_kappa)
         self.budget: float | None = None  # broadcast by the outer loop, for metrics
