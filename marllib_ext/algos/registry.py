@@ -118,10 +118,13 @@ class AlgoSpec:
 
 
 EFX_PROGRESS = {"progress_columns": efx.PROGRESS_COLUMNS, "progress": efx.progress}
-SAFE_PROGRESS = {"progress_columns": safe.PROGRESS_COLUMNS, "progress": safe.progress}
-# One budget and one cost constraint per team are not built yet.
+SAFE_PROGRESS = {
+    "progress_columns": safe.PROGRESS_COLUMNS,
+    "progress": safe.progress,
+    "resolve": safe.with_teams,
+}
 EFX_CAPABILITIES = Capabilities(has_budget=True)
-SAFE_CAPABILITIES = Capabilities(needs_costs=True, multi_team=False)
+SAFE_CAPABILITIES = Capabilities(needs_costs=True)
 
 ALGORITHMS: dict[str, AlgoSpec] = {
     spec.name: spec

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import Any
 
 import gymnasium as gym
@@ -39,15 +40,21 @@ class ParallelEnvAdapter(ParallelPettingZooEnv):
     episodes, so the actors never see it.
 
     When the env reports a per-agent cost in ``info["cost"]``, every agent's info also
-    gets ``info["team_cost"]``, the sum over the agents that reported one (non-finite or
-    non-numeric costs raise a ``ValueError`` naming the agent).
+    gets ``info["team_cost"]``, the sum over the agents of its team (``team_of``; one
+    team by default) that reported one (non-finite or non-numeric costs raise a
+    ``ValueError`` naming the agent).
 
     Agents must stay alive until the episode ends (MARLlib's convention for its
     cooperative envs): the centralized critic aligns agents by env step.
     """
 
     def __init__(
-        self, env: ParallelEnv, *, state_source: str = "auto", env_name: str | None = None
+        self,
+        env: ParallelEnv,
+        *,
+        state_source: str = "auto",
+        env_name: str | None = None,
+        team_of: Mapping[str, str] | None = None,
     ) -> None:
         if state_source not in STATE_SOURCES:
             raise ValueError(f"state_source must be one of {STATE_SOURCES}, got {state_source!r}")
@@ -60,6 +67,7 @@ class ParallelEnvAdapter(ParallelPettingZooEnv):
         self.state_source = state_source
         self.state_space = self._build_state_space()
         self.env_name = env_name or type(env).__name__
+        self.team_of = dict(team_of or {})
         self.env_t = 0
 
     def _build_state_space(self) -> gym.spaces.Box:
@@ -87,11 +95,17 @@ class ParallelEnvAdapter(ParallelPettingZooEnv):
     def _add_state(self, observations: dict[str, Any], infos: dict[str, Any]) -> dict[str, Any]:
         state = self._global_state(observations)
         infos = dict(infos or {})
-        extra = {STATE_KEY: state}
         costs = {a: info[COST_KEY] for a, info in infos.items() if COST_KEY in (info or {})}
+        cost_of_team = {}
         if costs:
-            extra[TEAM_COST_KEY] = team_cost(costs)
+            by_team: dict[str, dict[str, Any]] = {}
+            for agent, cost in costs.items():
+                by_team.setdefault(self.team_of.get(agent), {})[agent] = cost
+            cost_of_team = {team: team_cost(team_costs) for team, team_costs in by_team.items()}
         for agent in observations:
+            extra = {STATE_KEY: state}
+            if costs:
+                extra[TEAM_COST_KEY] = cost_of_team.get(self.team_of.get(agent), 0.0)
             infos[agent] = {**infos.get(agent, {}), **extra}
         return infos
 

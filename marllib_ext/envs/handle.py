@@ -34,8 +34,12 @@ class EnvLayout:
 
 
 def _make_rllib_env(config: dict[str, Any], *, spec: EnvSpec) -> ParallelEnvAdapter:
+    env = spec.make(**config)
     return ParallelEnvAdapter(
-        spec.make(**config), state_source=spec.state_source, env_name=spec.name
+        env,
+        state_source=spec.state_source,
+        env_name=spec.name,
+        team_of=spec.team_of(env.possible_agents),
     )
 
 

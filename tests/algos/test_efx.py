@@ -279,7 +279,7 @@ def record_episode(*, episode, prev_episode_chunks=None, **kwargs):
     chunks = [*(prev_episode_chunks or []), episode]
     EPISODES_SEEN.append(
         (
-            episode.custom_data[Z0_KEY]["team"],  # toy:coordination: one team
+            *episode.custom_data[Z0_KEY].values(),  # toy:coordination: one team
             episode.custom_data[DEPLOY_KEY],
             sum(chunk.get_return() for chunk in chunks),
         )

@@ -136,3 +136,20 @@ def test_each_team_outer_loop_steps_on_its_own_returns(ray_session):
             assert played["budget_z"] == pytest.approx(controller.z)
         assert controller.z_low <= controller.z <= controller.z_high
         assert sum(np.isfinite(teams[team]["slack"]) for teams in results) >= 2  # real steps
+
+
+def test_evaluate_plays_each_team_budget_and_refuses_one_z(ray_session, tmp_path):
+    from marllib_ext.algos.evaluation import evaluate, sweep_budgets
+
+    result = algos.efx_mappo(hyperparam_source="toy", num_env_runners=0).fit(
+        "test:efx_two_teams",
+        stop={"training_iteration": 1},
+        share_policy="group",
+        local_dir=tmp_path,
+    )
+    played = evaluate(result.checkpoint_path, episodes=2)
+    assert len(played.team_returns) == 2 and played.budget_z is None
+    with pytest.raises(ConfigError, match="one budget per team"):
+        evaluate(result.checkpoint_path, episodes=2, z=1.0)
+    with pytest.raises(ConfigError, match="one budget per team"):
+        sweep_budgets(result.checkpoint_path, points=2, episodes=1)

@@ -11,7 +11,7 @@ from ray.rllib.core.columns import Columns
 
 from marllib_ext import algos
 from marllib_ext.algos.learners import JointCriticPPOLearner
-from marllib_ext.envs import register_env
+from marllib_ext.envs import make_env, register_env
 from marllib_ext.errors import ConfigError
 from marllib_ext.policies import STATE, critic_module_id
 from marllib_ext.postprocessing import JointAdvantageConnector
@@ -111,10 +111,25 @@ def test_a_policy_shared_across_teams_is_an_error():
         algos.mappo().rllib_config("test:two_teams", share_policy="all")
 
 
-@pytest.mark.parametrize("name", algos.algorithms_that(multi_team=False))
-def test_single_team_algorithms_refuse_mixed_envs_before_anything_starts(name):
+def test_a_single_team_algorithm_refuses_mixed_envs_before_anything_starts():
+    import dataclasses
+
+    from marllib_ext.algos.registry import Capabilities, get_algo_spec
+
+    one_team = dataclasses.replace(
+        get_algo_spec("mappo"), capabilities=Capabilities(multi_team=False)
+    )
     with pytest.raises(ConfigError, match="supports one team"):
-        algos.get(name).rllib_config("mpe:simple_tag", share_policy="group")
+        one_team.check_env(make_env("mpe:simple_tag"))
+
+
+@pytest.mark.parametrize(
+    "name", [n for n in algos.algorithms_that(multi_team=True, off_policy=False) if n != "ippo"]
+)
+def test_joint_critic_algorithms_build_one_critic_per_team_on_simple_tag(name):
+    config = algos.get(name).rllib_config("mpe:simple_tag", share_policy="group")
+    critics = sorted(p for p in config.policies if p.startswith("joint_critic"))
+    assert critics == [critic_module_id("adversary"), critic_module_id("agent")]
 
 
 def test_cooperative_envs_keep_one_critic():

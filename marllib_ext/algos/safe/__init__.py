@@ -39,6 +39,7 @@ from marllib_ext.algos.safe.settings import (
     FOCOPSSettings,
     LagSettings,
     PIDLagSettings,
+    with_teams,
 )
 
 __all__ = [
@@ -63,4 +64,5 @@ __all__ = [
     "log_episode_cost",
     "progress",
     "update_cost_multiplier",
+    "with_teams",
 ]

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import math
 from collections.abc import Mapping
 from typing import Any
@@ -18,6 +19,8 @@ EPISODE_COST_SUM = "safe_episode_cost_sum"
 COST_EPISODES_DONE = "safe_episodes_done"
 # Smoothed over the last 100 episodes, for display.
 EPISODE_COST_MEAN = "episode_cost_mean"
+# Per-team sums, under env_runners/<PER_TEAM>/<team>/.
+PER_TEAM = "safe_per_team"
 
 PROGRESS_COLUMNS = (
     ProgressColumn("episode_cost_mean", "cost", ".3f"),
@@ -33,44 +36,87 @@ def progress(result: Mapping[str, Any]) -> dict[str, float]:
     }
 
 
-def _chunk_team_costs(chunk) -> list[float]:
+def _chunk_team_costs(chunk, agents=None) -> list[float]:
     # Info k + 1 arrives with the observation after step k; team_cost is the same in
-    # every agent's info.
-    agent_episode = next(iter(chunk.agent_episodes.values()))
+    # the info of every agent of a team (the adapter sums the agent's own team).
+    agent_episode = next(
+        episode
+        for agent, episode in chunk.agent_episodes.items()
+        if agents is None or agent in agents
+    )
     return [float(info.get(TEAM_COST_KEY, 0.0)) for info in agent_episode.get_infos()[1:]]
 
 
-def episode_team_cost(chunks) -> float:
-    """Team cost of an episode (sum over agents and env steps) from its chunks."""
-    return sum_over_env_steps(chunks, _chunk_team_costs)
+def episode_team_cost(chunks, agents=None) -> float:
+    """Team cost of an episode (sum over the team's agents and env steps) from its
+    chunks; ``agents``: the team's agents (default: the one team of a cooperative env)."""
+    return sum_over_env_steps(chunks, functools.partial(_chunk_team_costs, agents=agents))
 
 
-def log_episode_cost(*, episode, prev_episode_chunks=None, metrics_logger=None, **kwargs) -> None:
-    """``on_episode_end``: the episode's team cost (sum over agents and steps)."""
-    cost = episode_team_cost([*(prev_episode_chunks or []), episode])
-    metrics_logger.log_value(EPISODE_COST_SUM, cost, reduce="sum")
+def _teams(settings) -> tuple[tuple[str, tuple[str, ...] | None], ...]:
+    # Any algorithm may log costs with this callback; only safe settings carry teams.
+    return getattr(settings, "teams", ()) or (("team", None),)
+
+
+def log_episode_cost(
+    *, episode, prev_episode_chunks=None, env_runner=None, metrics_logger=None, **kwargs
+) -> None:
+    """``on_episode_end``: each team's episode cost (sum over its agents and steps), and
+    their sum over teams."""
+    chunks = [*(prev_episode_chunks or []), episode]
+    total = 0.0
+    for team, agents in _teams(settings_of(env_runner.config)):
+        cost = episode_team_cost(chunks, agents)
+        metrics_logger.log_value((PER_TEAM, team, EPISODE_COST_SUM), cost, reduce="sum")
+        total += cost
+    metrics_logger.log_value(EPISODE_COST_SUM, total, reduce="sum")
     metrics_logger.log_value(COST_EPISODES_DONE, 1, reduce="sum")
-    metrics_logger.log_value(EPISODE_COST_MEAN, cost, window=100)
+    metrics_logger.log_value(EPISODE_COST_MEAN, total, window=100)
 
 
 def update_cost_multiplier(*, algorithm, result: dict, **kwargs) -> None:
-    """``on_train_result``: one multiplier step from this iteration's mean episode cost."""
-    cost_limit = settings_of(algorithm.config).cost_limit
+    """``on_train_result``: one step of each team's multiplier from this iteration's
+    mean episode cost of that team.
+
+    ``result["safe"]`` holds the values; on a mixed env each team's are under
+    ``result["safe"]["teams"][team]``, the top-level cost sums every team's and the
+    top-level multiplier is NaN."""
+    settings = settings_of(algorithm.config)
+    cost_limit = settings.cost_limit
     stats = result.get("env_runners", {})
     episodes = stats.get(COST_EPISODES_DONE, 0) or 0
-    mean_cost = math.nan
-    if episodes > 0:
-        mean_cost = stats[EPISODE_COST_SUM] / episodes
-        values = algorithm.learner_group.foreach_learner(
-            lambda learner: learner.update_cost_multiplier(mean_cost)
+    team_names = [team for team, _ in _teams(settings)]
+    mean_costs = {
+        team: stats.get(PER_TEAM, {}).get(team, {}).get(EPISODE_COST_SUM, math.nan) / episodes
+        if episodes > 0
+        else math.nan
+        for team in team_names
+    }
+    multipliers = next(
+        iter(
+            algorithm.learner_group.foreach_learner(
+                lambda learner: learner.update_cost_multipliers(mean_costs)
+            )
         )
-    else:
-        values = algorithm.learner_group.foreach_learner(
-            lambda learner: learner.multiplier.multiplier
-        )
+    ).get()
+    per_team = {
+        team: {
+            "episode_cost_mean": mean_costs[team],
+            COST_MULTIPLIER: float(multipliers[team]),
+            "cost_limit": cost_limit,
+            "cost_limit_violation": max(0.0, mean_costs[team] - cost_limit)
+            if math.isfinite(mean_costs[team])
+            else math.nan,
+        }
+        for team in team_names
+    }
+    if len(per_team) == 1:
+        result[RESULT_KEY] = next(iter(per_team.values()))
+        return
+    total = stats[EPISODE_COST_SUM] / episodes if episodes > 0 else math.nan
     result[RESULT_KEY] = {
-        "episode_cost_mean": mean_cost,
-        COST_MULTIPLIER: float(next(iter(values)).get()),
+        "episode_cost_mean": total,
+        COST_MULTIPLIER: math.nan,
         "cost_limit": cost_limit,
-        "cost_limit_violation": max(0.0, mean_cost - cost_limit) if episodes > 0 else math.nan,
+        "teams": per_team,
     }

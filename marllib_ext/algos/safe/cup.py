@@ -88,7 +88,7 @@ class CUPLearner(CapturesTrainBatch, SafeJointCriticLearner):
             ratio,
             batch[COST_ADVANTAGES],
             kl,
-            multiplier=self.multiplier.multiplier,
+            multiplier=self.multiplier_of(module_id),
             coefficient=self.cup_coefficient,
         )
         mean = masked_mean(batch)

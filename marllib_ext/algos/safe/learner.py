@@ -3,6 +3,7 @@ head, cost GAE in the joint-advantage connector and a Lagrange multiplier."""
 
 from __future__ import annotations
 
+import math
 from typing import Any
 
 import torch
@@ -12,6 +13,7 @@ from ray.rllib.utils.annotations import override
 
 from marllib_ext.algos.learners import JointCriticPPOLearner, masked_value_loss
 from marllib_ext.ops.lagrange import Lagrange, PIDLagrangian
+from marllib_ext.policies.joint_critic import critic_module_id
 from marllib_ext.postprocessing.cost_advantage import (
     COST_VALUE_TARGETS,
     CostJointAdvantageConnector,
@@ -25,8 +27,9 @@ COST_MULTIPLIER = "cost_multiplier"
 class SafeJointCriticLearner(JointCriticPPOLearner):
     """MAPPO learner with a cost critic, cost GAE and a cost multiplier (``mappo_lag``).
 
-    The multiplier lives here and in checkpoints (``get_state``); the advantage
-    connector reads its current value.
+    One multiplier per team (one on a cooperative env), each stepped on its own team's
+    mean episode cost; they live here and in checkpoints (``get_state``), and each
+    team's advantage connector reads its team's current value.
     """
 
     advantage_connector_class = CostJointAdvantageConnector
@@ -35,11 +38,19 @@ class SafeJointCriticLearner(JointCriticPPOLearner):
     @override(JointCriticPPOLearner)
     def build(self) -> None:
         super().build()
-        self.multiplier = self.make_multiplier()
-        self._sync_multiplier()
+        teams = [team for team, _ in self.settings.teams] or ["team"]
+        team_of_critic = {critic_module_id(t if len(teams) > 1 else None): t for t in teams}
+        self.team_of_module = {}
+        for connector in self.advantage_connectors():
+            team = team_of_critic[connector.critic_module_id]
+            self.team_of_module[connector.critic_module_id] = team
+            for actor in connector.actor_module_ids or ():
+                self.team_of_module[actor] = team
+        self.multipliers = {team: self.make_multiplier() for team in teams}
+        self._sync_multipliers()
 
     def make_multiplier(self) -> Lagrange | PIDLagrangian:
-        """The cost multiplier: Adam on ``-lam * (J_c - d)`` (SafePO's ``Lagrange``)."""
+        """A team's cost multiplier: Adam on ``-lam * (J_c - d)`` (SafePO's ``Lagrange``)."""
         return Lagrange(
             cost_limit=self.settings.cost_limit,
             init=self.settings.lagrangian_multiplier_init,
@@ -47,19 +58,36 @@ class SafeJointCriticLearner(JointCriticPPOLearner):
             upper_bound=self.settings.lagrangian_upper_bound,
         )
 
+    @property
+    def multiplier(self) -> Lagrange | PIDLagrangian:
+        """The multiplier of a one-team env."""
+        if len(self.multipliers) != 1:
+            raise ValueError(f"one multiplier per team here: {sorted(self.multipliers)}")
+        return next(iter(self.multipliers.values()))
+
+    def multiplier_of(self, module_id: str) -> float:
+        """The current multiplier of ``module_id``'s team (an actor or a critic)."""
+        return self.multipliers[self.team_of_module[module_id]].multiplier
+
     @override(JointCriticPPOLearner)
     def advantage_connector_kwargs(self) -> dict[str, Any]:
         return {**super().advantage_connector_kwargs(), "advantage_mode": self.advantage_mode}
 
-    def update_cost_multiplier(self, mean_episode_cost: float) -> float:
-        """One multiplier step from the iteration's mean team episode cost."""
-        value = self.multiplier.update(mean_episode_cost)
-        self._sync_multiplier()
-        return value
+    def update_cost_multipliers(self, mean_episode_costs: dict[str, float]) -> dict[str, float]:
+        """One step of each team's multiplier from the iteration's mean episode cost of
+        that team (teams without a finished episode keep theirs); the new values."""
+        for team, cost in mean_episode_costs.items():
+            if math.isfinite(cost):
+                self.multipliers[team].update(cost)
+        self._sync_multipliers()
+        return self.current_multipliers()
 
-    def _sync_multiplier(self) -> None:
+    def current_multipliers(self) -> dict[str, float]:
+        return {team: m.multiplier for team, m in self.multipliers.items()}
+
+    def _sync_multipliers(self) -> None:
         for connector in self.advantage_connectors():
-            connector.cost_multiplier = self.multiplier.multiplier
+            connector.cost_multiplier = self.multiplier_of(connector.critic_module_id)
 
     @override(JointCriticPPOLearner)
     def critic_loss(self, *, module_id, config, batch) -> torch.Tensor:
@@ -75,7 +103,7 @@ class SafeJointCriticLearner(JointCriticPPOLearner):
             {
                 "cost_vf_loss": cost_loss,
                 "cost_vf_explained_var": explained,
-                COST_MULTIPLIER: self.multiplier.multiplier,
+                COST_MULTIPLIER: self.multiplier_of(module_id),
             },
             key=module_id,
             window=1,
@@ -86,14 +114,20 @@ class SafeJointCriticLearner(JointCriticPPOLearner):
     def get_state(self, components=None, *, not_components=None, **kwargs):
         state = super().get_state(components, not_components=not_components, **kwargs)
         if should_save_component(self, MULTIPLIER_STATE_KEY, components, not_components):
-            state[MULTIPLIER_STATE_KEY] = self.multiplier.get_state()
+            state[MULTIPLIER_STATE_KEY] = {
+                team: multiplier.get_state() for team, multiplier in self.multipliers.items()
+            }
         return state
 
     @override(PPOTorchLearner)
     def set_state(self, state) -> None:
         if MULTIPLIER_STATE_KEY in state:
-            self.multiplier.set_state(state[MULTIPLIER_STATE_KEY])
-            self._sync_multiplier()
+            saved = state[MULTIPLIER_STATE_KEY]
+            if "multiplier" in saved:  # one-team checkpoints before per-team multipliers
+                saved = {team: saved for team in self.multipliers}
+            for team, team_state in saved.items():
+                self.multipliers[team].set_state(team_state)
+            self._sync_multipliers()
         super().set_state({k: v for k, v in state.items() if k != MULTIPLIER_STATE_KEY})
 
 

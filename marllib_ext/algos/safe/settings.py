@@ -2,17 +2,29 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+import dataclasses
+from dataclasses import dataclass, field
+from typing import TypeVar
 
 from marllib_ext.algos.config import CentralCriticSettings, Check
+from marllib_ext.envs.handle import EnvHandle
+
+SettingsT = TypeVar("SettingsT")
 
 
 @dataclass(frozen=True)
 class CostFields:
-    """The cost constraint: mean team episode cost <= ``cost_limit``."""
+    """The cost constraint: mean team episode cost <= ``cost_limit``, for each team.
+
+    ``teams`` is never read from YAML: resolving (:func:`with_teams`) fills the env's
+    teams (team name, its agents); on a mixed env every team has its own cost, cost
+    critic and multiplier, all with the same ``cost_limit``."""
 
     cost_limit: float
     lagrangian_multiplier_init: float
+    teams: tuple[tuple[str, tuple[str, ...]], ...] = field(
+        default=(), kw_only=True, metadata={"derived_from_env": True}
+    )
 
     def checks(self) -> list[Check]:
         return [
@@ -94,3 +106,8 @@ class FOCOPSSettings(CentralCriticSettings, CostFields, LagrangeFields):
             (self.focops_lam > 0, "focops_lam", "must be > 0"),
             (self.focops_eta > 0, "focops_eta", "must be > 0"),
         ]
+
+
+def with_teams(settings: SettingsT, env: EnvHandle) -> SettingsT:
+    """``settings`` with the env's teams resolved (the form that travels)."""
+    return dataclasses.replace(settings, teams=tuple(env.layout.teams.items()))
