@@ -7,6 +7,7 @@ chase 1 good agent; one joint critic per team). Writes
 
     python benchmarks/mixed_teams.py --steps 100000 --seeds 0 1 2
     python benchmarks/mixed_teams.py --env lbf:Foraging-8x8-2p-2f-coop-v3 --steps 100000
+    python benchmarks/mixed_teams.py --algo efx_mappo --steps 100000 --seeds 0
     python benchmarks/mixed_teams.py --env mamujoco:HalfCheetah --env-arg agent_conf=2x3 \
         --share-policy individual --steps 100000
 """
@@ -33,6 +34,25 @@ def team_returns(result: dict, teams: dict[str, tuple[str, ...]]) -> dict[str, f
         team: float(sum(per_agent.get(a, math.nan) for a in agents))
         for team, agents in teams.items()
     }
+
+
+def mechanism_columns(result: dict, teams) -> dict[str, float]:
+    """Per team, for EFX runs: the deployment budget and the fraction of rows where the
+    conservative term binds; for safe runs: the team's episode cost and multiplier."""
+    from marllib_ext.policies import critic_module_id
+
+    columns = {}
+    for team in teams:
+        critic = result.get("learners", {}).get(critic_module_id(team), {})
+        if "efx_binding_fraction" in critic:
+            columns[f"{team}_efx_binding_fraction"] = float(critic["efx_binding_fraction"])
+            efx_team = result.get("efx", {}).get("teams", {}).get(team, {})
+            columns[f"{team}_budget_z"] = float(efx_team.get("budget_z", math.nan))
+        safe_team = result.get("safe", {}).get("teams", {}).get(team)
+        if safe_team:
+            columns[f"{team}_episode_cost"] = float(safe_team["episode_cost_mean"])
+            columns[f"{team}_cost_multiplier"] = float(safe_team["cost_multiplier"])
+    return columns
 
 
 def cross_play(algorithm, env, config, trained_team: str | None, episodes: int, seed: int):
@@ -79,8 +99,7 @@ def run(algo, env_name, env_args, share_policy, seed, steps, out, cross_episodes
     out.mkdir(parents=True, exist_ok=True)
     try:
         with open(out / f"{algo}_seed{seed}.csv", "w", newline="") as f:
-            writer = csv.DictWriter(f, fieldnames=["timesteps_total", "time_total_s", *teams])
-            writer.writeheader()
+            writer = None
             while True:
                 result = algorithm.train()
                 row = {
@@ -90,12 +109,18 @@ def run(algo, env_name, env_args, share_policy, seed, steps, out, cross_episodes
                     "time_total_s": float(result.get("time_total_s", math.nan)),
                     **team_returns(result, teams),
                 }
-                writer.writerow(row)
+                extra = mechanism_columns(result, teams)
+                if writer is None:
+                    writer = csv.DictWriter(f, fieldnames=[*row, *extra], restval=math.nan)
+                    writer.writeheader()
+                writer.writerow({**row, **extra})
                 f.flush()
                 rows.append(row)
                 if row["timesteps_total"] >= steps:
                     break
-        if cross_episodes and len(teams) > 1:
+        if cross_episodes and len(teams) > 1 and algos.get(algo).spec.capabilities.has_budget:
+            print("  cross-play skipped: the actors of budget algorithms also need their z")
+        elif cross_episodes and len(teams) > 1:
             for trained in [None, *teams]:
                 totals = cross_play(algorithm, env, config, trained, cross_episodes, seed)
                 label = "random vs random" if trained is None else f"trained {trained} only"
@@ -127,19 +152,22 @@ def main() -> None:
     parser.add_argument("--out", type=Path, default=Path("runs/mixed_teams"))
     args = parser.parse_args()
     ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False)
+    env_args = parse_assignments(args.env_arg, "--env-arg")
     summary = []
     for seed in args.seeds:
         rows = run(
             args.algo,
             args.env,
-            parse_assignments(args.env_arg, "--env-arg"),
+            env_args,
             args.share_policy,
             seed,
             args.steps,
             args.out / args.env.replace(":", "-"),
             args.cross_play,
         )
-        teams = [k for k in rows[0] if k not in ("timesteps_total", "time_total_s")]
+        teams = list(
+            make_env(args.env, **parse_assignments(args.env_arg, "--env-arg")).layout.teams
+        )
         first = {t: np.nanmean([r[t] for r in rows[: args.window]]) for t in teams}
         last = {t: np.nanmean([r[t] for r in rows[-args.window :]]) for t in teams}
         summary.append((seed, first, last))

@@ -153,3 +153,22 @@ def test_evaluate_plays_each_team_budget_and_refuses_one_z(ray_session, tmp_path
         evaluate(result.checkpoint_path, episodes=2, z=1.0)
     with pytest.raises(ConfigError, match="one budget per team"):
         sweep_budgets(result.checkpoint_path, points=2, episodes=1)
+
+
+def test_efx_vdppo_mixes_each_team_with_its_own_budget(ray_session):
+    from marllib_ext.postprocessing.efx_advantage import BINDING_FRACTION, BUDGET_MEAN
+
+    config = algos.efx_vdppo(
+        hyperparam_source="toy", num_env_runners=0, train_batch_size=96, minibatch_size=96
+    ).rllib_config("test:efx_two_teams", share_policy="group", seed=0)
+    algorithm = config.build_algo()
+    try:
+        results = [algorithm.train() for _ in range(2)]
+    finally:
+        algorithm.stop()
+    settings = settings_of(config)
+    for budget in settings.team_budgets:
+        critic = results[-1]["learners"][critic_module_id(budget.team)]
+        assert 0.0 <= critic[BINDING_FRACTION] <= 1.0
+        assert budget.z_low <= critic[BUDGET_MEAN] <= budget.z_high
+    assert set(results[-1][RESULT_KEY]["teams"]) == {"blue", "red"}
