@@ -78,7 +78,7 @@ class PPOSettings(Settings):
     kl_target: float
     grad_clip: float | None
     train_batch_size: int
-    minibatch_size: int
+    minibatch_size: int | None  # null: one step on the whole batch per epoch
     num_epochs: int
     num_env_runners: int
     num_envs_per_env_runner: int
@@ -103,9 +103,9 @@ class PPOSettings(Settings):
             ),
             (self.train_batch_size > 0, "train_batch_size", "must be > 0"),
             (
-                0 < self.minibatch_size <= self.train_batch_size,
+                self.minibatch_size is None or 0 < self.minibatch_size <= self.train_batch_size,
                 "minibatch_size",
-                f"must be in (0, train_batch_size={self.train_batch_size}]",
+                f"must be in (0, train_batch_size={self.train_batch_size}] or null",
             ),
             (self.num_epochs > 0, "num_epochs", "must be > 0"),
             (self.num_env_runners >= 0, "num_env_runners", "must be >= 0"),

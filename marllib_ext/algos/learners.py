@@ -38,6 +38,15 @@ def masked_value_loss(
     return torch.mean(squared[mask]), explained_variance(targets[mask], values[mask])
 
 
+def masked_mean(batch) -> Any:
+    """Mean over the batch's loss mask (plain mean without one)."""
+    if Columns.LOSS_MASK in batch:
+        mask = batch[Columns.LOSS_MASK]
+        count = torch.sum(mask)
+        return lambda values: torch.sum(values[mask]) / count
+    return torch.mean
+
+
 class JointCriticPPOLearner(PPOTorchLearner):
     """PPO with one learner-only joint critic module shared by all actor modules.
 

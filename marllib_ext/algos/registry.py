@@ -10,7 +10,7 @@ from typing import Any
 
 from ray.rllib.algorithms.algorithm_config import AlgorithmConfig
 
-from marllib_ext.algos import efx, ppo_family, roer, safe
+from marllib_ext.algos import a2c, efx, ppo_family, roer, safe
 from marllib_ext.algos.config import (
     CentralCriticSettings,
     PPOSettings,
@@ -156,6 +156,15 @@ ALGORITHMS: dict[str, AlgoSpec] = {
             resolve=with_resolved_budget,
             **EFX_PROGRESS,
         ),
+        AlgoSpec(
+            "ia2c",
+            "IL",
+            a2c.A2CSettings,
+            a2c.build_ia2c,
+            Capabilities(multi_agent_only=False),
+        ),
+        AlgoSpec("maa2c", "CC", a2c.MAA2CSettings, a2c.build_maa2c),
+        AlgoSpec("vda2c", "VD", a2c.VDA2CSettings, a2c.build_vda2c),
         AlgoSpec(
             "mappo_lag",
             "CC",

@@ -7,11 +7,8 @@ from ray.rllib.core.columns import Columns
 from ray.rllib.core.learner.learner import POLICY_LOSS_KEY
 from ray.rllib.utils.annotations import override
 
-from marllib_ext.algos.safe.learner import (
-    SafeJointCriticLearner,
-    masked_mean,
-    ratio_kl_entropy,
-)
+from marllib_ext.algos.learners import masked_mean
+from marllib_ext.algos.safe.learner import SafeJointCriticLearner, ratio_kl_entropy
 from marllib_ext.ops.lagrange import focops_loss
 
 

@@ -152,15 +152,6 @@ class PIDLagLearner(SafeJointCriticLearner):
         )
 
 
-def masked_mean(batch) -> Any:
-    """Mean over the batch's loss mask (plain mean without one)."""
-    if Columns.LOSS_MASK in batch:
-        mask = batch[Columns.LOSS_MASK]
-        count = torch.sum(mask)
-        return lambda values: torch.sum(values[mask]) / count
-    return torch.mean
-
-
 def ratio_kl_entropy(module, batch, fwd_out, reference_dist_inputs):
     """``pi/pi_behaviour`` of the sampled actions, per-sample ``KL(pi || pi_ref)`` and
     the entropy of ``pi``."""
