@@ -102,6 +102,16 @@ def hand_priorities_to_replay(metrics, module_id: str, priorities) -> None:
     metrics.log_value(key=(module_id, TD_ERROR_KEY), value=priorities, reduce="item_series")
 
 
+def learner_batch(learner, training_data):
+    """The learner-connector output ``MultiAgentBatch`` of ``training_data`` (episodes
+    or a batch), built once, for a learner that runs several ``update`` passes over
+    parts of it.
+
+    Relies on: ``Learner.update`` turns its ``TrainingData`` into that batch in
+    ``_make_batch_if_necessary`` and passes a given batch through unchanged."""
+    return learner._make_batch_if_necessary(training_data)
+
+
 class CapturesTrainBatch:
     """Learner mixin (list it before the RLlib learner): keeps the batch of the last
     ``update`` in ``last_train_batch``.

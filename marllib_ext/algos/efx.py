@@ -24,6 +24,7 @@ from marllib_ext.algos.efx_outer_loop import (
     update_budget,
 )
 from marllib_ext.algos.efx_settings import EFXFields
+from marllib_ext.algos.happo import EFXHAPPOLearner, build_happo
 from marllib_ext.algos.learners import JointCriticPPOLearner
 from marllib_ext.algos.ppo_family import build_mappo, build_vdppo
 from marllib_ext.envs.handle import EnvHandle
@@ -41,6 +42,7 @@ __all__ = [
     "EFXVDJointAdvantageConnector",
     "EFXVDLearner",
     "budget_connector",
+    "build_efx_happo",
     "build_efx_mappo",
     "build_efx_vdppo",
     "episode_team_logp",
@@ -96,3 +98,4 @@ def _with_budget(
 # for VDPPO (extra_inputs=1).
 build_efx_mappo = _with_budget(build_mappo, EFXJointCriticLearner, "efx_mappo")
 build_efx_vdppo = _with_budget(build_vdppo, EFXVDLearner, "efx_vdppo")
+build_efx_happo = _with_budget(build_happo, EFXHAPPOLearner, "efx_happo")

@@ -10,7 +10,7 @@ from typing import Any
 
 from ray.rllib.algorithms.algorithm_config import AlgorithmConfig
 
-from marllib_ext.algos import a2c, efx, ppo_family, roer, safe
+from marllib_ext.algos import a2c, efx, happo, ppo_family, roer, safe
 from marllib_ext.algos.config import (
     CentralCriticSettings,
     PPOSettings,
@@ -165,6 +165,16 @@ ALGORITHMS: dict[str, AlgoSpec] = {
         ),
         AlgoSpec("maa2c", "CC", a2c.MAA2CSettings, a2c.build_maa2c),
         AlgoSpec("vda2c", "VD", a2c.VDA2CSettings, a2c.build_vda2c),
+        AlgoSpec("happo", "CC", CentralCriticSettings, happo.build_happo),
+        AlgoSpec(
+            "efx_happo",
+            "CC",
+            EFXSettings,
+            efx.build_efx_happo,
+            EFX_CAPABILITIES,
+            resolve=with_resolved_budget,
+            **EFX_PROGRESS,
+        ),
         AlgoSpec(
             "mappo_lag",
             "CC",

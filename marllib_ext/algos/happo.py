@@ -1,0 +1,171 @@
+"""``happo`` and ``efx_happo``: Heterogeneous-Agent PPO (Kuba et al. 2022) on the MAPPO
+pipeline. The central critic and team GAE are MAPPO's; the actors are updated one policy
+after another in a random order each iteration, each on PPO's clipped surrogate with
+its advantage weighted by the factor ``M`` of the policies updated before it
+(:mod:`marllib_ext.ops.happo`)."""
+
+from __future__ import annotations
+
+import numpy as np
+import torch
+from ray.rllib.algorithms.ppo import PPOConfig
+from ray.rllib.algorithms.ppo.torch.ppo_torch_learner import PPOTorchLearner
+from ray.rllib.core.columns import Columns
+from ray.rllib.core.learner.training_data import TrainingData
+from ray.rllib.policy.sample_batch import MultiAgentBatch, SampleBatch
+from ray.rllib.utils.annotations import override
+
+from marllib_ext.algos.config import CentralCriticSettings
+from marllib_ext.algos.learners import JointCriticPPOLearner
+from marllib_ext.algos.policy_sharing import policy_mapping
+from marllib_ext.algos.ppo_family import build_mappo
+from marllib_ext.envs.handle import EnvHandle
+from marllib_ext.errors import ConfigError
+from marllib_ext.ops.happo import team_row_log_ratio
+from marllib_ext.policies.joint_critic import is_critic_module
+from marllib_ext.postprocessing.efx_advantage import EFXJointAdvantageConnector
+from marllib_ext.postprocessing.joint_advantage import JointAdvantageConnector
+from marllib_ext.rllib_compat import learner_batch
+
+# Actor batch columns: each row's env-step index in its team batch, and the row's M.
+TEAM_ROW = "happo_team_row"
+HAPPO_FACTOR = "happo_factor"
+FACTOR_MEAN = "happo_factor_mean"
+
+
+class TeamRowColumn:
+    """Advantage-connector mixin: writes each actor row's team-row index (``TEAM_ROW``),
+    so the learner can align one policy's ratios with the other policies' rows."""
+
+    def extra_columns(self, critic, critic_inputs, team, metrics):
+        actor_columns, critic_columns = super().extra_columns(critic, critic_inputs, team, metrics)
+        rows = np.arange(team.layout.n_rows, dtype=np.float64)
+        return {**actor_columns, TEAM_ROW: rows}, critic_columns
+
+
+class HAPPOAdvantageConnector(TeamRowColumn, JointAdvantageConnector):
+    """MAPPO's team GAE plus the team-row column."""
+
+
+class EFXHAPPOAdvantageConnector(TeamRowColumn, EFXJointAdvantageConnector):
+    """EFX's conservative advantage (``efx_mappo``'s hook) plus the team-row column."""
+
+
+class HAPPOLearner(JointCriticPPOLearner):
+    """Sequential policy updates.
+
+    Each ``update``: the learner connector builds the batch once; the joint critic(s)
+    take their PPO epochs on it; then, in an order drawn afresh each iteration, each
+    actor policy takes its PPO epochs on its own rows with ``ADVANTAGES * M``, ``M``
+    being, per env step, the product of ``pi_new / pi_old`` of the policies of its team
+    already updated in this iteration (a group policy's ratio at a step is the product
+    over its agents). ``M > 0``, so scaling the advantage is exactly HAPPO's surrogate
+    ``min(r M A, clip(r) M A)``.
+    """
+
+    advantage_connector_class = HAPPOAdvantageConnector
+
+    @override(JointCriticPPOLearner)
+    def build(self) -> None:
+        super().build()
+        self.critic_of_actor = {
+            actor: connector.critic_module_id
+            for connector in self.advantage_connectors()
+            for actor in connector.actor_module_ids or ()
+        }
+        self._order_rng = np.random.default_rng(self.config.seed)
+        self.last_order: list[str] = []
+
+    @override(PPOTorchLearner)
+    def update(self, *args, training_data=None, timesteps=None, **kwargs):
+        batch = learner_batch(self, training_data)
+        critics = sorted(m for m in batch.policy_batches if is_critic_module(m))
+        actors = sorted(m for m in batch.policy_batches if not is_critic_module(m))
+        self.last_order = [str(m) for m in self._order_rng.permutation(actors)]
+        log_factors = {c: np.zeros(len(batch.policy_batches[c])) for c in critics}
+        result = self._update_part(batch, critics, timesteps, kwargs, last=not actors)
+        for index, module_id in enumerate(self.last_order):
+            critic = self.critic_of_actor[module_id]
+            module_batch = dict(batch.policy_batches[module_id])
+            team_rows = module_batch[TEAM_ROW].long().cpu().numpy()
+            factor = np.exp(log_factors[critic][team_rows])
+            module_batch[HAPPO_FACTOR] = torch.as_tensor(
+                factor, dtype=torch.float32, device=module_batch[TEAM_ROW].device
+            )
+            result = self._update_part(
+                MultiAgentBatch({module_id: SampleBatch(module_batch)}, batch.env_steps()),
+                [module_id],
+                timesteps,
+                kwargs,
+                last=index == len(self.last_order) - 1,
+            )
+            log_factors[critic] += team_row_log_ratio(
+                self.log_ratio(module_id, module_batch), team_rows, len(log_factors[critic])
+            )
+        return result
+
+    def _update_part(self, batch, module_ids, timesteps, kwargs, *, last: bool):
+        part = MultiAgentBatch(
+            {m: batch.policy_batches[m] for m in module_ids}, env_steps=batch.env_steps()
+        )
+        return super().update(
+            training_data=TrainingData(batch=part),
+            timesteps=timesteps,
+            _no_metrics_reduce=not last,
+            **{k: v for k, v in kwargs.items() if k != "_no_metrics_reduce"},
+        )
+
+    def log_ratio(self, module_id: str, module_batch: dict) -> np.ndarray:
+        """``(n_rows,)`` ``log pi_new - log pi_old`` of the taken actions after this
+        policy's update (0 on rows outside the loss mask)."""
+        module = self.module[module_id].unwrapped()
+        with torch.no_grad():
+            out = module.forward_train(dict(module_batch))
+            dist = module.get_train_action_dist_cls().from_logits(out[Columns.ACTION_DIST_INPUTS])
+            log_ratio = dist.logp(module_batch[Columns.ACTIONS]) - module_batch[Columns.ACTION_LOGP]
+        if Columns.LOSS_MASK in module_batch:
+            log_ratio = torch.where(module_batch[Columns.LOSS_MASK], log_ratio, 0.0)
+        return log_ratio.double().cpu().numpy()
+
+    @override(JointCriticPPOLearner)
+    def actor_loss(self, *, module_id, config, batch, fwd_out) -> torch.Tensor:
+        if HAPPO_FACTOR in batch:
+            factor = batch[HAPPO_FACTOR]
+            self.metrics.log_value((module_id, FACTOR_MEAN), factor.mean(), window=1)
+            batch = {**batch, Columns.ADVANTAGES: batch[Columns.ADVANTAGES] * factor}
+        return super().actor_loss(module_id=module_id, config=config, batch=batch, fwd_out=fwd_out)
+
+
+def check_heterogeneous(env: EnvHandle, share_policy: str) -> None:
+    """HAPPO needs several policies in a team to update one after another."""
+    mapping = policy_mapping(env, share_policy)
+    for team, agents in env.layout.teams.items():
+        policies = {mapping[agent] for agent in agents}
+        if len(agents) > 1 and len(policies) == 1:
+            raise ConfigError(
+                f"happo updates policies one after another; share_policy={share_policy!r} "
+                f"gives team {team!r} of env {env.name!r} one policy. Use "
+                "share_policy='individual' (or 'group' where the team has several groups)"
+            )
+
+
+def build_happo(
+    settings: CentralCriticSettings,
+    env: EnvHandle,
+    share_policy: str,
+    seed: int | None,
+    *,
+    learner_class: type[HAPPOLearner] = HAPPOLearner,
+    extra_inputs: int = 0,
+) -> PPOConfig:
+    """HAPPO: MAPPO's central critic, actors updated sequentially with the factor M."""
+    check_heterogeneous(env, share_policy)
+    return build_mappo(
+        settings, env, share_policy, seed, learner_class=learner_class, extra_inputs=extra_inputs
+    )
+
+
+class EFXHAPPOLearner(HAPPOLearner):
+    """``efx_happo``: HAPPO on EFX's conservative advantage."""
+
+    advantage_connector_class = EFXHAPPOAdvantageConnector
