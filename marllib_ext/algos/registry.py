@@ -8,9 +8,10 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
+import gymnasium as gym
 from ray.rllib.algorithms.algorithm_config import AlgorithmConfig
 
-from marllib_ext.algos import a2c, efx, happo, ppo_family, roer, safe
+from marllib_ext.algos import a2c, coma, efx, happo, ppo_family, roer, safe
 from marllib_ext.algos.config import (
     CentralCriticSettings,
     PPOSettings,
@@ -93,6 +94,17 @@ class AlgoSpec:
         """Fails before anything starts when ``env`` does not fit the algorithm."""
         if self.capabilities.multi_agent_only and not env.is_multi_agent:
             raise ConfigError(f"{env.name!r} is a single-agent env; {self.name} is multi-agent")
+        if not self.capabilities.continuous_actions and env.is_multi_agent:
+            continuous = [
+                agent
+                for agent, space in env.layout.action_spaces.items()
+                if isinstance(space, gym.spaces.Box)
+            ]
+            if continuous:
+                raise ConfigError(
+                    f"{self.name} supports discrete actions only, and env {env.name!r} has "
+                    f"continuous (Box) actions for agents {continuous}"
+                )
         if not self.capabilities.multi_team and env.is_multi_agent:
             teams = env.layout.teams
             if len(teams) > 1:
@@ -165,6 +177,13 @@ ALGORITHMS: dict[str, AlgoSpec] = {
         ),
         AlgoSpec("maa2c", "CC", a2c.MAA2CSettings, a2c.build_maa2c),
         AlgoSpec("vda2c", "VD", a2c.VDA2CSettings, a2c.build_vda2c),
+        AlgoSpec(
+            "coma",
+            "CC",
+            a2c.MAA2CSettings,
+            coma.build_coma,
+            Capabilities(continuous_actions=False),
+        ),
         AlgoSpec("happo", "CC", CentralCriticSettings, happo.build_happo),
         AlgoSpec(
             "efx_happo",

@@ -1,0 +1,174 @@
+"""``coma``: counterfactual multi-agent policy gradients (Foerster et al. 2018) on the CC
+pipeline, with A2C's actor loss as MARLlib's COMA.
+
+The learner-only critic ``Q(s, a_{-i}, i)`` outputs one value per action of agent i; the
+actors train on ``A_i = Q(s, a)[a_i] - sum_a' pi_i(a'|o_i) Q(s, (a_{-i}, a'))``
+(``ops.coma``), and the critic on TD(lambda) targets of the team reward."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import gymnasium as gym
+import numpy as np
+import torch
+from ray.rllib.algorithms.ppo import PPOConfig
+from ray.rllib.core.columns import Columns
+from ray.rllib.core.learner.learner import VF_LOSS_KEY
+from ray.rllib.core.rl_module.rl_module import RLModuleSpec
+from ray.rllib.utils.annotations import override
+from ray.rllib.utils.metrics.metrics_logger import MetricsLogger
+
+from marllib_ext.algos.a2c import MAA2CSettings, a2c_actor_loss
+from marllib_ext.algos.learners import JointCriticPPOLearner, masked_value_loss
+from marllib_ext.algos.ppo_family import build_joint_critic_ppo
+from marllib_ext.envs.handle import EnvHandle
+from marllib_ext.errors import ConfigError
+from marllib_ext.ops.coma import counterfactual_advantage, critic_inputs
+from marllib_ext.policies.coma_critic import COMA_INPUTS, CounterfactualCritic
+from marllib_ext.postprocessing.joint_advantage import JointAdvantageConnector
+
+COMA_ADVANTAGE_MEAN = "coma_advantage_mean"
+COMA_Q_TAKEN_MEAN = "coma_q_taken_mean"
+
+
+def _softmax(logits: np.ndarray) -> np.ndarray:
+    shifted = logits - logits.max(axis=-1, keepdims=True)
+    weights = np.exp(shifted)
+    return weights / weights.sum(axis=-1, keepdims=True)
+
+
+class COMAAdvantageConnector(JointAdvantageConnector):
+    """The team batch (agents aligned by env step) turned into COMA's advantages.
+
+    Per team row t and agent i (sorted ids): the taken actions, ``pi_i`` from the logged
+    action-distribution inputs, ``Q = critic(ops.coma.critic_inputs)``. Agent i's rows get
+    its own counterfactual advantage (not standardized, as in the paper). The critic's
+    targets per agent are TD(lambda) returns of the team reward bootstrapped on
+    ``Q(s_{t+1}, a_{t+1})[a_{i,t+1}]`` (``team_gae``'s value targets with ``Q_taken`` as
+    the value; at a chunk's bootstrap row, whose action is artificial, the expectation
+    ``sum_a' pi_i Q``).
+    """
+
+    @override(JointAdvantageConnector)
+    def module_columns(self) -> tuple[str, ...]:
+        return (*super().module_columns(), Columns.ACTIONS, Columns.ACTION_DIST_INPUTS)
+
+    @override(JointAdvantageConnector)
+    def __call__(self, *, rl_module, batch, episodes, metrics: MetricsLogger | None = None, **kw):
+        team = self.build_team_batch(batch, episodes)
+        layout = team.layout
+        critic = rl_module[self.critic_module_id]
+        n_actions = int(critic.model_config["n_actions"])
+        n_agents = len(layout.agent_ids)
+        actions = np.zeros((layout.n_rows, n_agents), dtype=np.int64)
+        logits = np.zeros((layout.n_rows, n_agents, n_actions))
+        for module_id, rows in layout.team_row_of.items():
+            agents = layout.agent_index_of[module_id]
+            columns = team.module_columns[module_id]
+            actions[rows, agents] = columns[Columns.ACTIONS]
+            logits[rows, agents] = columns[Columns.ACTION_DIST_INPUTS]
+        policy = _softmax(logits)
+        inputs = critic_inputs(team.states, actions, n_actions)
+        device = next(critic.parameters()).device
+        flat_inputs = torch.from_numpy(inputs.reshape(-1, inputs.shape[-1])).to(device)
+        with torch.no_grad():
+            q_values = critic.q_values(flat_inputs).cpu().numpy().astype(np.float64)
+        q_values = q_values.reshape(layout.n_rows, n_agents, n_actions)
+        advantages, q_taken = counterfactual_advantage(q_values, policy, actions)
+        values = np.where(team.valid[:, None], q_taken, np.sum(policy * q_values, axis=-1))
+        targets = np.stack(
+            [self.gae(team.rewards, values[:, agent], team)[1] for agent in range(n_agents)],
+            axis=1,
+        )
+        advantages[~team.valid] = 0.0
+        if metrics is not None:
+            metrics.log_dict(
+                {
+                    COMA_ADVANTAGE_MEAN: float(advantages[team.valid].mean()),
+                    COMA_Q_TAKEN_MEAN: float(q_taken[team.valid].mean()),
+                },
+                key=self.critic_module_id,
+                window=1,
+            )
+        for module_id, rows in layout.team_row_of.items():
+            agents = layout.agent_index_of[module_id]
+            batch[module_id][Columns.ADVANTAGES] = self._tensor(advantages[rows, agents], device)
+            batch[module_id][Columns.VALUE_TARGETS] = self._tensor(targets[rows, agents], device)
+        batch[self.critic_module_id] = {
+            COMA_INPUTS: flat_inputs,
+            Columns.ACTIONS: torch.from_numpy(actions.reshape(-1)).to(device),
+            Columns.VALUE_TARGETS: self._tensor(targets.reshape(-1), device),
+            Columns.LOSS_MASK: torch.from_numpy(np.repeat(team.valid, n_agents)).to(device),
+        }
+        return batch
+
+
+class COMALearner(JointCriticPPOLearner):
+    """A2C actors on the counterfactual advantage; the critic's loss is the masked MSE
+    of ``Q(s, a_{-i}, i)[a_i]`` against the TD(lambda) targets."""
+
+    advantage_connector_class = COMAAdvantageConnector
+
+    @override(JointCriticPPOLearner)
+    def actor_loss(self, *, module_id, config, batch, fwd_out) -> torch.Tensor:
+        return a2c_actor_loss(self, module_id, batch, fwd_out)
+
+    @override(JointCriticPPOLearner)
+    def critic_loss(self, *, module_id, config, batch) -> torch.Tensor:
+        critic = self.module[module_id].unwrapped()
+        q_values = critic.q_values(batch[COMA_INPUTS])
+        q_taken = torch.gather(q_values, -1, batch[Columns.ACTIONS].long()[:, None])[:, 0]
+        loss, _ = masked_value_loss(
+            q_taken,
+            batch[Columns.VALUE_TARGETS],
+            batch[Columns.LOSS_MASK],
+            clip=self.settings.vf_clip_param,
+        )
+        self.metrics.log_value((module_id, VF_LOSS_KEY), loss, window=1)
+        return config.vf_loss_coeff * loss
+
+
+def coma_critic_spec(settings: Any, env: EnvHandle, agents: tuple[str, ...]) -> RLModuleSpec:
+    """The team's ``Q(s, a_{-i}, i)``; every agent of the team needs the same
+    ``Discrete(n)`` action space."""
+    layout = env.layout
+    spaces = {agent: layout.action_spaces[agent] for agent in agents}
+    if not all(isinstance(space, gym.spaces.Discrete) for space in spaces.values()):
+        raise ConfigError(
+            f"coma needs discrete actions (its critic outputs one Q per action); env "
+            f"{env.name!r} has {sorted({str(s) for s in spaces.values()})}"
+        )
+    sizes = {int(space.n) for space in spaces.values()}
+    if len(sizes) != 1:
+        raise ConfigError(
+            f"coma needs one action count per team; env {env.name!r} has {sorted(sizes)}"
+        )
+    n_actions = sizes.pop()
+    state_dim = int(layout.state_space.shape[0])
+    return RLModuleSpec(
+        module_class=CounterfactualCritic,
+        learner_only=True,
+        observation_space=layout.state_space,
+        action_space=layout.action_spaces[agents[0]],
+        model_config={
+            "input_dim": state_dim + len(agents) * n_actions + len(agents),
+            "n_actions": n_actions,
+            "hiddens": list(settings.critic_hiddens),
+            "activation": settings.critic_activation,
+        },
+    )
+
+
+def build_coma(
+    settings: MAA2CSettings, env: EnvHandle, share_policy: str, seed: int | None
+) -> PPOConfig:
+    """COMA: A2C actors on the counterfactual advantage of a per-action central Q."""
+    return build_joint_critic_ppo(
+        settings,
+        env,
+        share_policy,
+        seed,
+        learner_class=COMALearner,
+        critic_spec=lambda mapping, agents: coma_critic_spec(settings, env, agents),
+    )
