@@ -62,12 +62,13 @@ class COMAAdvantageConnector(JointAdvantageConnector):
         n_actions = int(critic.model_config["n_actions"])
         n_agents = len(layout.agent_ids)
         actions = np.zeros((layout.n_rows, n_agents), dtype=np.int64)
-        logits = np.zeros((layout.n_rows, n_agents, n_actions))
+        logits = np.full((layout.n_rows, n_agents, n_actions), -np.inf)
         for module_id, rows in layout.team_row_of.items():
             agents = layout.agent_index_of[module_id]
             columns = team.module_columns[module_id]
             actions[rows, agents] = columns[Columns.ACTIONS]
-            logits[rows, agents] = columns[Columns.ACTION_DIST_INPUTS]
+            agent_logits = columns[Columns.ACTION_DIST_INPUTS]
+            logits[rows, agents, : agent_logits.shape[-1]] = agent_logits
         policy = _softmax(logits)
         inputs = critic_inputs(team.states, actions, n_actions)
         device = next(critic.parameters()).device
@@ -130,8 +131,8 @@ class COMALearner(JointCriticPPOLearner):
 
 
 def coma_critic_spec(settings: Any, env: EnvHandle, agents: tuple[str, ...]) -> RLModuleSpec:
-    """The team's ``Q(s, a_{-i}, i)``; every agent of the team needs the same
-    ``Discrete(n)`` action space."""
+    """The team's ``Q(s, a_{-i}, i)`` with as many outputs as the team's largest
+    ``Discrete`` action space."""
     layout = env.layout
     spaces = {agent: layout.action_spaces[agent] for agent in agents}
     if not all(isinstance(space, gym.spaces.Discrete) for space in spaces.values()):
@@ -139,12 +140,9 @@ def coma_critic_spec(settings: Any, env: EnvHandle, agents: tuple[str, ...]) -> 
             f"coma needs discrete actions (its critic outputs one Q per action); env "
             f"{env.name!r} has {sorted({str(s) for s in spaces.values()})}"
         )
-    sizes = {int(space.n) for space in spaces.values()}
-    if len(sizes) != 1:
-        raise ConfigError(
-            f"coma needs one action count per team; env {env.name!r} has {sorted(sizes)}"
-        )
-    n_actions = sizes.pop()
+    # Agents with fewer actions (simple_speaker_listener: 3 and 5) use the first outputs;
+    # their policy puts no mass on the others, so the baseline ignores them.
+    n_actions = max(int(space.n) for space in spaces.values())
     state_dim = int(layout.state_space.shape[0])
     return RLModuleSpec(
         module_class=CounterfactualCritic,
