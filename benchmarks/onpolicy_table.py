@@ -1,0 +1,132 @@
+"""Every on-policy algorithm of the registry on mpe:simple_spread: per-agent return at an
+equal env-step budget over seeds, and iteration time relative to ``mappo``.
+
+Learning (resumable: a finished ``<out>/<algo>_seed<k>.csv`` is read, not rerun)::
+
+    python benchmarks/onpolicy_table.py --steps 200000 --seeds 0 1 2
+    python benchmarks/onpolicy_table.py --algos ia2c maa2c coma happo --steps 60000 --seeds 0
+
+Timing (all algorithms built at once, trained in turns, in one run)::
+
+    python benchmarks/onpolicy_table.py --timing-iters 3 --skip-learning
+
+``happo`` / ``efx_happo`` use ``share_policy=individual`` (they need one policy per
+agent); every other algorithm shares one policy (``all``). The uniformly random team
+gets -27.00 per agent (``mappo_spread.py``).
+"""
+
+from __future__ import annotations
+
+import argparse
+import csv
+import math
+from pathlib import Path
+
+import numpy as np
+import ray
+from timing import interleaved_seconds_per_iteration
+
+from marllib_ext import algos, make_env
+
+RANDOM_PER_AGENT = -27.00
+WINDOW = 3  # iterations averaged for the final return
+
+
+def on_policy_algorithms() -> list[str]:
+    return algos.algorithms_that(off_policy=False, single_agent_only=False)
+
+
+def share_policy(name: str) -> str:
+    return "individual" if name.endswith("happo") else "all"
+
+
+def per_agent_return(result: dict) -> float:
+    returns = result.get("env_runners", {}).get("agent_episode_returns_mean") or {}
+    return float(np.mean(list(returns.values()))) if returns else math.nan
+
+
+def learn(name: str, seed: int, steps: int, out: Path) -> list[dict]:
+    path = out / f"{name}_seed{seed}.csv"
+    if path.exists():
+        with open(path) as f:
+            rows = list(csv.DictReader(f))
+        if rows and int(rows[-1]["timesteps_total"]) >= steps:
+            return [{k: float(v) for k, v in row.items()} for row in rows]
+    env = make_env("mpe:simple_spread")
+    algorithm = algos.get(name).rllib_config(env, share_policy=share_policy(name), seed=seed)
+    algorithm = algorithm.build_algo()
+    rows = []
+    try:
+        with open(path, "w", newline="") as f:
+            writer = csv.DictWriter(
+                f, fieldnames=["timesteps_total", "time_total_s", "per_agent_return"]
+            )
+            writer.writeheader()
+            while not rows or rows[-1]["timesteps_total"] < steps:
+                result = algorithm.train()
+                row = {
+                    "timesteps_total": int(
+                        result["env_runners"].get("num_env_steps_sampled_lifetime", 0)
+                    ),
+                    "time_total_s": float(result.get("time_total_s", math.nan)),
+                    "per_agent_return": per_agent_return(result),
+                }
+                writer.writerow(row)
+                f.flush()
+                rows.append(row)
+    finally:
+        algorithm.stop()
+    return rows
+
+
+def final_return(rows: list[dict]) -> float:
+    values = [r["per_agent_return"] for r in rows[-WINDOW:]]
+    return float(np.nanmean(values))
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--algos", nargs="+", default=None, help="default: every on-policy")
+    parser.add_argument("--steps", type=int, default=200_000)
+    parser.add_argument("--seeds", type=int, nargs="+", default=[0, 1, 2])
+    parser.add_argument("--timing-iters", type=int, default=0)
+    parser.add_argument("--skip-learning", action="store_true")
+    parser.add_argument("--out", type=Path, default=Path("runs/onpolicy_table"))
+    args = parser.parse_args()
+    names = args.algos or on_policy_algorithms()
+    args.out.mkdir(parents=True, exist_ok=True)
+    ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False)
+
+    if not args.skip_learning:
+        print(f"| algorithm | per-agent return at {args.steps:,} env steps, mean [min, max] |")
+        print("|---|---|")
+        for name in names:
+            finals = [final_return(learn(name, s, args.steps, args.out)) for s in args.seeds]
+            print(
+                f"| `{name}` | {np.mean(finals):.2f} [{min(finals):.2f}, {max(finals):.2f}] "
+                f"({len(finals)} seeds; random {RANDOM_PER_AGENT:.2f}) |",
+                flush=True,
+            )
+
+    if args.timing_iters:
+        env = make_env("mpe:simple_spread")
+        timed = names if "mappo" in names else ["mappo", *names]
+        seconds = interleaved_seconds_per_iteration(
+            {
+                name: lambda name=name: (
+                    algos.get(name, num_env_runners=0)
+                    .rllib_config(env, share_policy=share_policy(name), seed=0)
+                    .build_algo()
+                )
+                for name in timed
+            },
+            args.timing_iters,
+        )
+        print("| algorithm | s / iteration | ratio to mappo |")
+        print("|---|---|---|")
+        for name in timed:
+            print(f"| `{name}` | {seconds[name]:.2f} | {seconds[name] / seconds['mappo']:.3f} |")
+
+
+if __name__ == "__main__":
+    main()
