@@ -97,6 +97,7 @@ def test_continuous_actions_are_refused_before_anything_starts():
         algos.coma().rllib_config("toy:continuous_target")
 
 
+@pytest.mark.slow
 def test_coma_learns_coordination_beyond_random(ray_session, tmp_path):
     result = algos.coma().fit(
         "toy:coordination",

@@ -65,7 +65,9 @@ def test_team_budgets_cannot_be_set_by_hand():
         algos.efx_mappo(team_budgets=()).settings("test:efx_two_teams")
 
 
-@pytest.mark.parametrize("share_policy", ["group", "individual"])
+@pytest.mark.parametrize(
+    "share_policy", ["group", pytest.param("individual", marks=pytest.mark.slow)]
+)
 def test_each_team_budget_decays_by_its_own_agents_logp(ray_session, share_policy):
     RECORDED.clear()
     config = counter_config(

@@ -99,6 +99,7 @@ def test_one_shared_policy_is_a_clear_error(name):
         algos.get(name).rllib_config("mpe:simple_spread", share_policy="all")
 
 
+@pytest.mark.slow
 def test_happo_learns_coordination_beyond_random(ray_session, tmp_path):
     from tests.algos.test_learning import RANDOM_AGENT_RETURN
 

@@ -47,7 +47,7 @@ def test_the_adapter_sums_each_agents_own_team_cost():
     }
 
 
-@pytest.mark.parametrize("name", ["mappo_lag", "mappo_cup"])
+@pytest.mark.parametrize("name", ["mappo_lag", pytest.param("mappo_cup", marks=pytest.mark.slow)])
 def test_each_team_multiplier_follows_its_own_cost(ray_session, name):
     config = algos.get(name, **TRADEOFF, cost_limit=2.0, **FAST_MULTIPLIER[name]).rllib_config(
         "test:two_team_costs", share_policy="group", seed=0
