@@ -15,10 +15,14 @@ from ray.rllib.algorithms.ppo.torch.ppo_torch_learner import PPOTorchLearner
 from ray.rllib.core.columns import Columns
 from ray.rllib.core.learner.learner import ENTROPY_KEY, POLICY_LOSS_KEY, VF_LOSS_KEY
 from ray.rllib.utils.annotations import override
-from ray.rllib.utils.torch_utils import explained_variance
 
 from marllib_ext.algos.config import CentralCriticSettings, Check, PPOSettings, VDSettings
-from marllib_ext.algos.learners import JointCriticPPOLearner, VDPPOLearner, masked_mean
+from marllib_ext.algos.learners import (
+    JointCriticPPOLearner,
+    VDPPOLearner,
+    masked_mean,
+    masked_value_loss,
+)
 from marllib_ext.algos.ppo_family import build_ippo, build_mappo, build_vdppo
 from marllib_ext.ops.a2c import a2c_policy_loss
 
@@ -85,17 +89,15 @@ class IA2CLearner(PPOTorchLearner):
         policy_loss = a2c_actor_loss(self, module_id, batch, fwd_out)
         module = self.module[module_id].unwrapped()
         values = module.compute_values(batch, embeddings=fwd_out.get(Columns.EMBEDDINGS))
-        squared = torch.square(values - batch[Columns.VALUE_TARGETS])
-        if config.vf_clip_param is not None:
-            squared = torch.clamp(squared, 0.0, config.vf_clip_param)
-        vf_loss = masked_mean(batch)(squared)
+        mask = batch.get(Columns.LOSS_MASK)
+        vf_loss, explained = masked_value_loss(
+            values,
+            batch[Columns.VALUE_TARGETS],
+            torch.ones_like(values, dtype=torch.bool) if mask is None else mask,
+            clip=config.vf_clip_param,
+        )
         self.metrics.log_dict(
-            {
-                VF_LOSS_KEY: vf_loss,
-                LEARNER_RESULTS_VF_EXPLAINED_VAR_KEY: explained_variance(
-                    batch[Columns.VALUE_TARGETS], values
-                ),
-            },
+            {VF_LOSS_KEY: vf_loss, LEARNER_RESULTS_VF_EXPLAINED_VAR_KEY: explained},
             key=module_id,
             window=1,
         )

@@ -24,18 +24,12 @@ from marllib_ext.algos.learners import JointCriticPPOLearner, masked_value_loss
 from marllib_ext.algos.ppo_family import build_joint_critic_ppo
 from marllib_ext.envs.handle import EnvHandle
 from marllib_ext.errors import ConfigError
-from marllib_ext.ops.coma import counterfactual_advantage, critic_inputs
+from marllib_ext.ops.coma import counterfactual_advantage, critic_inputs, policy_from_logits
 from marllib_ext.policies.coma_critic import COMA_INPUTS, CounterfactualCritic
 from marllib_ext.postprocessing.joint_advantage import JointAdvantageConnector
 
 COMA_ADVANTAGE_MEAN = "coma_advantage_mean"
 COMA_Q_TAKEN_MEAN = "coma_q_taken_mean"
-
-
-def _softmax(logits: np.ndarray) -> np.ndarray:
-    shifted = logits - logits.max(axis=-1, keepdims=True)
-    weights = np.exp(shifted)
-    return weights / weights.sum(axis=-1, keepdims=True)
 
 
 class COMAAdvantageConnector(JointAdvantageConnector):
@@ -69,7 +63,7 @@ class COMAAdvantageConnector(JointAdvantageConnector):
             actions[rows, agents] = columns[Columns.ACTIONS]
             agent_logits = columns[Columns.ACTION_DIST_INPUTS]
             logits[rows, agents, : agent_logits.shape[-1]] = agent_logits
-        policy = _softmax(logits)
+        policy = policy_from_logits(logits)
         inputs = critic_inputs(team.states, actions, n_actions)
         device = next(critic.parameters()).device
         flat_inputs = torch.from_numpy(inputs.reshape(-1, inputs.shape[-1])).to(device)
@@ -77,7 +71,8 @@ class COMAAdvantageConnector(JointAdvantageConnector):
             q_values = critic.q_values(flat_inputs).cpu().numpy().astype(np.float64)
         q_values = q_values.reshape(layout.n_rows, n_agents, n_actions)
         advantages, q_taken = counterfactual_advantage(q_values, policy, actions)
-        values = np.where(team.valid[:, None], q_taken, np.sum(policy * q_values, axis=-1))
+        # Bootstrap rows: the baseline sum_a' pi Q = q_taken - advantages.
+        values = np.where(team.valid[:, None], q_taken, q_taken - advantages)
         targets = np.stack(
             [self.gae(team.rewards, values[:, agent], team)[1] for agent in range(n_agents)],
             axis=1,

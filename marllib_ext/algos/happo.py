@@ -68,11 +68,6 @@ class HAPPOLearner(JointCriticPPOLearner):
     @override(JointCriticPPOLearner)
     def build(self) -> None:
         super().build()
-        self.critic_of_actor = {
-            actor: connector.critic_module_id
-            for connector in self.advantage_connectors()
-            for actor in connector.actor_module_ids or ()
-        }
         self._order_rng = np.random.default_rng(self.config.seed)
         self.last_order: list[str] = []
 
@@ -83,7 +78,14 @@ class HAPPOLearner(JointCriticPPOLearner):
         actors = sorted(m for m in batch.policy_batches if not is_critic_module(m))
         self.last_order = [str(m) for m in self._order_rng.permutation(actors)]
         log_factors = {c: np.zeros(len(batch.policy_batches[c])) for c in critics}
-        result = self._update_part(batch, critics, timesteps, kwargs, last=not actors)
+        env_steps = batch.env_steps()
+        result = self._update_part(
+            {c: batch.policy_batches[c] for c in critics},
+            env_steps,
+            timesteps,
+            kwargs,
+            last=not actors,
+        )
         for index, module_id in enumerate(self.last_order):
             critic = self.critic_of_actor[module_id]
             module_batch = dict(batch.policy_batches[module_id])
@@ -93,8 +95,8 @@ class HAPPOLearner(JointCriticPPOLearner):
                 factor, dtype=torch.float32, device=module_batch[TEAM_ROW].device
             )
             result = self._update_part(
-                MultiAgentBatch({module_id: SampleBatch(module_batch)}, batch.env_steps()),
-                [module_id],
+                {module_id: SampleBatch(module_batch)},
+                env_steps,
                 timesteps,
                 kwargs,
                 last=index == len(self.last_order) - 1,
@@ -104,12 +106,10 @@ class HAPPOLearner(JointCriticPPOLearner):
             )
         return result
 
-    def _update_part(self, batch, module_ids, timesteps, kwargs, *, last: bool):
-        part = MultiAgentBatch(
-            {m: batch.policy_batches[m] for m in module_ids}, env_steps=batch.env_steps()
-        )
+    def _update_part(self, policy_batches: dict, env_steps, timesteps, kwargs, *, last: bool):
+        """One RLlib ``update`` (its epochs and minibatches) on these modules' rows only."""
         return super().update(
-            training_data=TrainingData(batch=part),
+            training_data=TrainingData(batch=MultiAgentBatch(policy_batches, env_steps)),
             timesteps=timesteps,
             _no_metrics_reduce=not last,
             **{k: v for k, v in kwargs.items() if k != "_no_metrics_reduce"},

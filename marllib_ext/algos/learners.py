@@ -81,6 +81,12 @@ class JointCriticPPOLearner(PPOTorchLearner):
                         **self.advantage_connector_kwargs(),
                     )
                 )
+        # Actor module -> the joint critic of its team.
+        self.critic_of_actor = {
+            actor: connector.critic_module_id
+            for connector in self.advantage_connectors()
+            for actor in connector.actor_module_ids or ()
+        }
 
     def advantage_connector_kwargs(self) -> dict[str, Any]:
         return {"settings": self.settings}

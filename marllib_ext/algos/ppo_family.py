@@ -18,7 +18,7 @@ from marllib_ext.errors import ConfigError
 from marllib_ext.policies.joint_critic import (
     ACTOR_MODULES,
     CentralValueCritic,
-    critic_module_id,
+    team_critic_ids,
 )
 from marllib_ext.policies.vd_critic import ValueDecompositionCritic
 
@@ -165,6 +165,7 @@ def build_joint_critic_ppo(
     mapping = policy_mapping(env, share_policy)
     policies = sorted(set(mapping.values()))
     teams = env.layout.teams
+    critic_ids = team_critic_ids(teams)
     critics = {}
     for team, agents in teams.items():
         team_policies = sorted({mapping[agent] for agent in agents})
@@ -180,7 +181,7 @@ def build_joint_critic_ppo(
                 )
         spec = critic_spec(mapping, agents)
         spec.model_config[ACTOR_MODULES] = team_policies
-        critics[critic_module_id(team if len(teams) > 1 else None)] = spec
+        critics[critic_ids[team]] = spec
     return (
         base_ppo_config(settings, env, seed=seed)
         .training(use_critic=False)

@@ -35,6 +35,14 @@ def counterfactual_advantage(
     return q_taken - baseline, q_taken
 
 
+def policy_from_logits(logits: npt.ArrayLike) -> np.ndarray:
+    """``softmax(logits)`` over the last axis; ``-inf`` logits (padded actions an agent
+    does not have) get probability 0. Shape kept."""
+    logits = np.asarray(logits, dtype=np.float64)
+    weights = np.exp(logits - logits.max(axis=-1, keepdims=True))
+    return weights / weights.sum(axis=-1, keepdims=True)
+
+
 def critic_inputs(states: npt.ArrayLike, actions: npt.ArrayLike, n_actions: int) -> np.ndarray:
     """COMA critic inputs, one per (step, agent i):
     ``[s_t, one_hot(a_{j,t}) for j != i (zeros in slot i), one_hot(i)]``.

@@ -21,6 +21,13 @@ def critic_module_id(team: str | None = None) -> str:
     return CRITIC_MODULE_ID if team is None else f"{CRITIC_MODULE_ID}_{team}"
 
 
+def team_critic_ids(teams) -> dict[str, str]:
+    """Team name -> the module id of its joint critic (``critic_module_id`` of the team,
+    or of ``None`` when there is only one team)."""
+    teams = list(teams)
+    return {team: critic_module_id(team if len(teams) > 1 else None) for team in teams}
+
+
 def is_critic_module(module_id: str) -> bool:
     return module_id == CRITIC_MODULE_ID or module_id.startswith(CRITIC_MODULE_ID + "_")
 

@@ -14,7 +14,7 @@ import gymnasium as gym
 import numpy as np
 import numpy.typing as npt
 
-from marllib_ext.policies.joint_critic import critic_module_id as critic_id
+from marllib_ext.policies.joint_critic import team_critic_ids
 
 
 @dataclass(frozen=True)
@@ -103,8 +103,9 @@ class TeamBudget:
 def team_of_critic(team_budgets: tuple[TeamBudget, ...], critic_module_id: str) -> TeamBudget:
     """The budget served by joint critic ``critic_module_id`` (``joint_critic`` on a
     one-team env, ``joint_critic_<team>`` on a mixed one)."""
+    critic_ids = team_critic_ids(budget.team for budget in team_budgets)
     for budget in team_budgets:
-        if critic_id(budget.team if len(team_budgets) > 1 else None) == critic_module_id:
+        if critic_ids[budget.team] == critic_module_id:
             return budget
     raise ValueError(
         f"no team budget for critic {critic_module_id!r}; teams: "

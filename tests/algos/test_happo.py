@@ -16,11 +16,11 @@ PARTS = []
 
 
 class RecordingHAPPOLearner(HAPPOLearner):
-    def _update_part(self, batch, module_ids, timesteps, kwargs, *, last):
+    def _update_part(self, policy_batches, env_steps, timesteps, kwargs, *, last):
         PARTS.append(
             {
                 mid: {
-                    column: batch.policy_batches[mid][column].detach().cpu().clone()
+                    column: rows[column].detach().cpu().clone()
                     for column in (
                         Columns.OBS,
                         Columns.ACTIONS,
@@ -29,12 +29,12 @@ class RecordingHAPPOLearner(HAPPOLearner):
                         TEAM_ROW,
                         HAPPO_FACTOR,
                     )
-                    if column in batch.policy_batches[mid]
+                    if column in rows
                 }
-                for mid in module_ids
+                for mid, rows in policy_batches.items()
             }
         )
-        return super()._update_part(batch, module_ids, timesteps, kwargs, last=last)
+        return super()._update_part(policy_batches, env_steps, timesteps, kwargs, last=last)
 
 
 def logp_now(learner, module_id, columns):

@@ -5,7 +5,7 @@ import itertools
 import numpy as np
 import pytest
 
-from marllib_ext.ops.coma import counterfactual_advantage, critic_inputs
+from marllib_ext.ops.coma import counterfactual_advantage, critic_inputs, policy_from_logits
 
 
 def brute_force_advantage(joint_q, policy, actions):
@@ -66,3 +66,8 @@ def test_critic_inputs_hide_the_agents_own_action():
 def test_shape_errors():
     with pytest.raises(ValueError, match="n_agents"):
         counterfactual_advantage(np.zeros((2, 3, 4)), np.zeros((2, 3, 4)), np.zeros((2, 2)))
+
+
+def test_policy_from_logits_by_hand_and_padded_actions():
+    logits = np.array([[0.0, np.log(3.0), -np.inf]])
+    np.testing.assert_allclose(policy_from_logits(logits), [[0.25, 0.75, 0.0]])

@@ -13,7 +13,7 @@ from ray.rllib.utils.annotations import override
 
 from marllib_ext.algos.learners import JointCriticPPOLearner, masked_value_loss
 from marllib_ext.ops.lagrange import Lagrange, PIDLagrangian
-from marllib_ext.policies.joint_critic import critic_module_id
+from marllib_ext.policies.joint_critic import team_critic_ids
 from marllib_ext.postprocessing.cost_advantage import (
     COST_VALUE_TARGETS,
     CostJointAdvantageConnector,
@@ -39,13 +39,11 @@ class SafeJointCriticLearner(JointCriticPPOLearner):
     def build(self) -> None:
         super().build()
         teams = [team for team, _ in self.settings.teams] or ["team"]
-        team_of_critic = {critic_module_id(t if len(teams) > 1 else None): t for t in teams}
-        self.team_of_module = {}
-        for connector in self.advantage_connectors():
-            team = team_of_critic[connector.critic_module_id]
-            self.team_of_module[connector.critic_module_id] = team
-            for actor in connector.actor_module_ids or ():
-                self.team_of_module[actor] = team
+        team_of_critic = {critic: team for team, critic in team_critic_ids(teams).items()}
+        self.team_of_module = {
+            **team_of_critic,
+            **{actor: team_of_critic[c] for actor, c in self.critic_of_actor.items()},
+        }
         self.multipliers = {team: self.make_multiplier() for team in teams}
         self._sync_multipliers()
 
