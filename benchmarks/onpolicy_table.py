@@ -6,6 +6,10 @@ Learning (resumable: a finished ``<out>/<algo>_seed<k>.csv`` is read, not rerun)
     python benchmarks/onpolicy_table.py --steps 200000 --seeds 0 1 2
     python benchmarks/onpolicy_table.py --algos ia2c maa2c coma happo --steps 60000 --seeds 0
 
+Table of the runs finished so far (reads the CSVs, trains nothing)::
+
+    python benchmarks/onpolicy_table.py --report --steps 200000 --seeds 0 1 2
+
 Timing (all algorithms built at once, trained in turns, in one run)::
 
     python benchmarks/onpolicy_table.py --timing-iters 3 --skip-learning
@@ -84,6 +88,41 @@ def final_return(rows: list[dict]) -> float:
     return float(np.nanmean(values))
 
 
+def return_at(rows: list[dict], steps: int) -> float:
+    """Mean of the ``WINDOW`` iterations ending at the first one that reached ``steps``."""
+    reached = next(i for i, r in enumerate(rows) if r["timesteps_total"] >= steps)
+    return final_return(rows[: reached + 1])
+
+
+def finished_runs(name: str, seeds: list[int], steps: int, out: Path) -> list[list[dict]]:
+    runs = []
+    for seed in seeds:
+        path = out / f"{name}_seed{seed}.csv"
+        if not path.exists():
+            continue
+        with open(path) as f:
+            rows = [{k: float(v) for k, v in row.items()} for row in csv.DictReader(f)]
+        if rows and rows[-1]["timesteps_total"] >= steps:
+            runs.append(rows)
+    return runs
+
+
+def spread(values: list[float]) -> str:
+    return f"{np.mean(values):.2f} [{min(values):.2f}, {max(values):.2f}]"
+
+
+def report(names: list[str], seeds: list[int], steps: int, out: Path) -> None:
+    half = steps // 2
+    print(f"| algorithm | seeds | at {half:,} env steps | at {steps:,} env steps |")
+    print("|---|---|---|---|")
+    for name in names:
+        runs = finished_runs(name, seeds, steps, out)
+        if runs:
+            at_half = spread([return_at(rows, half) for rows in runs])
+            at_end = spread([return_at(rows, steps) for rows in runs])
+            print(f"| `{name}` | {len(runs)} | {at_half} | {at_end} |")
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--algos", nargs="+", default=None, help="default: every on-policy")
@@ -91,9 +130,13 @@ def main() -> None:
     parser.add_argument("--seeds", type=int, nargs="+", default=[0, 1, 2])
     parser.add_argument("--timing-iters", type=int, default=0)
     parser.add_argument("--skip-learning", action="store_true")
+    parser.add_argument("--report", action="store_true", help="table of finished runs only")
     parser.add_argument("--out", type=Path, default=Path("runs/onpolicy_table"))
     args = parser.parse_args()
     names = args.algos or on_policy_algorithms()
+    if args.report:
+        report(names, args.seeds, args.steps, args.out)
+        return
     args.out.mkdir(parents=True, exist_ok=True)
     ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False)
 
