@@ -180,7 +180,7 @@ ALGORITHMS: dict[str, AlgoSpec] = {
         AlgoSpec(
             "coma",
             "CC",
-            a2c.MAA2CSettings,
+            coma.COMASettings,
             coma.build_coma,
             Capabilities(continuous_actions=False),
         ),
