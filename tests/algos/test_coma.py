@@ -110,7 +110,7 @@ class CountingCOMALearner(COMALearner):
         return super().actor_loss(module_id=module_id, config=config, batch=batch, fwd_out=fwd_out)
 
 
-@pytest.mark.parametrize("critic_minibatch_size", [None, 40])
+@pytest.mark.parametrize("critic_minibatch_size", [None, pytest.param(40, marks=pytest.mark.slow)])
 def test_critic_takes_its_epochs_the_actors_one_step(ray_session, critic_minibatch_size):
     CountingCOMALearner.calls = []
     config = counter_config(
