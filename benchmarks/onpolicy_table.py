@@ -49,13 +49,19 @@ def per_agent_return(result: dict) -> float:
     return float(np.mean(list(returns.values()))) if returns else math.nan
 
 
+def finished_run(path: Path, steps: int) -> list[dict] | None:
+    """The rows of a run that reached ``steps`` env steps, else None."""
+    if not path.exists():
+        return None
+    with open(path) as f:
+        rows = [{k: float(v) for k, v in row.items()} for row in csv.DictReader(f)]
+    return rows if rows and rows[-1]["timesteps_total"] >= steps else None
+
+
 def learn(name: str, seed: int, steps: int, out: Path) -> list[dict]:
     path = out / f"{name}_seed{seed}.csv"
-    if path.exists():
-        with open(path) as f:
-            rows = list(csv.DictReader(f))
-        if rows and int(rows[-1]["timesteps_total"]) >= steps:
-            return [{k: float(v) for k, v in row.items()} for row in rows]
+    if (rows := finished_run(path, steps)) is not None:
+        return rows
     env = make_env("mpe:simple_spread")
     algorithm = algos.get(name).rllib_config(env, share_policy=share_policy(name), seed=seed)
     algorithm = algorithm.build_algo()
@@ -94,19 +100,6 @@ def return_at(rows: list[dict], steps: int) -> float:
     return final_return(rows[: reached + 1])
 
 
-def finished_runs(name: str, seeds: list[int], steps: int, out: Path) -> list[list[dict]]:
-    runs = []
-    for seed in seeds:
-        path = out / f"{name}_seed{seed}.csv"
-        if not path.exists():
-            continue
-        with open(path) as f:
-            rows = [{k: float(v) for k, v in row.items()} for row in csv.DictReader(f)]
-        if rows and rows[-1]["timesteps_total"] >= steps:
-            runs.append(rows)
-    return runs
-
-
 def spread(values: list[float]) -> str:
     return f"{np.mean(values):.2f} [{min(values):.2f}, {max(values):.2f}]"
 
@@ -116,7 +109,8 @@ def report(names: list[str], seeds: list[int], steps: int, out: Path) -> None:
     print(f"| algorithm | seeds | at {half:,} env steps | at {steps:,} env steps |")
     print("|---|---|---|---|")
     for name in names:
-        runs = finished_runs(name, seeds, steps, out)
+        runs = [finished_run(out / f"{name}_seed{seed}.csv", steps) for seed in seeds]
+        runs = [rows for rows in runs if rows is not None]
         if runs:
             at_half = spread([return_at(rows, half) for rows in runs])
             at_end = spread([return_at(rows, steps) for rows in runs])

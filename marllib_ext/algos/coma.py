@@ -23,9 +23,7 @@ from ray.rllib.algorithms.ppo import PPOConfig
 from ray.rllib.algorithms.ppo.torch.ppo_torch_learner import PPOTorchLearner
 from ray.rllib.core.columns import Columns
 from ray.rllib.core.learner.learner import VF_LOSS_KEY
-from ray.rllib.core.learner.training_data import TrainingData
 from ray.rllib.core.rl_module.rl_module import RLModuleSpec
-from ray.rllib.policy.sample_batch import MultiAgentBatch
 from ray.rllib.utils.annotations import override
 from ray.rllib.utils.metrics.metrics_logger import MetricsLogger
 
@@ -35,7 +33,6 @@ from marllib_ext.algos.learners import JointCriticPPOLearner, masked_value_loss
 from marllib_ext.algos.ppo_family import build_joint_critic_ppo
 from marllib_ext.envs.handle import EnvHandle
 from marllib_ext.errors import ConfigError
-from marllib_ext.ops.advantages import standardize_valid
 from marllib_ext.ops.coma import counterfactual_advantage, critic_inputs, policy_from_logits
 from marllib_ext.policies.coma_critic import COMA_INPUTS, CounterfactualCritic
 from marllib_ext.policies.joint_critic import is_critic_module
@@ -113,9 +110,7 @@ class COMAAdvantageConnector(JointAdvantageConnector):
             axis=1,
         )
         raw_advantages = advantages
-        valid_rows = np.repeat(team.valid, n_agents)
-        advantages = standardize_valid(raw_advantages.reshape(-1), valid_rows)
-        advantages = np.where(valid_rows, advantages, 0.0).reshape(raw_advantages.shape)
+        advantages = self.standardized(raw_advantages, team)
         if metrics is not None:
             metrics.log_dict(
                 {
@@ -153,22 +148,18 @@ class COMALearner(JointCriticPPOLearner):
         critics = {m: b for m, b in batch.policy_batches.items() if is_critic_module(m)}
         actors = {m: b for m, b in batch.policy_batches.items() if m not in critics}
         env_steps = batch.env_steps()
-        schedule = ("num_epochs", "minibatch_size", "num_total_minibatches", "_no_metrics_reduce")
         # RLlib's minibatches count rows per module; null: the critic's whole batch.
         minibatch_size = self.settings.critic_minibatch_size or max(map(len, critics.values()))
-        super().update(
-            training_data=TrainingData(batch=MultiAgentBatch(critics, env_steps)),
-            timesteps=timesteps,
+        self.update_modules(
+            critics,
+            env_steps,
+            timesteps,
+            kwargs,
+            last=False,
             num_epochs=self.settings.critic_epochs,
             minibatch_size=minibatch_size,
-            _no_metrics_reduce=True,
-            **{k: v for k, v in kwargs.items() if k not in schedule},
         )
-        return super().update(
-            training_data=TrainingData(batch=MultiAgentBatch(actors, env_steps)),
-            timesteps=timesteps,
-            **kwargs,
-        )
+        return self.update_modules(actors, env_steps, timesteps, kwargs, last=True)
 
     @override(JointCriticPPOLearner)
     def actor_loss(self, *, module_id, config, batch, fwd_out) -> torch.Tensor:

@@ -11,8 +11,7 @@ import torch
 from ray.rllib.algorithms.ppo import PPOConfig
 from ray.rllib.algorithms.ppo.torch.ppo_torch_learner import PPOTorchLearner
 from ray.rllib.core.columns import Columns
-from ray.rllib.core.learner.training_data import TrainingData
-from ray.rllib.policy.sample_batch import MultiAgentBatch, SampleBatch
+from ray.rllib.policy.sample_batch import SampleBatch
 from ray.rllib.utils.annotations import override
 
 from marllib_ext.algos.config import CentralCriticSettings
@@ -79,7 +78,7 @@ class HAPPOLearner(JointCriticPPOLearner):
         self.last_order = [str(m) for m in self._order_rng.permutation(actors)]
         log_factors = {c: np.zeros(len(batch.policy_batches[c])) for c in critics}
         env_steps = batch.env_steps()
-        result = self._update_part(
+        result = self.update_modules(
             {c: batch.policy_batches[c] for c in critics},
             env_steps,
             timesteps,
@@ -94,7 +93,7 @@ class HAPPOLearner(JointCriticPPOLearner):
             module_batch[HAPPO_FACTOR] = torch.as_tensor(
                 factor, dtype=torch.float32, device=module_batch[TEAM_ROW].device
             )
-            result = self._update_part(
+            result = self.update_modules(
                 {module_id: SampleBatch(module_batch)},
                 env_steps,
                 timesteps,
@@ -105,15 +104,6 @@ class HAPPOLearner(JointCriticPPOLearner):
                 self.log_ratio(module_id, module_batch), team_rows, len(log_factors[critic])
             )
         return result
-
-    def _update_part(self, policy_batches: dict, env_steps, timesteps, kwargs, *, last: bool):
-        """One RLlib ``update`` (its epochs and minibatches) on these modules' rows only."""
-        return super().update(
-            training_data=TrainingData(batch=MultiAgentBatch(policy_batches, env_steps)),
-            timesteps=timesteps,
-            _no_metrics_reduce=not last,
-            **{k: v for k, v in kwargs.items() if k != "_no_metrics_reduce"},
-        )
 
     def log_ratio(self, module_id: str, module_batch: dict) -> np.ndarray:
         """``(n_rows,)`` ``log pi_new - log pi_old`` of the taken actions after this

@@ -10,6 +10,8 @@ from ray.rllib.algorithms.ppo.torch.ppo_torch_learner import PPOTorchLearner
 from ray.rllib.connectors.learner import GeneralAdvantageEstimation
 from ray.rllib.core.columns import Columns
 from ray.rllib.core.learner.learner import VF_LOSS_KEY
+from ray.rllib.core.learner.training_data import TrainingData
+from ray.rllib.policy.sample_batch import MultiAgentBatch
 from ray.rllib.utils.annotations import override
 from ray.rllib.utils.torch_utils import explained_variance
 
@@ -95,6 +97,31 @@ class JointCriticPPOLearner(PPOTorchLearner):
         """This learner's advantage connector(s) (of ``connector_class``, if given)."""
         return connectors_of(
             learner_connector(self), connector_class or self.advantage_connector_class
+        )
+
+    def update_modules(
+        self,
+        policy_batches: dict,
+        env_steps: int,
+        timesteps,
+        kwargs: dict,
+        *,
+        last: bool,
+        **schedule,
+    ):
+        """One RLlib ``update`` (its epochs and minibatches) on these modules' rows only,
+        for learners that update parts of one batch in turn; metrics are reduced on the
+        ``last`` part. ``schedule`` (``num_epochs``, ``minibatch_size``) replaces the
+        configured one and RLlib's minibatch count."""
+        replaced = {"_no_metrics_reduce", *schedule}
+        if schedule:
+            replaced.add("num_total_minibatches")
+        return super().update(
+            training_data=TrainingData(batch=MultiAgentBatch(policy_batches, env_steps)),
+            timesteps=timesteps,
+            _no_metrics_reduce=not last,
+            **schedule,
+            **{k: v for k, v in kwargs.items() if k not in replaced},
         )
 
     @override(PPOTorchLearner)

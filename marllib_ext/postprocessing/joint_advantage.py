@@ -125,9 +125,12 @@ class JointAdvantageConnector(ConnectorV2):
 
     @staticmethod
     def standardized(advantages: np.ndarray, team: TeamBatch) -> np.ndarray:
-        """Standardized over valid rows, 0 on bootstrap rows."""
-        out = standardize_valid(advantages, team.valid)
-        out[~team.valid] = 0.0
+        """Standardized over valid rows (every column of a ``(n_rows, ...)`` array, e.g.
+        one per agent), 0 on bootstrap rows."""
+        rows = (slice(None),) + (None,) * (advantages.ndim - 1)
+        valid = np.broadcast_to(team.valid[rows], advantages.shape)
+        out = standardize_valid(advantages, valid)
+        out[~valid] = 0.0
         return out
 
     def gae(self, rewards: np.ndarray, values: np.ndarray, team: TeamBatch):

@@ -16,7 +16,7 @@ PARTS = []
 
 
 class RecordingHAPPOLearner(HAPPOLearner):
-    def _update_part(self, policy_batches, env_steps, timesteps, kwargs, *, last):
+    def update_modules(self, policy_batches, env_steps, timesteps, kwargs, *, last, **schedule):
         PARTS.append(
             {
                 mid: {
@@ -34,7 +34,9 @@ class RecordingHAPPOLearner(HAPPOLearner):
                 for mid, rows in policy_batches.items()
             }
         )
-        return super()._update_part(policy_batches, env_steps, timesteps, kwargs, last=last)
+        return super().update_modules(
+            policy_batches, env_steps, timesteps, kwargs, last=last, **schedule
+        )
 
 
 def logp_now(learner, module_id, columns):
