@@ -32,6 +32,7 @@ import ray
 from timing import interleaved_seconds_per_iteration
 
 from marllib_ext import algos, make_env
+from marllib_ext.postprocessing.efx_advantage import BINDING_FRACTION
 
 RANDOM_PER_AGENT = -26.4  # 2000 uniformly random episodes
 WINDOW = 3  # iterations averaged for the final return
@@ -59,6 +60,17 @@ def finished_run(path: Path, steps: int) -> list[dict] | None:
     return rows if rows and rows[-1]["timesteps_total"] >= steps else None
 
 
+def binding_fraction(result: dict) -> float:
+    """Fraction of valid rows where EFX's conservative term set the advantage, averaged
+    over the modules (critics) that logged it this iteration."""
+    values = [
+        float(stats[BINDING_FRACTION])
+        for stats in result.get("learners", {}).values()
+        if isinstance(stats, dict) and BINDING_FRACTION in stats
+    ]
+    return float(np.mean(values)) if values else math.nan
+
+
 def learn(name: str, seed: int, steps: int, out: Path) -> list[dict]:
     path = out / f"{name}_seed{seed}.csv"
     if (rows := finished_run(path, steps)) is not None:
@@ -70,6 +82,8 @@ def learn(name: str, seed: int, steps: int, out: Path) -> list[dict]:
     spec = algos.get_algo_spec(name)
     fields = ["timesteps_total", "time_total_s", "per_agent_return"]
     fields += [column.name for column in spec.progress_columns]
+    if spec.capabilities.has_budget:
+        fields.append(BINDING_FRACTION)
     rows = []
     try:
         with open(path, "w", newline="") as f:
@@ -85,6 +99,8 @@ def learn(name: str, seed: int, steps: int, out: Path) -> list[dict]:
                     "per_agent_return": per_agent_return(result),
                     **spec.progress(result),
                 }
+                if spec.capabilities.has_budget:
+                    row[BINDING_FRACTION] = binding_fraction(result)
                 writer.writerow(row)
                 f.flush()
                 rows.append(row)
@@ -123,11 +139,12 @@ def report(names: list[str], seeds: list[int], steps: int, out: Path) -> None:
             at_half = spread([return_at(rows, half) for rows in runs])
             at_end = spread([return_at(rows, steps) for rows in runs])
             own = []
-            for column in algos.get_algo_spec(name).progress_columns:
-                logged = [rows for rows in runs if column.name in rows[0]]
+            columns = [c.name for c in algos.get_algo_spec(name).progress_columns]
+            for column in [*columns, BINDING_FRACTION]:
+                logged = [rows for rows in runs if column in rows[0]]
                 if logged:
-                    values = [return_at(rows, steps, column.name) for rows in logged]
-                    own.append(f"{column.name} {spread(values)} ({len(logged)})")
+                    values = [return_at(rows, steps, column) for rows in logged]
+                    own.append(f"{column} {spread(values)} ({len(logged)})")
             print(f"| `{name}` | {len(runs)} | {at_half} | {at_end} | {'; '.join(own)} |")
 
 
