@@ -8,7 +8,11 @@ Learning (resumable: a finished ``<out>/<algo>_seed<k>.csv`` is read, not rerun)
 
 Table of the runs finished so far (reads the CSVs, trains nothing)::
 
-    python benchmarks/onpolicy_table.py --report --steps 200000 --seeds 0 1 2
+    python benchmarks/onpolicy_table.py --report --out benchmarks/results/onpolicy_table_200k
+
+``benchmarks/results/onpolicy_table_200k`` keeps the CSVs of the table's runs; runs whose
+CSVs were lost are in its ``earlier_runs.csv`` (values transcribed from the table they
+made), which ``--report`` reads too.
 
 Timing (all algorithms built at once, trained in turns, in one run)::
 
@@ -125,27 +129,61 @@ def spread(values: list[float]) -> str:
     return f"{np.mean(values):.2f} [{min(values):.2f}, {max(values):.2f}]"
 
 
+EARLIER_RUNS = "earlier_runs.csv"
+
+
+def earlier_runs(out: Path) -> tuple[dict[str, set[int]], dict[tuple, list[float]]]:
+    """Values of runs whose CSVs are not kept, from ``<out>/earlier_runs.csv`` (columns
+    algo, seeds, column, env_steps, value, source; ``seeds`` such as ``0|1`` names the
+    seeds a group of values came from, order unknown): the seeds each algorithm has there,
+    and the values by (algo, column, env_steps)."""
+    path = out / EARLIER_RUNS
+    seeds: dict[str, set[int]] = {}
+    values: dict[tuple, list[float]] = {}
+    if path.exists():
+        with open(path) as f:
+            for row in csv.DictReader(f):
+                if row["column"] == "per_agent_return":
+                    seeds.setdefault(row["algo"], set()).update(
+                        int(s) for s in row["seeds"].split("|")
+                    )
+                key = (row["algo"], row["column"], int(row["env_steps"]))
+                values.setdefault(key, []).append(float(row["value"]))
+    return seeds, values
+
+
 def report(names: list[str], seeds: list[int], steps: int, out: Path) -> None:
+    """One row per algorithm: the finished runs' CSVs for ``seeds`` plus the values in
+    ``earlier_runs.csv`` (a seed there is not read from a CSV too)."""
     half = steps // 2
     print(
         f"| algorithm | seeds | at {half:,} env steps | at {steps:,} env steps "
         f"| own columns at {steps:,} (seeds that logged them) |"
     )
     print("|---|---|---|---|---|")
+    earlier_seeds, earlier_values = earlier_runs(out)
     for name in names:
-        runs = [finished_run(out / f"{name}_seed{seed}.csv", steps) for seed in seeds]
+        kept = [s for s in seeds if s not in earlier_seeds.get(name, set())]
+        runs = [finished_run(out / f"{name}_seed{seed}.csv", steps) for seed in kept]
         runs = [rows for rows in runs if rows is not None]
-        if runs:
-            at_half = spread([return_at(rows, half) for rows in runs])
-            at_end = spread([return_at(rows, steps) for rows in runs])
-            own = []
-            columns = [c.name for c in algos.get_algo_spec(name).progress_columns]
-            for column in [*columns, BINDING_FRACTION]:
-                logged = [rows for rows in runs if column in rows[0]]
-                if logged:
-                    values = [return_at(rows, steps, column) for rows in logged]
-                    own.append(f"{column} {spread(values)} ({len(logged)})")
-            print(f"| `{name}` | {len(runs)} | {at_half} | {at_end} | {'; '.join(own)} |")
+
+        def values(column: str, at: int, name: str = name, runs: list = runs) -> list[float]:
+            logged = [return_at(rows, at, column) for rows in runs if column in rows[0]]
+            return earlier_values.get((name, column, at), []) + logged
+
+        at_end = values("per_agent_return", steps)
+        if not at_end:
+            continue
+        at_half = values("per_agent_return", half)
+        own = []
+        columns = [c.name for c in algos.get_algo_spec(name).progress_columns]
+        for column in [*columns, BINDING_FRACTION]:
+            if logged := values(column, steps):
+                own.append(f"{column} {spread(logged)} ({len(logged)})")
+        print(
+            f"| `{name}` | {len(at_end)} | {spread(at_half)} | {spread(at_end)} "
+            f"| {'; '.join(own)} |"
+        )
 
 
 def main() -> None:
