@@ -10,6 +10,12 @@ chase 1 good agent; one joint critic per team). Writes
     python benchmarks/mixed_teams.py --algo efx_mappo --steps 100000 --seeds 0
     python benchmarks/mixed_teams.py --env mamujoco:HalfCheetah --env-arg agent_conf=2x3 \
         --share-policy individual --steps 100000
+
+Each team's return at given env steps, mean [min, max] over the seeds' CSVs (trains
+nothing)::
+
+    python benchmarks/mixed_teams.py --algo happo --env mpe:simple_speaker_listener \
+        --seeds 0 1 2 --report-at 12000 20000 40000 100000
 """
 
 from __future__ import annotations
@@ -53,6 +59,14 @@ def mechanism_columns(result: dict, teams) -> dict[str, float]:
             columns[f"{team}_episode_cost"] = float(safe_team["episode_cost_mean"])
             columns[f"{team}_cost_multiplier"] = float(safe_team["cost_multiplier"])
     return columns
+
+
+MECHANISM_SUFFIXES = (
+    "_efx_binding_fraction",
+    "_budget_z",
+    "_episode_cost",
+    "_cost_multiplier",
+)
 
 
 def cross_play(algorithm, env, config, trained_team: str | None, episodes: int, seed: int):
@@ -134,6 +148,26 @@ def run(algo, env_name, env_args, share_policy, seed, steps, out, cross_episodes
         algorithm.stop()
 
 
+def report(csv_dir: Path, algo: str, seeds: list[int], at: list[int], window: int) -> None:
+    """Per team and env-step count: the mean return over the ``window`` iterations ending
+    at the first one that reached it, then mean [min, max] over seeds."""
+    runs = []
+    for seed in seeds:
+        with open(csv_dir / f"{algo}_seed{seed}.csv") as f:
+            runs.append([{k: float(v) for k, v in row.items()} for row in csv.DictReader(f)])
+    teams = [k for k in runs[0][0] if k not in ("timesteps_total", "time_total_s")]
+    teams = [t for t in teams if not t.endswith(MECHANISM_SUFFIXES)]
+    for team in teams:
+        cells = []
+        for steps in at:
+            values = []
+            for rows in runs:
+                reached = next(i for i, r in enumerate(rows) if r["timesteps_total"] >= steps)
+                values.append(np.nanmean([r[team] for r in rows[: reached + 1][-window:]]))
+            cells.append(f"{np.mean(values):.1f} [{min(values):.1f}, {max(values):.1f}]")
+        print(f"| `{algo}` {team} ({len(runs)} seeds) | " + " | ".join(cells) + " |")
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--algo", default="mappo")
@@ -150,7 +184,14 @@ def main() -> None:
         help="episodes per cross-play pairing (one team trained, the others random)",
     )
     parser.add_argument("--out", type=Path, default=Path("runs/mixed_teams"))
+    parser.add_argument(
+        "--report-at", type=int, nargs="+", default=None, help="env steps; trains nothing"
+    )
     args = parser.parse_args()
+    if args.report_at:
+        csv_dir = args.out / args.env.replace(":", "-")
+        report(csv_dir, args.algo, args.seeds, args.report_at, args.window)
+        return
     ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False)
     env_args = parse_assignments(args.env_arg, "--env-arg")
     summary = []
