@@ -16,6 +16,7 @@ from pathlib import Path
 
 import numpy as np
 import ray
+from run_csv import finished_run
 
 from marllib_ext import algos, make_env
 
@@ -26,11 +27,8 @@ FIELDS = ("timesteps_total", "episode_return_mean", "agent_return_mean", "time_t
 def run(name: str, steps: int, seed: int, out: Path) -> list[dict]:
     """Trains one (algorithm, seed); an existing CSV that reached ``steps`` is reused."""
     path = out / f"{name}_seed{seed}.csv"
-    if path.exists():
-        with open(path) as f:
-            rows = [{k: float(v) for k, v in row.items()} for row in csv.DictReader(f)]
-        if rows and rows[-1]["timesteps_total"] >= steps:
-            return rows
+    if (rows := finished_run(path, steps)) is not None:
+        return rows
     rows = []
     algos.get(name).fit(
         make_env("mpe:simple_spread", N=3, max_cycles=25),

@@ -29,6 +29,7 @@ import numpy as np
 import ray
 import torch
 from ray.rllib.core.columns import Columns
+from run_csv import mean_at, read_run
 
 from marllib_ext import algos, make_env
 from marllib_ext.cli import parse_assignments
@@ -59,14 +60,6 @@ def mechanism_columns(result: dict, teams) -> dict[str, float]:
             columns[f"{team}_episode_cost"] = float(safe_team["episode_cost_mean"])
             columns[f"{team}_cost_multiplier"] = float(safe_team["cost_multiplier"])
     return columns
-
-
-MECHANISM_SUFFIXES = (
-    "_efx_binding_fraction",
-    "_budget_z",
-    "_episode_cost",
-    "_cost_multiplier",
-)
 
 
 def cross_play(algorithm, env, config, trained_team: str | None, episodes: int, seed: int):
@@ -148,22 +141,14 @@ def run(algo, env_name, env_args, share_policy, seed, steps, out, cross_episodes
         algorithm.stop()
 
 
-def report(csv_dir: Path, algo: str, seeds: list[int], at: list[int], window: int) -> None:
+def report(csv_dir: Path, algo: str, teams, seeds: list[int], at: list[int], window: int) -> None:
     """Per team and env-step count: the mean return over the ``window`` iterations ending
     at the first one that reached it, then mean [min, max] over seeds."""
-    runs = []
-    for seed in seeds:
-        with open(csv_dir / f"{algo}_seed{seed}.csv") as f:
-            runs.append([{k: float(v) for k, v in row.items()} for row in csv.DictReader(f)])
-    teams = [k for k in runs[0][0] if k not in ("timesteps_total", "time_total_s")]
-    teams = [t for t in teams if not t.endswith(MECHANISM_SUFFIXES)]
+    runs = [read_run(csv_dir / f"{algo}_seed{seed}.csv") for seed in seeds]
     for team in teams:
         cells = []
         for steps in at:
-            values = []
-            for rows in runs:
-                reached = next(i for i, r in enumerate(rows) if r["timesteps_total"] >= steps)
-                values.append(np.nanmean([r[team] for r in rows[: reached + 1][-window:]]))
+            values = [mean_at(rows, steps, team, window) for rows in runs]
             cells.append(f"{np.mean(values):.1f} [{min(values):.1f}, {max(values):.1f}]")
         print(f"| `{algo}` {team} ({len(runs)} seeds) | " + " | ".join(cells) + " |")
 
@@ -188,12 +173,13 @@ def main() -> None:
         "--report-at", type=int, nargs="+", default=None, help="env steps; trains nothing"
     )
     args = parser.parse_args()
+    env_args = parse_assignments(args.env_arg, "--env-arg")
     if args.report_at:
+        teams = make_env(args.env, **env_args).layout.teams
         csv_dir = args.out / args.env.replace(":", "-")
-        report(csv_dir, args.algo, args.seeds, args.report_at, args.window)
+        report(csv_dir, args.algo, teams, args.seeds, args.report_at, args.window)
         return
     ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False)
-    env_args = parse_assignments(args.env_arg, "--env-arg")
     summary = []
     for seed in args.seeds:
         rows = run(

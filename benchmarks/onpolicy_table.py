@@ -33,6 +33,7 @@ from pathlib import Path
 
 import numpy as np
 import ray
+from run_csv import finished_run, mean_at, window_mean
 from timing import interleaved_seconds_per_iteration
 
 from marllib_ext import algos, make_env
@@ -53,15 +54,6 @@ def share_policy(name: str) -> str:
 def per_agent_return(result: dict) -> float:
     returns = result.get("env_runners", {}).get("agent_episode_returns_mean") or {}
     return float(np.mean(list(returns.values()))) if returns else math.nan
-
-
-def finished_run(path: Path, steps: int) -> list[dict] | None:
-    """The rows of a run that reached ``steps`` env steps, else None."""
-    if not path.exists():
-        return None
-    with open(path) as f:
-        rows = [{k: float(v) for k, v in row.items()} for row in csv.DictReader(f)]
-    return rows if rows and rows[-1]["timesteps_total"] >= steps else None
 
 
 def binding_fraction(result: dict) -> float:
@@ -113,18 +105,6 @@ def learn(name: str, seed: int, steps: int, out: Path) -> list[dict]:
     return rows
 
 
-def final_return(rows: list[dict], key: str = "per_agent_return") -> float:
-    values = [r[key] for r in rows[-WINDOW:]]
-    return float(np.nanmean(values))
-
-
-def return_at(rows: list[dict], steps: int, key: str = "per_agent_return") -> float:
-    """Mean of ``key`` over the ``WINDOW`` iterations ending at the first one that
-    reached ``steps``."""
-    reached = next(i for i, r in enumerate(rows) if r["timesteps_total"] >= steps)
-    return final_return(rows[: reached + 1], key)
-
-
 def spread(values: list[float]) -> str:
     return f"{np.mean(values):.2f} [{min(values):.2f}, {max(values):.2f}]"
 
@@ -152,6 +132,15 @@ def earlier_runs(out: Path) -> tuple[dict[str, set[int]], dict[tuple, list[float
     return seeds, values
 
 
+def column_values(
+    runs: list[list[dict]], earlier: dict[tuple[str, int], list[float]], column: str, at: int
+) -> list[float]:
+    """One algorithm's ``column`` at ``at`` env steps: its earlier values (keyed by column
+    and env steps), then one per run whose CSV logged the column."""
+    logged = [mean_at(rows, at, column, WINDOW) for rows in runs if column in rows[0]]
+    return earlier.get((column, at), []) + logged
+
+
 def report(names: list[str], seeds: list[int], steps: int, out: Path) -> None:
     """One row per algorithm: the finished runs' CSVs for ``seeds`` plus the values in
     ``earlier_runs.csv`` (a seed there is not read from a CSV too)."""
@@ -166,19 +155,15 @@ def report(names: list[str], seeds: list[int], steps: int, out: Path) -> None:
         kept = [s for s in seeds if s not in earlier_seeds.get(name, set())]
         runs = [finished_run(out / f"{name}_seed{seed}.csv", steps) for seed in kept]
         runs = [rows for rows in runs if rows is not None]
-
-        def values(column: str, at: int, name: str = name, runs: list = runs) -> list[float]:
-            logged = [return_at(rows, at, column) for rows in runs if column in rows[0]]
-            return earlier_values.get((name, column, at), []) + logged
-
-        at_end = values("per_agent_return", steps)
+        earlier = {key[1:]: v for key, v in earlier_values.items() if key[0] == name}
+        at_end = column_values(runs, earlier, "per_agent_return", steps)
         if not at_end:
             continue
-        at_half = values("per_agent_return", half)
+        at_half = column_values(runs, earlier, "per_agent_return", half)
         own = []
         columns = [c.name for c in algos.get_algo_spec(name).progress_columns]
         for column in [*columns, BINDING_FRACTION]:
-            if logged := values(column, steps):
+            if logged := column_values(runs, earlier, column, steps):
                 own.append(f"{column} {spread(logged)} ({len(logged)})")
         print(
             f"| `{name}` | {len(at_end)} | {spread(at_half)} | {spread(at_end)} "
@@ -207,7 +192,10 @@ def main() -> None:
         print(f"| algorithm | per-agent return at {args.steps:,} env steps, mean [min, max] |")
         print("|---|---|")
         for name in names:
-            finals = [final_return(learn(name, s, args.steps, args.out)) for s in args.seeds]
+            finals = [
+                window_mean(learn(name, s, args.steps, args.out), "per_agent_return", WINDOW)
+                for s in args.seeds
+            ]
             print(
                 f"| `{name}` | {np.mean(finals):.2f} [{min(finals):.2f}, {max(finals):.2f}] "
                 f"({len(finals)} seeds; random {RANDOM_PER_AGENT:.2f}) |",
