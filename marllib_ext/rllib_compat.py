@@ -10,6 +10,8 @@ from __future__ import annotations
 
 from typing import Any
 
+import numpy as np
+import torch
 from ray.rllib.algorithms.algorithm import Algorithm
 from ray.rllib.algorithms.algorithm_config import AlgorithmConfig
 from ray.rllib.connectors.connector_pipeline_v2 import ConnectorPipelineV2
@@ -73,6 +75,62 @@ def replace_connector(
     pipeline.remove(old_class)
     pipeline.append(new)
     return pipeline
+
+
+# ---- modules ---------------------------------------------------------------------------
+def plain_module(modules, module_id: str | None = None):
+    """The plain RLModule ``modules[module_id]`` (or ``modules`` itself), its own methods
+    (``compute_values``, a mixer) callable whatever the number of learners.
+
+    Relies on: with ``num_learners > 1`` RLlib's ``TorchLearner`` wraps every module in
+    ``TorchDDPRLModule``, which forwards only ``forward_*`` and returns the wrapped
+    module from ``unwrapped()``; a plain ``RLModule.unwrapped()`` returns itself.
+    Gradients of a loss built on the plain module still reach DDP's all-reduce because
+    RLlib runs ``forward_train`` through the wrapper first in every update."""
+    module = modules if module_id is None else modules[module_id]
+    return module.unwrapped()
+
+
+# ---- data-parallel learners -----------------------------------------------------------
+def _process_group_device():
+    """``None`` without a process group (0 or 1 learner), else the device its collectives
+    take tensors on.
+
+    Relies on: with ``num_learners > 1`` RLlib's ``LearnerGroup`` starts the learner
+    actors through Ray Train's ``TorchConfig``, which initializes ``torch.distributed``
+    (gloo on CPU, nccl on GPU) in every learner before ``Learner.build()``."""
+    if not (torch.distributed.is_available() and torch.distributed.is_initialized()):
+        return None
+    if torch.distributed.get_backend() == "nccl":
+        return torch.device("cuda", torch.cuda.current_device())
+    return torch.device("cpu")
+
+
+def data_parallel() -> bool:
+    """Whether this learner is one of several data-parallel (DDP) learners."""
+    return _process_group_device() is not None
+
+
+def max_over_learners(count: int) -> int:
+    """The largest ``count`` over all data-parallel learners (``count`` itself with one):
+    every learner must take the same number of DDP steps or the all-reduce hangs."""
+    device = _process_group_device()
+    if device is None:
+        return int(count)
+    value = torch.tensor([int(count)], dtype=torch.int64, device=device)
+    torch.distributed.all_reduce(value, op=torch.distributed.ReduceOp.MAX)
+    return int(value.item())
+
+
+def first_learners_array(array: np.ndarray) -> np.ndarray:
+    """The first learner's ``array`` (an int64 or float64 array of the same shape on
+    every learner), for choices that must agree across learners (HAPPO's order)."""
+    device = _process_group_device()
+    if device is None:
+        return array
+    tensor = torch.as_tensor(np.ascontiguousarray(array), device=device)
+    torch.distributed.broadcast(tensor, src=0)
+    return tensor.cpu().numpy()
 
 
 # ---- learner internals -----------------------------------------------------------------

@@ -20,11 +20,13 @@ from marllib_ext.algos.config import CentralCriticSettings, Check, PPOSettings, 
 from marllib_ext.algos.learners import (
     JointCriticPPOLearner,
     VDPPOLearner,
+    WholeBatchSteps,
     masked_mean,
     masked_value_loss,
 )
 from marllib_ext.algos.ppo_family import build_ippo, build_mappo, build_vdppo
 from marllib_ext.ops.a2c import a2c_policy_loss
+from marllib_ext.rllib_compat import plain_module
 
 
 @dataclass(frozen=True)
@@ -60,7 +62,7 @@ class VDA2CSettings(VDSettings, OnePassFields):
 def a2c_actor_loss(learner, module_id, batch, fwd_out) -> torch.Tensor:
     """Mean A2C policy loss of one actor module over its valid rows (logs
     ``policy_loss`` and ``entropy``)."""
-    module = learner.module[module_id].unwrapped()
+    module = plain_module(learner.module, module_id)
     dist = module.get_train_action_dist_cls().from_logits(fwd_out[Columns.ACTION_DIST_INPUTS])
     entropy = dist.entropy()
     entropy_coeff = learner.entropy_coeff_schedulers_per_module[module_id].get_current_value()
@@ -79,7 +81,7 @@ def a2c_actor_loss(learner, module_id, batch, fwd_out) -> torch.Tensor:
     return mean(per_sample)
 
 
-class IA2CLearner(PPOTorchLearner):
+class IA2CLearner(WholeBatchSteps, PPOTorchLearner):
     """Independent A2C: each policy's own value head and GAE (RLlib's PPO pipeline),
     A2C's actor loss plus ``vf_loss_coeff`` times the value loss (squared error clamped
     at ``vf_clip_param`` as in RLlib's PPO)."""
@@ -87,7 +89,7 @@ class IA2CLearner(PPOTorchLearner):
     @override(PPOTorchLearner)
     def compute_loss_for_module(self, *, module_id, config, batch, fwd_out):
         policy_loss = a2c_actor_loss(self, module_id, batch, fwd_out)
-        module = self.module[module_id].unwrapped()
+        module = plain_module(self.module, module_id)
         values = module.compute_values(batch, embeddings=fwd_out.get(Columns.EMBEDDINGS))
         mask = batch.get(Columns.LOSS_MASK)
         vf_loss, explained = masked_value_loss(

@@ -34,10 +34,10 @@ from marllib_ext.algos.ppo_family import build_joint_critic_ppo
 from marllib_ext.envs.handle import EnvHandle
 from marllib_ext.errors import ConfigError
 from marllib_ext.ops.coma import counterfactual_advantage, critic_inputs, policy_from_logits
-from marllib_ext.policies.coma_critic import COMA_INPUTS, CounterfactualCritic
+from marllib_ext.policies.coma_critic import COMA_INPUTS, Q_VALUES, CounterfactualCritic
 from marllib_ext.policies.joint_critic import is_critic_module
 from marllib_ext.postprocessing.joint_advantage import JointAdvantageConnector
-from marllib_ext.rllib_compat import learner_batch
+from marllib_ext.rllib_compat import learner_batch, plain_module
 
 COMA_ADVANTAGE_MEAN = "coma_advantage_mean"
 COMA_ADVANTAGE_STD = "coma_advantage_std"
@@ -84,7 +84,7 @@ class COMAAdvantageConnector(JointAdvantageConnector):
     def __call__(self, *, rl_module, batch, episodes, metrics: MetricsLogger | None = None, **kw):
         team = self.build_team_batch(batch, episodes)
         layout = team.layout
-        critic = rl_module[self.critic_module_id]
+        critic = plain_module(rl_module, self.critic_module_id)
         n_actions = int(critic.model_config["n_actions"])
         n_agents = len(layout.agent_ids)
         actions = np.zeros((layout.n_rows, n_agents), dtype=np.int64)
@@ -166,9 +166,8 @@ class COMALearner(JointCriticPPOLearner):
         return a2c_actor_loss(self, module_id, batch, fwd_out)
 
     @override(JointCriticPPOLearner)
-    def critic_loss(self, *, module_id, config, batch) -> torch.Tensor:
-        critic = self.module[module_id].unwrapped()
-        q_values = critic.q_values(batch[COMA_INPUTS])
+    def critic_loss(self, *, module_id, config, batch, fwd_out) -> torch.Tensor:
+        q_values = fwd_out[Q_VALUES]
         q_taken = torch.gather(q_values, -1, batch[Columns.ACTIONS].long()[:, None])[:, 0]
         loss, _ = masked_value_loss(
             q_taken,

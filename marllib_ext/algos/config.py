@@ -42,6 +42,32 @@ def require_all(settings: Any, checks: list[Check]) -> None:
         require(ok, key, getattr(settings, key), message)
 
 
+def learner_share(total: int | None, num_learners: int) -> int | None:
+    """One learner's share of an iteration-wide row count: ``total / max(1, num_learners)``.
+
+    ``train_batch_size`` (and ``minibatch_size``) mean rows of the whole iteration
+    whatever the number of learners; RLlib's ``*_per_learner`` settings get this share,
+    so ``num_learners`` data-parallel learners together see the same batch and take the
+    same number of gradient steps (each averaged over their shards) as one learner.
+    ``None`` stays ``None``. The settings' checks make ``total`` divisible."""
+    return None if total is None else total // max(1, num_learners)
+
+
+def divisible_by_learners(settings: Any, *keys: str) -> list[Check]:
+    """Checks that each of ``keys`` (a row count or ``None``) splits evenly over
+    ``settings.num_learners``."""
+    learners = max(1, settings.num_learners)
+    return [
+        (
+            getattr(settings, key) is None or getattr(settings, key) % learners == 0,
+            key,
+            f"must be divisible by num_learners={settings.num_learners} (each learner "
+            "takes an equal share of the iteration's rows)",
+        )
+        for key in keys
+    ]
+
+
 @dataclass(frozen=True)
 class Settings:
     """Base of every settings class: typed fields from YAML, validated once.
@@ -113,6 +139,12 @@ class PPOSettings(Settings):
             (self.num_cpus_per_env_runner > 0, "num_cpus_per_env_runner", "must be > 0"),
             (self.num_learners >= 0, "num_learners", "must be >= 0 (0: learn in the driver)"),
             (self.num_gpus_per_learner >= 0, "num_gpus_per_learner", "must be >= 0"),
+            *divisible_by_learners(self, "train_batch_size", "minibatch_size"),
+            (
+                self.minibatch_size is not None or self.num_learners <= 1 or self.num_epochs == 1,
+                "minibatch_size",
+                "null (whole-batch steps) with num_learners > 1 needs num_epochs: 1",
+            ),
             (
                 self.actor_activation in ACTIVATION_NAMES,
                 "actor_activation",

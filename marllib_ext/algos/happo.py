@@ -24,7 +24,7 @@ from marllib_ext.ops.happo import team_row_log_ratio
 from marllib_ext.policies.joint_critic import is_critic_module
 from marllib_ext.postprocessing.efx_advantage import EFXJointAdvantageConnector
 from marllib_ext.postprocessing.joint_advantage import JointAdvantageConnector
-from marllib_ext.rllib_compat import learner_batch
+from marllib_ext.rllib_compat import first_learners_array, learner_batch, plain_module
 
 # Actor batch columns: each row's env-step index in its team batch, and the row's M.
 TEAM_ROW = "happo_team_row"
@@ -75,7 +75,9 @@ class HAPPOLearner(JointCriticPPOLearner):
         batch = learner_batch(self, training_data)
         critics = sorted(m for m in batch.policy_batches if is_critic_module(m))
         actors = sorted(m for m in batch.policy_batches if not is_critic_module(m))
-        self.last_order = [str(m) for m in self._order_rng.permutation(actors)]
+        # Data-parallel learners must update the same policy at the same time.
+        order = first_learners_array(self._order_rng.permutation(len(actors)))
+        self.last_order = [str(actors[i]) for i in order]
         log_factors = {c: np.zeros(len(batch.policy_batches[c])) for c in critics}
         env_steps = batch.env_steps()
         result = self.update_modules(
@@ -108,7 +110,7 @@ class HAPPOLearner(JointCriticPPOLearner):
     def log_ratio(self, module_id: str, module_batch: dict) -> np.ndarray:
         """``(n_rows,)`` ``log pi_new - log pi_old`` of the taken actions after this
         policy's update (0 on rows outside the loss mask)."""
-        module = self.module[module_id].unwrapped()
+        module = plain_module(self.module, module_id)
         with torch.no_grad():
             out = module.forward_train(dict(module_batch))
             dist = module.get_train_action_dist_cls().from_logits(out[Columns.ACTION_DIST_INPUTS])

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 from typing import Any
 
 import torch
@@ -16,13 +17,19 @@ from ray.rllib.utils.annotations import override
 from ray.rllib.utils.torch_utils import explained_variance
 
 from marllib_ext.policies.joint_critic import ACTOR_MODULES, is_critic_module
+from marllib_ext.policies.vd_critic import AGENT_VALUE_SPREAD
 from marllib_ext.postprocessing.joint_advantage import JointAdvantageConnector
 from marllib_ext.postprocessing.vd_advantage import VDJointAdvantageConnector
 from marllib_ext.rllib_compat import (
     connectors_of,
+    data_parallel,
     learner_connector,
+    max_over_learners,
     settings_of,
 )
+
+# Detached critic outputs logged as they are.
+CRITIC_DIAGNOSTICS = (AGENT_VALUE_SPREAD,)
 
 
 def masked_value_loss(
@@ -49,7 +56,24 @@ def masked_mean(batch) -> Any:
     return torch.mean
 
 
-class JointCriticPPOLearner(PPOTorchLearner):
+class WholeBatchSteps:
+    """Learner mixin (list it before the RLlib learner): with ``minibatch_size: null``
+    every epoch is one step on the learner's whole batch, whatever RLlib's data-parallel
+    sharding asked for (it needs an int minibatch size to count minibatches; the
+    builder then passes the per-learner batch size, unused here)."""
+
+    @override(PPOTorchLearner)
+    def update(self, *args, **kwargs):
+        if settings_of(self.config).minibatch_size is None:
+            kwargs = {**kwargs, "minibatch_size": None, "num_total_minibatches": 0}
+        return super().update(*args, **kwargs)
+
+
+class PPOLearner(WholeBatchSteps, PPOTorchLearner):
+    """RLlib's PPO learner (``ippo``), whole-batch steps with ``minibatch_size: null``."""
+
+
+class JointCriticPPOLearner(WholeBatchSteps, PPOTorchLearner):
     """PPO with one learner-only joint critic module shared by all actor modules.
 
     The actors' own value heads are unused (``use_critic=False``); the critic module is
@@ -116,7 +140,17 @@ class JointCriticPPOLearner(PPOTorchLearner):
         replaced = {"_no_metrics_reduce", *schedule}
         if schedule:
             replaced.add("num_total_minibatches")
-        return super().update(
+            if data_parallel():
+                # DDP's all-reduce needs the same number of minibatch steps on every
+                # learner: as many as the largest module batch of any shard takes.
+                rows = max(len(b) for b in policy_batches.values())
+                size = schedule.get("minibatch_size") or rows
+                steps = math.ceil(schedule.get("num_epochs", 1) * rows / size)
+                kwargs = {**kwargs, "num_total_minibatches": max_over_learners(steps)}
+                replaced.discard("num_total_minibatches")
+        # An explicit schedule is not the configured one: skip WholeBatchSteps for it.
+        update = super().update if not schedule else super(WholeBatchSteps, self).update
+        return update(
             training_data=TrainingData(batch=MultiAgentBatch(policy_batches, env_steps)),
             timesteps=timesteps,
             _no_metrics_reduce=not last,
@@ -128,7 +162,7 @@ class JointCriticPPOLearner(PPOTorchLearner):
     def compute_loss_for_module(self, *, module_id, config, batch, fwd_out):
         if not is_critic_module(module_id):
             return self.actor_loss(module_id=module_id, config=config, batch=batch, fwd_out=fwd_out)
-        return self.critic_loss(module_id=module_id, config=config, batch=batch)
+        return self.critic_loss(module_id=module_id, config=config, batch=batch, fwd_out=fwd_out)
 
     def actor_loss(self, *, module_id, config, batch, fwd_out) -> torch.Tensor:
         """An actor module's loss: RLlib's PPO clipped surrogate plus entropy bonus (the
@@ -137,9 +171,11 @@ class JointCriticPPOLearner(PPOTorchLearner):
             module_id=module_id, config=config, batch=batch, fwd_out=fwd_out
         )
 
-    def critic_loss(self, *, module_id, config, batch) -> torch.Tensor:
-        critic = self.module[module_id].unwrapped()
-        values, diagnostics = critic.values_with_diagnostics(batch)
+    def critic_loss(self, *, module_id, config, batch, fwd_out) -> torch.Tensor:
+        """The joint critic's value loss on its ``forward_train`` output (``vf_preds``
+        plus detached diagnostics such as the VD critic's value spread)."""
+        values = fwd_out[Columns.VF_PREDS]
+        diagnostics = {k: v for k, v in fwd_out.items() if k in CRITIC_DIAGNOSTICS}
         loss, explained = masked_value_loss(
             values,
             batch[Columns.VALUE_TARGETS],

@@ -10,8 +10,13 @@ from ray.rllib.core.rl_module.default_model_config import DefaultModelConfig
 from ray.rllib.core.rl_module.multi_rl_module import MultiRLModuleSpec
 from ray.rllib.core.rl_module.rl_module import RLModuleSpec
 
-from marllib_ext.algos.config import CentralCriticSettings, PPOSettings, VDSettings
-from marllib_ext.algos.learners import JointCriticPPOLearner, VDPPOLearner
+from marllib_ext.algos.config import (
+    CentralCriticSettings,
+    PPOSettings,
+    VDSettings,
+    learner_share,
+)
+from marllib_ext.algos.learners import JointCriticPPOLearner, PPOLearner, VDPPOLearner
 from marllib_ext.algos.policy_sharing import PolicyMappingFn, policy_mapping
 from marllib_ext.envs.handle import EnvHandle
 from marllib_ext.errors import ConfigError
@@ -22,9 +27,21 @@ from marllib_ext.policies.joint_critic import (
 )
 from marllib_ext.policies.vd_critic import ValueDecompositionCritic
 
+# With num_learners >= 2 every module is wrapped in torch DDP. The joint critics' and
+# safe learners' losses call module methods outside `forward_train`, and the actors of
+# joint-critic algorithms never use their value heads: a static graph lets DDP learn once
+# which parameters get gradients instead of expecting every one in every backward pass.
+DDP_KWARGS = {"static_graph": True}
+
 
 def base_ppo_config(settings: PPOSettings, env: EnvHandle, *, seed: int | None) -> PPOConfig:
     """RLlib ``PPOConfig`` carrying the PPO core and sampling settings."""
+    per_learner_batch = learner_share(settings.train_batch_size, settings.num_learners)
+    minibatch_size = learner_share(settings.minibatch_size, settings.num_learners)
+    if minibatch_size is None and settings.num_learners > 1:
+        # RLlib's sharding needs an int to count minibatches; the learners
+        # (``WholeBatchSteps``) still take whole-batch steps.
+        minibatch_size = per_learner_batch
     return (
         PPOConfig()
         .environment(env.register_with_rllib(), env_config=dict(env.env_args))
@@ -37,6 +54,7 @@ def base_ppo_config(settings: PPOSettings, env: EnvHandle, *, seed: int | None) 
             num_learners=settings.num_learners,
             num_gpus_per_learner=settings.num_gpus_per_learner,
         )
+        .framework(torch_ddp_kwargs=DDP_KWARGS)
         # A crashed env runner is replaced and training goes on (RLlib's default, kept
         # explicit because our runs rely on it).
         .fault_tolerance(restart_failed_env_runners=True)
@@ -53,8 +71,9 @@ def base_ppo_config(settings: PPOSettings, env: EnvHandle, *, seed: int | None) 
             kl_target=settings.kl_target,
             grad_clip=settings.grad_clip,
             grad_clip_by="global_norm",
-            train_batch_size_per_learner=settings.train_batch_size,
-            minibatch_size=settings.minibatch_size,
+            # train_batch_size: env steps of the whole iteration; each learner its share.
+            train_batch_size_per_learner=per_learner_batch,
+            minibatch_size=minibatch_size,
             num_epochs=settings.num_epochs,
         )
         .debugging(seed=seed)
@@ -74,7 +93,7 @@ def build_ippo(
     settings: PPOSettings, env: EnvHandle, share_policy: str, seed: int | None
 ) -> PPOConfig:
     """Independent PPO: RLlib's PPO, each policy with its own value head and GAE."""
-    config = base_ppo_config(settings, env, seed=seed)
+    config = base_ppo_config(settings, env, seed=seed).learners(learner_class=PPOLearner)
     if not env.is_multi_agent:
         return config.rl_module(model_config=actor_model_config(settings))
     mapping = policy_mapping(env, share_policy)

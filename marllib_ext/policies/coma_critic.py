@@ -12,6 +12,8 @@ from marllib_ext.policies.joint_critic import mlp
 
 # Critic batch column: one row per (env step, agent), see ``ops.coma.critic_inputs``.
 COMA_INPUTS = "coma_inputs"
+# forward_train output: (B, n_actions) Q values.
+Q_VALUES = "q_values"
 
 
 class CounterfactualCritic(TorchRLModule):
@@ -30,7 +32,12 @@ class CounterfactualCritic(TorchRLModule):
 
     @override(TorchRLModule)
     def _forward(self, batch: dict[str, Any], **kwargs) -> dict[str, Any]:
-        return {}  # Q values are computed in the loss
+        return {}  # learner-only: never asked for actions
+
+    @override(TorchRLModule)
+    def _forward_train(self, batch: dict[str, Any], **kwargs) -> dict[str, Any]:
+        # Through forward_train so that data-parallel learners all-reduce the gradients.
+        return {Q_VALUES: self.q_values(batch[COMA_INPUTS])}
 
     def q_values(self, inputs: torch.Tensor) -> torch.Tensor:
         return self.q_net(inputs)

@@ -5,6 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 import torch
+from ray.rllib.core.columns import Columns
 from ray.rllib.core.rl_module.apis.value_function_api import ValueFunctionAPI
 from ray.rllib.core.rl_module.torch import TorchRLModule
 from ray.rllib.utils.annotations import override
@@ -34,6 +35,8 @@ def is_critic_module(module_id: str) -> bool:
 
 # Batch column of the critic module holding the global state.
 STATE = "state"
+# forward_train output of a critic with a cost head: the team cost value V_c(s).
+COST_VF_PREDS = "cost_vf_preds"
 
 ACTIVATIONS = {"tanh": nn.Tanh, "relu": nn.ReLU, "elu": nn.ELU, "silu": nn.SiLU}
 
@@ -75,12 +78,16 @@ class CentralValueCritic(TorchRLModule, ValueFunctionAPI):
 
     @override(TorchRLModule)
     def _forward(self, batch: dict[str, Any], **kwargs) -> dict[str, Any]:
-        # Values are computed in the loss through `compute_values`.
-        return {}
+        return {}  # learner-only: never asked for actions
 
-    def values_with_diagnostics(self, batch: dict[str, Any]) -> tuple[torch.Tensor, dict]:
-        """Values for the loss plus critic-specific diagnostics (none here)."""
-        return self.compute_values(batch), {}
+    @override(TorchRLModule)
+    def _forward_train(self, batch: dict[str, Any], **kwargs) -> dict[str, Any]:
+        # The loss reads these outputs: with data-parallel learners only what runs
+        # through forward_train (DDP's forward) has its gradients all-reduced.
+        out = {Columns.VF_PREDS: self.compute_values(batch)}
+        if self.cost_value_net is not None:
+            out[COST_VF_PREDS] = self.compute_cost_values(batch)
+        return out
 
     @override(ValueFunctionAPI)
     def compute_values(self, batch: dict[str, Any], embeddings: Any = None) -> torch.Tensor:

@@ -5,6 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 import torch
+from ray.rllib.core.columns import Columns
 from ray.rllib.core.rl_module.apis.value_function_api import ValueFunctionAPI
 from ray.rllib.core.rl_module.torch import TorchRLModule
 from ray.rllib.utils.annotations import override
@@ -105,10 +106,17 @@ class ValueDecompositionCritic(TorchRLModule, ValueFunctionAPI):
             return vdn_mix(agent_values)
         return self.hypernetworks(agent_values, batch[STATE])
 
-    def values_with_diagnostics(self, batch: dict[str, Any]) -> tuple[torch.Tensor, dict]:
+    @override(TorchRLModule)
+    def _forward_train(self, batch: dict[str, Any], **kwargs) -> dict[str, Any]:
+        """``V_tot`` (``vf_preds``, through forward_train so DDP syncs its gradients)
+        and the per-agent values' spread (a detached diagnostic)."""
         agent_values = self.agent_values(batch)
-        spread = agent_values.detach().std(dim=1).mean() if agent_values.shape[1] > 1 else 0.0
-        return self.mix(agent_values, batch), {AGENT_VALUE_SPREAD: spread}
+        spread = (
+            agent_values.detach().std(dim=1).mean()
+            if agent_values.shape[1] > 1
+            else torch.zeros((), device=agent_values.device)
+        )
+        return {Columns.VF_PREDS: self.mix(agent_values, batch), AGENT_VALUE_SPREAD: spread}
 
     @override(ValueFunctionAPI)
     def compute_values(self, batch: dict[str, Any], embeddings: Any = None) -> torch.Tensor:

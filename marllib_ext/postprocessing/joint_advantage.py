@@ -16,6 +16,7 @@ from marllib_ext.envs.adapter import STATE_KEY
 from marllib_ext.ops.advantages import standardize_valid, team_gae
 from marllib_ext.policies.joint_critic import CRITIC_MODULE_ID, STATE
 from marllib_ext.postprocessing.team_layout import AgentRows, TeamLayout, build_team_layout
+from marllib_ext.rllib_compat import plain_module
 
 TEAM_ADVANTAGE_MEAN = "team_advantage_mean"
 TEAM_VALUE_MEAN = "team_value_mean"
@@ -162,7 +163,7 @@ class JointAdvantageConnector(ConnectorV2):
         **kwargs,
     ) -> Any:
         team = self.build_team_batch(batch, episodes)
-        critic = rl_module[self.critic_module_id]
+        critic = plain_module(rl_module, self.critic_module_id)
         device = next(critic.parameters()).device
         critic_inputs = {
             column: torch.from_numpy(np.ascontiguousarray(array)).to(device)

@@ -9,6 +9,7 @@ from ray.rllib.core.rl_module.default_model_config import DefaultModelConfig
 from ray.rllib.core.rl_module.multi_rl_module import MultiRLModuleSpec
 from ray.rllib.core.rl_module.rl_module import RLModuleSpec
 
+from marllib_ext.algos.config import learner_share
 from marllib_ext.algos.policy_sharing import PolicyMappingFn, policy_mapping
 from marllib_ext.algos.roer.algorithm import ROERSAC
 from marllib_ext.algos.roer.learner import ROERSACLearner
@@ -79,7 +80,11 @@ def _base_config(settings: ROERSettings, env: EnvHandle, seed: int | None) -> SA
             initial_alpha=settings.initial_alpha,
             n_step=settings.n_step,
             twin_q=settings.twin_q,
-            train_batch_size_per_learner=settings.train_batch_size,
+            # train_batch_size: rows of one update of the whole iteration; each learner
+            # its share.
+            train_batch_size_per_learner=learner_share(
+                settings.train_batch_size, settings.num_learners
+            ),
             num_steps_sampled_before_learning_starts=(
                 settings.num_steps_sampled_before_learning_starts
             ),

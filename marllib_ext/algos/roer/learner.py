@@ -17,7 +17,12 @@ from marllib_ext.ops.roer import (
     squared_value_loss,
     state_value_td_error,
 )
-from marllib_ext.rllib_compat import hand_priorities_to_replay, record_extra_loss, settings_of
+from marllib_ext.rllib_compat import (
+    hand_priorities_to_replay,
+    plain_module,
+    record_extra_loss,
+    settings_of,
+)
 
 VALUE_LOSS_KEY = "value_loss"
 
@@ -37,7 +42,7 @@ class ROERSACLearner(SACTorchLearner):
     @override(SACTorchLearner)
     def configure_optimizers_for_module(self, module_id, config=None) -> None:
         super().configure_optimizers_for_module(module_id, config)
-        params = self.get_parameters(self.module[module_id].unwrapped().vf)
+        params = self.get_parameters(plain_module(self.module, module_id).vf)
         self.register_optimizer(
             module_id=module_id,
             optimizer_name="value",
@@ -52,7 +57,7 @@ class ROERSACLearner(SACTorchLearner):
             module_id=module_id, config=config, batch=batch, fwd_out=fwd_out
         )
         roer = self.settings
-        module = self.module[module_id].unwrapped()
+        module = plain_module(self.module, module_id)
         values = module.compute_state_values(batch[Columns.OBS])
         q = self._q_of_taken_actions(module, batch, fwd_out).detach()
         diff = q - values
@@ -65,7 +70,7 @@ class ROERSACLearner(SACTorchLearner):
                 diff, temp=roer.temp, gumbel_max_clip=roer.gumbel_max_clip
             )
         else:
-            value_loss, norm = squared_value_loss(diff), torch.tensor(1.0)
+            value_loss, norm = squared_value_loss(diff), torch.ones((), device=diff.device)
         value_loss = value_loss.mean()
 
         with torch.no_grad():

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from marllib_ext.algos.config import ACTIVATION_NAMES, Check, Settings
+from marllib_ext.algos.config import ACTIVATION_NAMES, Check, Settings, divisible_by_learners
 
 PER_TYPES = ("KL", "JS", "PER", "uniform")
 
@@ -58,6 +58,7 @@ class ROERSettings(Settings):
             (0 < self.per_beta <= 1, "per_beta", "must be in (0, 1]"),
             (0 <= self.gamma <= 1, "gamma", "must be in [0, 1]"),
             (self.train_batch_size > 0, "train_batch_size", "must be > 0"),
+            *divisible_by_learners(self, "train_batch_size"),
             (self.buffer_capacity > 0, "buffer_capacity", "must be > 0"),
             (self.n_step >= 1, "n_step", "must be >= 1"),
             (self.activation in ACTIVATION_NAMES, "activation", f"one of {ACTIVATION_NAMES}"),

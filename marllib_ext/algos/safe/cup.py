@@ -15,7 +15,7 @@ from marllib_ext.algos.safe.learner import SafeJointCriticLearner, ratio_kl_entr
 from marllib_ext.ops.lagrange import cup_coefficient, cup_projection_loss
 from marllib_ext.policies.joint_critic import is_critic_module
 from marllib_ext.postprocessing.cost_advantage import COST_ADVANTAGES
-from marllib_ext.rllib_compat import CapturesTrainBatch
+from marllib_ext.rllib_compat import CapturesTrainBatch, plain_module
 
 CUP_REFERENCE_DIST_INPUTS = "cup_reference_action_dist_inputs"
 
@@ -68,7 +68,7 @@ class CUPLearner(CapturesTrainBatch, SafeJointCriticLearner):
                 continue
             data = {c: module_batch[c] for c in columns if c in module_batch}
             with torch.no_grad():
-                out = self.module[module_id].forward_train(dict(data))
+                out = plain_module(self.module, module_id).forward_train(dict(data))
             data[CUP_REFERENCE_DIST_INPUTS] = out[Columns.ACTION_DIST_INPUTS].detach()
             policy_batches[module_id] = SampleBatch(data)
         return MultiAgentBatch(policy_batches, env_steps=batch.env_steps())
@@ -79,7 +79,7 @@ class CUPLearner(CapturesTrainBatch, SafeJointCriticLearner):
             return super().actor_loss(
                 module_id=module_id, config=config, batch=batch, fwd_out=fwd_out
             )
-        module = self.module[module_id].unwrapped()
+        module = plain_module(self.module, module_id)
         ratio, kl, _ = ratio_kl_entropy(module, batch, fwd_out, batch[CUP_REFERENCE_DIST_INPUTS])
         per_sample = cup_projection_loss(
             ratio,

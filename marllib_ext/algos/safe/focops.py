@@ -10,6 +10,7 @@ from ray.rllib.utils.annotations import override
 from marllib_ext.algos.learners import masked_mean
 from marllib_ext.algos.safe.learner import SafeJointCriticLearner, ratio_kl_entropy
 from marllib_ext.ops.lagrange import focops_loss
+from marllib_ext.rllib_compat import plain_module
 
 
 class FOCOPSLearner(SafeJointCriticLearner):
@@ -18,7 +19,7 @@ class FOCOPSLearner(SafeJointCriticLearner):
 
     @override(SafeJointCriticLearner)
     def actor_loss(self, *, module_id, config, batch, fwd_out) -> torch.Tensor:
-        module = self.module[module_id].unwrapped()
+        module = plain_module(self.module, module_id)
         ratio, kl, entropy = ratio_kl_entropy(
             module, batch, fwd_out, batch[Columns.ACTION_DIST_INPUTS]
         )

@@ -13,7 +13,7 @@ from ray.rllib.utils.annotations import override
 
 from marllib_ext.algos.learners import JointCriticPPOLearner, masked_value_loss
 from marllib_ext.ops.lagrange import Lagrange, PIDLagrangian
-from marllib_ext.policies.joint_critic import team_critic_ids
+from marllib_ext.policies.joint_critic import COST_VF_PREDS, team_critic_ids
 from marllib_ext.postprocessing.cost_advantage import (
     COST_VALUE_TARGETS,
     CostJointAdvantageConnector,
@@ -88,11 +88,10 @@ class SafeJointCriticLearner(JointCriticPPOLearner):
             connector.cost_multiplier = self.multiplier_of(connector.critic_module_id)
 
     @override(JointCriticPPOLearner)
-    def critic_loss(self, *, module_id, config, batch) -> torch.Tensor:
-        loss = super().critic_loss(module_id=module_id, config=config, batch=batch)
-        critic = self.module[module_id].unwrapped()
+    def critic_loss(self, *, module_id, config, batch, fwd_out) -> torch.Tensor:
+        loss = super().critic_loss(module_id=module_id, config=config, batch=batch, fwd_out=fwd_out)
         cost_loss, explained = masked_value_loss(
-            critic.compute_cost_values(batch),
+            fwd_out[COST_VF_PREDS],
             batch[COST_VALUE_TARGETS],
             batch[Columns.LOSS_MASK],
             clip=self.settings.vf_clip_param,
