@@ -59,6 +59,14 @@ class ROERSettings(Settings):
             (0 <= self.gamma <= 1, "gamma", "must be in [0, 1]"),
             (self.train_batch_size > 0, "train_batch_size", "must be > 0"),
             *divisible_by_learners(self, "train_batch_size"),
+            (
+                self.num_learners <= 1 or self.per_type == "uniform",
+                "num_learners",
+                f"per_type={self.per_type!r} needs one learner: RLlib 2.60 joins the "
+                "learners' TD errors shard by shard, not in the order the buffer sampled "
+                "them, so priorities would go to the wrong transitions (per_type: uniform "
+                "shards fine)",
+            ),
             (self.buffer_capacity > 0, "buffer_capacity", "must be > 0"),
             (self.n_step >= 1, "n_step", "must be >= 1"),
             (self.activation in ACTIVATION_NAMES, "activation", f"one of {ACTIVATION_NAMES}"),

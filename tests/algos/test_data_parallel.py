@@ -1,0 +1,245 @@
+"""Data-parallel learners (``num_learners=2``, torch DDP on CPU): every algorithm trains,
+the learners stay identical (weights, EFX budgets, safe multipliers), an iteration
+samples ``train_batch_size`` env steps, and RLlib's time-sliced shards give the same
+team advantages as one learner fed the same slices."""
+
+import copy
+
+import numpy as np
+import pytest
+from ray.rllib.core.columns import Columns
+from ray.rllib.core.learner.training_data import TrainingData
+from ray.rllib.utils.metrics import NUM_ENV_STEPS_SAMPLED_LIFETIME
+from ray.rllib.utils.minibatch_utils import ShardEpisodesIterator
+
+from marllib_ext import algos
+from marllib_ext.algos.registry import ALGORITHMS
+from marllib_ext.errors import ConfigError
+from marllib_ext.rllib_compat import CapturesTrainBatch, learner_batch, plain_module
+from tests.postprocessing.test_joint_advantage import CounterEnv  # noqa: F401 (registers)
+
+BATCH = 200
+COST_ENV = "mpe:simple_spread"  # the safe algorithms need info["cost"]
+ENV_OF = {
+    "sac_roer": "Pendulum-v1",
+    "isac_roer": "toy:continuous_target",
+    **{name: COST_ENV for name in algos.algorithms_that(needs_costs=True)},
+}
+# One algorithm per family: IL, CC, VD, EFX, safe, HAPPO, COMA.
+FAMILIES = ("ippo", "mappo", "vdppo", "efx_mappo", "mappo_lag", "happo", "coma")
+
+
+def two_learner_config(name, **overrides):
+    settings = {"num_learners": 2, "num_env_runners": 0}
+    if ALGORITHMS[name].capabilities.off_policy:
+        settings.update(train_batch_size=64, num_steps_sampled_before_learning_starts=64)
+        settings["per_type"] = "uniform"
+    else:
+        whole_batch = "a2c" in name or name == "coma"
+        settings.update(
+            hyperparam_source="toy",
+            train_batch_size=BATCH,
+            minibatch_size=None if whole_batch else BATCH // 2,
+        )
+    settings.update(overrides)
+    share = "individual" if "happo" in name else "all"
+    return algos.get(name, **settings).rllib_config(
+        ENV_OF.get(name, "toy:coordination"), share_policy=share, seed=0
+    )
+
+
+def two_learner_algorithm(name, **overrides):
+    return two_learner_config(name, **overrides).build_algo()
+
+
+def learner_weights(algorithm):
+    def weights(learner):
+        return {
+            module_id: {
+                name: value.detach().cpu().numpy().copy()
+                for name, value in plain_module(learner.module, module_id).state_dict().items()
+            }
+            for module_id in list(learner.module.keys())
+        }
+
+    return [ref.get() for ref in algorithm.learner_group.foreach_learner(weights)]
+
+
+def assert_learners_identical(algorithm):
+    first, second = learner_weights(algorithm)
+    assert first.keys() == second.keys()
+    for module_id, params in first.items():
+        for name, value in params.items():
+            np.testing.assert_array_equal(value, second[module_id][name], err_msg=name)
+
+
+def train_and_check(name, iterations=1):
+    algorithm = two_learner_algorithm(name)
+    try:
+        for _ in range(iterations):
+            result = algorithm.train()
+        if not ALGORITHMS[name].capabilities.off_policy:
+            # train_batch_size is the iteration's env steps, not one learner's share.
+            assert result["env_runners"]["num_env_steps_sampled"] == BATCH
+        assert_learners_identical(algorithm)
+        return algorithm, result
+    except BaseException:
+        algorithm.stop()
+        raise
+
+
+@pytest.mark.parametrize("name", FAMILIES)
+def test_one_algorithm_per_family_trains_with_two_learners(ray_session, name):
+    algorithm, _ = train_and_check(name)
+    algorithm.stop()
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("name", sorted(set(ALGORITHMS) - set(FAMILIES)))
+def test_every_other_algorithm_trains_with_two_learners(ray_session, name):
+    algorithm, _ = train_and_check(name)
+    algorithm.stop()
+
+
+def test_efx_budgets_stay_identical_across_learners(ray_session):
+    algorithm, result = train_and_check("efx_mappo", iterations=3)
+    try:
+        budgets = [
+            ref.get()
+            for ref in algorithm.learner_group.foreach_learner(
+                lambda learner: [c.budget for c in learner.advantage_connectors()]
+            )
+        ]
+        assert budgets[0] == budgets[1]
+        assert budgets[0] == [pytest.approx(result["efx"]["budget_z"])]
+    finally:
+        algorithm.stop()
+
+
+@pytest.mark.parametrize("name", ["mappo_lag", "mappo_pid_lag"])
+def test_safe_multipliers_stay_identical_across_learners(ray_session, name):
+    algorithm, result = train_and_check(name, iterations=3)
+    try:
+        states = [
+            ref.get()
+            for ref in algorithm.learner_group.foreach_learner(
+                lambda learner: {t: m.get_state() for t, m in learner.multipliers.items()}
+            )
+        ]
+        first, second = states
+        assert repr(first) == repr(second)  # floats and optimizer moments alike
+        (team_state,) = first.values()
+        assert team_state["multiplier"] == pytest.approx(result["safe"]["cost_multiplier"])
+    finally:
+        algorithm.stop()
+
+
+def test_batch_sizes_must_split_evenly_over_learners():
+    with pytest.raises(ConfigError, match="train_batch_size.*num_learners=3"):
+        algos.mappo(num_learners=3, train_batch_size=4000).rllib_config("mpe:simple_spread")
+    with pytest.raises(ConfigError, match="minibatch_size.*num_learners=3"):
+        algos.mappo(num_learners=3, train_batch_size=3000, minibatch_size=1000).rllib_config(
+            "mpe:simple_spread"
+        )
+
+
+def test_each_learner_gets_its_share_of_the_batch():
+    config = algos.mappo(num_learners=4, train_batch_size=4000, minibatch_size=1000).rllib_config(
+        "mpe:simple_spread"
+    )
+    assert config.train_batch_size_per_learner == 1000
+    assert config.total_train_batch_size == 4000
+    assert config.minibatch_size == 250
+
+
+# ---- time slices --------------------------------------------------------------------
+def sampled_episodes(algorithm, env_steps):
+    return algorithm.env_runner_group.local_env_runner.sample(
+        num_timesteps=env_steps, random_actions=False
+    )
+
+
+def test_shards_never_split_one_env_step_between_learners(ray_session):
+    algorithm = two_learner_algorithm("mappo")
+    try:
+        episodes = sampled_episodes(algorithm, 301)  # odd: the shards need a time slice
+        total = sum(len(e) for e in episodes)
+        shards = list(ShardEpisodesIterator(copy.deepcopy(episodes), num_shards=2))
+        sliced = 0
+        for shard in shards:
+            for episode in shard:
+                for agent_episode in episode.agent_episodes.values():
+                    # Every agent holds exactly the slice's env steps, from the same start.
+                    assert len(agent_episode) == len(episode)
+                    assert agent_episode.t_started == episode.env_t_started
+                sliced += not episode.is_done and len(episode) < 25
+        assert sum(len(e) for shard in shards for e in shard) == total
+        assert abs(sum(map(len, shards[0])) - sum(map(len, shards[1]))) <= 1
+        assert sliced > 0
+    finally:
+        algorithm.stop()
+
+
+@pytest.mark.parametrize("name", ["mappo", "vdppo", "efx_mappo"])
+def test_two_learners_write_the_advantages_one_learner_writes_on_the_same_slices(ray_session, name):
+    """The advantages and value targets each of 2 learners computes in a real update
+    equal those of one local learner (same weights) fed the same time slices: a slice
+    end is a rollout cut (bootstrap from V, EFX's segment ends there)."""
+    config = two_learner_config(name)
+    capturing = type("CapturingLearner", (CapturesTrainBatch, config.learner_class), {})
+    algorithm = config.learners(learner_class=capturing).build_algo()
+    single = two_learner_config(name, num_learners=0).build_algo()
+    try:
+        episodes = sampled_episodes(algorithm, 301)
+        weights = algorithm.learner_group.foreach_learner(
+            lambda learner: learner.module.get_state()
+        )
+        local = single.learner_group._learner
+        local.module.set_state(next(iter(weights)).get())
+
+        algorithm.learner_group.update(
+            episodes=copy.deepcopy(episodes),
+            timesteps={NUM_ENV_STEPS_SAMPLED_LIFETIME: 0},
+            num_epochs=1,
+            minibatch_size=config.minibatch_size,
+        )
+        captured = [
+            ref.get()
+            for ref in algorithm.learner_group.foreach_learner(
+                lambda learner: advantage_columns(learner.last_train_batch)
+            )
+        ]
+        shards = ShardEpisodesIterator(
+            copy.deepcopy(episodes),
+            num_shards=2,
+            len_lookback_buffer=config.episode_lookback_horizon,
+        )
+        for shard, got in zip(shards, captured, strict=True):
+            expected = advantage_columns(learner_batch(local, TrainingData(episodes=shard)))
+            assert got.keys() == expected.keys()
+            for module_id, columns in expected.items():
+                for column, values in columns.items():
+                    np.testing.assert_allclose(
+                        got[module_id][column], values, rtol=1e-5, atol=1e-5, err_msg=column
+                    )
+    finally:
+        algorithm.stop()
+        single.stop()
+
+
+def advantage_columns(batch):
+    return {
+        module_id: {
+            column: rows[column].detach().cpu().numpy()
+            for column in (Columns.ADVANTAGES, Columns.VALUE_TARGETS, Columns.LOSS_MASK)
+            if column in rows
+        }
+        for module_id, rows in batch.policy_batches.items()
+    }
+
+
+def test_prioritized_replay_refuses_several_learners():
+    with pytest.raises(ConfigError, match="num_learners"):
+        algos.sac_roer(num_learners=2, per_type="JS").rllib_config("Pendulum-v1")
+    # Uniform replay shards fine.
+    algos.sac_roer(num_learners=2, per_type="uniform").rllib_config("Pendulum-v1")
