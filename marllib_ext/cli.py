@@ -97,7 +97,10 @@ def init_ray(args: argparse.Namespace) -> None:
             raise ConfigError("--num-cpus applies to a local Ray only, not with --address")
         ray.init(address=address, configure_logging=False, log_to_driver=args.verbose)
     else:
+        # "local": always a new local Ray, never the address an earlier `ray start`
+        # left in Ray's temp dir (a dead cluster there makes ray.init() hang).
         ray.init(
+            address="local",
             num_cpus=args.num_cpus,
             include_dashboard=False,
             configure_logging=False,
@@ -211,12 +214,7 @@ def cmd_evaluate(args: argparse.Namespace) -> int:
         raise ConfigError("--z-sweep and --z are exclusive")
     if args.z_sweep is not None and args.render:
         raise ConfigError("--z-sweep does not render; drop --render")
-    ray.init(
-        num_cpus=args.num_cpus,
-        include_dashboard=False,
-        configure_logging=False,
-        log_to_driver=args.verbose,
-    )
+    init_ray(args)
     try:
         if args.z_sweep is not None or args.z == "auto":
             return _evaluate_budgets(args)

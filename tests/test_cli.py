@@ -123,3 +123,29 @@ def test_tune_sweep_prints_a_results_table(tmp_path):
     header = next(i for i, line in enumerate(lines) if "agent_return" in line)
     rows = lines[header + 1 : header + 3]
     assert len(rows) == 2 and {"0.001", "0.0005"} <= {row.split()[0] for row in rows}
+
+
+def test_train_starts_its_own_ray_despite_a_dead_cluster_address(tmp_path):
+    """An earlier `ray start` whose cluster died leaves its address in Ray's temp dir;
+    without --address or RAY_ADDRESS, train must start a local Ray, not retry it."""
+    import os
+    import shutil
+    import tempfile
+
+    temp_root = tempfile.mkdtemp(prefix="mx", dir="/tmp")  # short: Ray's socket paths
+    try:
+        ray_dir = Path(temp_root, "ray")
+        ray_dir.mkdir()
+        (ray_dir / "ray_current_cluster").write_text("127.0.0.1:1")  # nothing listens
+        env = {k: v for k, v in os.environ.items() if k != "RAY_ADDRESS"}
+        result = subprocess.run(
+            [sys.executable, "-m", "marllib_ext.cli", "train", "ippo", "--env",
+             "toy:coordination", "--stop-iters", "1", "--set", "num_env_runners=0",
+             "--num-cpus", "1", "--local-dir", str(tmp_path)],
+            cwd=tmp_path, capture_output=True, text=True, timeout=240,
+            env={**env, "TMPDIR": temp_root},
+        )  # fmt: skip
+        assert result.returncode == 0, result.stderr[-2000:]
+        assert "checkpoint" in result.stdout
+    finally:
+        shutil.rmtree(temp_root, ignore_errors=True)

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import csv
 import math
+import os
 import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
@@ -164,7 +165,13 @@ class Algo:
             raise ConfigError(f"resume checkpoint {str(resume_from)!r} does not exist")
         config = self.rllib_config(env, share_policy=share_policy, seed=seed, **overrides)
         if not ray.is_initialized():
-            ray.init(include_dashboard=False, configure_logging=False)
+            # $RAY_ADDRESS (ray job submit) joins that cluster; otherwise a new local
+            # Ray, never one an earlier `ray start` left behind.
+            ray.init(
+                address=os.environ.get("RAY_ADDRESS") or "local",
+                include_dashboard=False,
+                configure_logging=False,
+            )
         check_cluster_resources(config)
         run_dir = _new_run_dir(Path(local_dir), f"{self.name}_{env.name.replace(':', '-')}")
         algorithm = config.build_algo()
