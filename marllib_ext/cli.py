@@ -119,7 +119,30 @@ def _format_row(row: dict[str, float], columns=()) -> str:
         f"episode return {row['episode_return_mean']:9.3f} "
         f"(per agent {row['agent_return_mean']:8.3f}) | "
         f"{row['time_this_iter_s']:6.2f} s/iter, {row['time_total_s']:7.1f} s total{extra}"
+        + _runner_health(row)
     )
+
+
+def _runner_health(row: dict[str, float]) -> str:
+    total = row.get("env_runners", math.nan)
+    if not total or math.isnan(total):
+        return ""
+    return f" | env runners {int(row['env_runners_healthy'])}/{int(total)} healthy"
+
+
+def _print_runner_nodes(algorithm) -> None:
+    """Which Ray node serves each remote env runner (a multi-node run shows several)."""
+    import ray
+
+    nodes = algorithm.env_runner_group.foreach_env_runner(
+        lambda runner: ray.get_runtime_context().get_node_id(), local_env_runner=False
+    )
+    counts: dict[str, int] = {}
+    for node in nodes:
+        counts[node] = counts.get(node, 0) + 1
+    if counts:
+        served = ", ".join(f"{node} x{count}" for node, count in sorted(counts.items()))
+        print(f"env runners on nodes: {served}", flush=True)
 
 
 def cmd_train(args: argparse.Namespace) -> int:
@@ -147,6 +170,7 @@ def cmd_train(args: argparse.Namespace) -> int:
             local_dir=args.local_dir,
             checkpoint_freq=args.checkpoint_freq,
             resume_from=args.resume,
+            on_start=_print_runner_nodes,
             on_iteration=lambda row: print(
                 _format_row(row, algo.spec.progress_columns), flush=True
             ),

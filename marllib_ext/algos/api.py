@@ -34,6 +34,8 @@ BASE_PROGRESS_FIELDS = (
     "episodes_total",
     "time_this_iter_s",
     "time_total_s",
+    "env_runners_healthy",  # remote env runners alive after the iteration
+    "env_runners",  # remote env runners configured
 )
 # The same columns for every algorithm (NaN where an algorithm has no such value), so
 # progress files of different algorithms line up.
@@ -71,6 +73,8 @@ def progress_row(result: Mapping[str, Any], spec: AlgoSpec | None = None) -> dic
         "episodes_total": int(runners.get("num_episodes_lifetime", 0)),
         "time_this_iter_s": float(result.get("time_this_iter_s", math.nan)),
         "time_total_s": float(result.get("time_total_s", math.nan)),
+        "env_runners_healthy": math.nan,
+        "env_runners": math.nan,
     }
     row.update(dict.fromkeys(PROGRESS_FIELDS[len(BASE_PROGRESS_FIELDS) :], math.nan))
     if spec is not None:
@@ -141,6 +145,7 @@ class Algo:
         resume_from: str | Path | None = None,
         tensorboard: bool = True,
         on_iteration: Callable[[dict[str, float]], None] | None = None,
+        on_start: Callable[[Any], None] | None = None,
         **overrides: Any,
     ) -> FitResult:
         """Trains until any ``stop`` criterion is reached; saves checkpoints.
@@ -153,7 +158,8 @@ class Algo:
         ``checkpoint_freq`` iterations (``checkpoint_<iteration>``) and one at the end
         (``checkpoint``). ``resume_from`` restores a checkpoint of the same algorithm
         first: iteration count, env-step counters, weights, optimizer states and
-        connector states (EFX's budget) continue from there.
+        connector states (EFX's budget) continue from there. ``on_start`` gets the
+        built RLlib ``Algorithm`` before the first iteration.
         """
         import ray
 
@@ -180,6 +186,8 @@ class Algo:
         try:
             if resume_from is not None:
                 algorithm.restore_from_path(str(Path(resume_from).resolve()))
+            if on_start is not None:
+                on_start(algorithm)
             with open(run_dir / "progress.csv", "w", newline="") as f:
                 progress = csv.DictWriter(f, fieldnames=PROGRESS_FIELDS)
                 progress.writeheader()
@@ -187,6 +195,9 @@ class Algo:
                     result = algorithm.train()
                     raise_on_env_errors(result, env)
                     row = progress_row(result, self.spec)
+                    runners = algorithm.env_runner_group
+                    row["env_runners_healthy"] = runners.num_healthy_remote_workers()
+                    row["env_runners"] = runners.num_remote_workers()
                     progress.writerow(row)
                     f.flush()
                     if writer is not None:

@@ -101,9 +101,9 @@ def test_each_agent_gets_its_counterfactual_advantage(ray_session):
 class CountingCOMALearner(COMALearner):
     calls: list = []
 
-    def critic_loss(self, *, module_id, config, batch):
+    def critic_loss(self, *, module_id, config, batch, fwd_out):
         CountingCOMALearner.calls.append(("critic", len(batch[Columns.VALUE_TARGETS])))
-        return super().critic_loss(module_id=module_id, config=config, batch=batch)
+        return super().critic_loss(module_id=module_id, config=config, batch=batch, fwd_out=fwd_out)
 
     def actor_loss(self, *, module_id, config, batch, fwd_out):
         CountingCOMALearner.calls.append(("actor", len(batch[Columns.ADVANTAGES])))

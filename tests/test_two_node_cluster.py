@@ -1,0 +1,28 @@
+"""The two-node cluster script end to end (slow: starts two Ray nodes and a Ray job)."""
+
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+SCRIPT = Path(__file__).resolve().parents[1] / "scripts" / "two_node_cluster.py"
+
+
+@pytest.mark.slow
+def test_training_survives_losing_the_worker_node():
+    pytest.importorskip("ray.dashboard.modules.job", reason="needs the cluster extra")
+    result = subprocess.run(
+        [sys.executable, str(SCRIPT), "--iters", "6", "--kill-after", "2"],
+        capture_output=True, text=True, timeout=900,
+    )  # fmt: skip
+    out = result.stdout
+    assert result.returncode == 0, out[-3000:] + result.stderr[-3000:]
+    assert "ray job submit: SUCCEEDED" in out
+    nodes = re.search(r"env runners on nodes: (.*)", out).group(1)
+    assert len(nodes.split(", ")) == 2  # runners on the head and on the worker node
+    assert re.search(r"killed the worker node's raylet \(pid \d+\)", out)
+    after = out.split("killed the worker node's raylet")[1]
+    assert re.search(r"iter\s+6 .*env runners 2/3 healthy", after)  # training went on
+    assert "final checkpoint:" in after
