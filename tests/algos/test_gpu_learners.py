@@ -1,0 +1,58 @@
+"""GPU learners: one iteration of each family with ``num_gpus_per_learner=1``; every
+column our connectors write and every module parameter lives on the GPU."""
+
+import pytest
+import torch
+
+from marllib_ext import algos
+from marllib_ext.rllib_compat import CapturesTrainBatch
+
+pytestmark = pytest.mark.skipif(
+    not torch.cuda.is_available(), reason="needs CUDA (no GPU on this machine)"
+)
+FAMILIES = {
+    "mappo": "toy:coordination",
+    "vdppo": "toy:coordination",
+    "efx_mappo": "toy:coordination",
+    "happo": "toy:coordination",
+    "coma": "toy:coordination",
+    "mappo_lag": "mpe:simple_spread",
+}
+
+
+@pytest.fixture(scope="module")
+def gpu_ray():
+    import ray
+
+    ray.init(
+        address="local", num_cpus=2, num_gpus=1, include_dashboard=False,
+        configure_logging=False, log_to_driver=False,
+    )  # fmt: skip
+    yield
+    ray.shutdown()
+
+
+@pytest.mark.parametrize("name", sorted(FAMILIES))
+def test_learner_batches_and_modules_are_on_the_gpu(gpu_ray, name):
+    whole_batch = name == "coma"
+    config = algos.get(
+        name,
+        hyperparam_source="toy",
+        num_env_runners=0,
+        num_gpus_per_learner=1,
+        train_batch_size=200,
+        minibatch_size=None if whole_batch else 100,
+    ).rllib_config(FAMILIES[name], share_policy="individual" if name == "happo" else "all", seed=0)
+    capturing = type("CapturingLearner", (CapturesTrainBatch, config.learner_class), {})
+    algorithm = config.learners(learner_class=capturing).build_algo()
+    try:
+        algorithm.train()
+        learner = algorithm.learner_group._learner
+        for module_id, rows in learner.last_train_batch.policy_batches.items():
+            for column, value in rows.items():
+                if isinstance(value, torch.Tensor):
+                    assert value.is_cuda, (module_id, column)
+        for module_id in list(learner.module.keys()):
+            assert all(p.is_cuda for p in learner.module[module_id].parameters()), module_id
+    finally:
+        algorithm.stop()
