@@ -65,8 +65,7 @@ def split(result: dict, num_envs: int, raw_rate: float, adapter_rate: float) -> 
     calls = steps / num_envs  # one vectorized step (and one connector pass) per call
     to_module = runners["env_to_module_connector"]
     ours = sum(
-        to_module.get("timers", {}).get("connectors", {}).get(name, 0.0)
-        for name in OUR_CONNECTORS
+        to_module.get("timers", {}).get("connectors", {}).get(name, 0.0) for name in OUR_CONNECTORS
     )
     sampling = result["timers"]["env_runner_sampling_timer"]
     env_step = runners["env_step_timer"] * calls
@@ -136,11 +135,11 @@ def settings_variants(env) -> dict:
         for num_envs in (8, 16, 32):
             name = f"mappo r{runners} e{num_envs}"
             variants[name] = (
-                lambda r=runners, e=num_envs: algos.mappo(
-                    num_env_runners=r, num_envs_per_env_runner=e
-                )
-                .rllib_config(env, seed=0)
-                .build_algo(),
+                lambda r=runners, e=num_envs: (
+                    algos.mappo(num_env_runners=r, num_envs_per_env_runner=e)
+                    .rllib_config(env, seed=0)
+                    .build_algo()
+                ),
                 num_envs,
             )
     return variants
