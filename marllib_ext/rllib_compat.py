@@ -17,6 +17,7 @@ from ray.rllib.algorithms.algorithm_config import AlgorithmConfig
 from ray.rllib.connectors.connector_pipeline_v2 import ConnectorPipelineV2
 from ray.rllib.connectors.connector_v2 import ConnectorV2
 from ray.rllib.core.learner.learner import Learner
+from ray.rllib.policy.sample_batch import MultiAgentBatch
 from ray.rllib.utils.annotations import override
 from ray.rllib.utils.metrics import TD_ERROR_KEY
 
@@ -85,8 +86,11 @@ def plain_module(modules, module_id: str | None = None):
     Relies on: with ``num_learners > 1`` RLlib's ``TorchLearner`` wraps every module in
     ``TorchDDPRLModule``, which forwards only ``forward_*`` and returns the wrapped
     module from ``unwrapped()``; a plain ``RLModule.unwrapped()`` returns itself.
-    Gradients of a loss built on the plain module still reach DDP's all-reduce because
-    RLlib runs ``forward_train`` through the wrapper first in every update."""
+    With DDP's static graph a module's gradients are all-reduced only when its loss
+    uses tensors its wrapped ``forward_train`` returned: a critic whose
+    ``forward_train`` returns nothing never syncs (measured), so losses read
+    ``fwd_out``; extra terms on the plain module (IA2C's value head on the forward's
+    embeddings) sync with them."""
     module = modules if module_id is None else modules[module_id]
     return module.unwrapped()
 
@@ -184,6 +188,24 @@ class CapturesTrainBatch:
         batch = super()._make_batch_if_necessary(training_data)
         self.last_train_batch = batch
         return batch
+
+
+class SameModuleOrderOnEveryLearner:
+    """Learner mixin (list it before the RLlib learner): every learner runs its modules
+    in sorted module-id order.
+
+    Relies on: ``MultiRLModule.forward_train`` runs the modules in the batch's key
+    order, so the summed loss's backward issues each module's DDP all-reduce in that
+    order, on one process group; the learner connector orders modules by their first
+    appearance in a shard's episodes, which differs between shards of a multi-policy
+    batch (measured: gloo aborts with "Received data size doesn't match" on mixed
+    teams). ``Learner.update`` builds its batch in ``_make_batch_if_necessary``."""
+
+    @override(Learner)
+    def _make_batch_if_necessary(self, training_data):
+        batch = super()._make_batch_if_necessary(training_data)
+        ordered = {mid: batch.policy_batches[mid] for mid in sorted(batch.policy_batches)}
+        return MultiAgentBatch(ordered, batch.env_steps())
 
 
 class BuildsReplayBuffer:

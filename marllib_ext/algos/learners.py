@@ -21,6 +21,7 @@ from marllib_ext.policies.vd_critic import AGENT_VALUE_SPREAD
 from marllib_ext.postprocessing.joint_advantage import JointAdvantageConnector
 from marllib_ext.postprocessing.vd_advantage import VDJointAdvantageConnector
 from marllib_ext.rllib_compat import (
+    SameModuleOrderOnEveryLearner,
     connectors_of,
     data_parallel,
     learner_connector,
@@ -69,11 +70,11 @@ class WholeBatchSteps:
         return super().update(*args, **kwargs)
 
 
-class PPOLearner(WholeBatchSteps, PPOTorchLearner):
+class PPOLearner(SameModuleOrderOnEveryLearner, WholeBatchSteps, PPOTorchLearner):
     """RLlib's PPO learner (``ippo``), whole-batch steps with ``minibatch_size: null``."""
 
 
-class JointCriticPPOLearner(WholeBatchSteps, PPOTorchLearner):
+class JointCriticPPOLearner(SameModuleOrderOnEveryLearner, WholeBatchSteps, PPOTorchLearner):
     """PPO with one learner-only joint critic module shared by all actor modules.
 
     The actors' own value heads are unused (``use_critic=False``); the critic module is

@@ -103,6 +103,31 @@ def test_every_other_algorithm_trains_with_two_learners(ray_session, name):
     algorithm.stop()
 
 
+@pytest.mark.parametrize("name", ["mappo", "efx_vdppo"])
+def test_multi_team_env_trains_with_two_learners(ray_session, name):
+    """One joint critic per team (good agents vs adversary), each synced."""
+    config = algos.get(
+        name,
+        num_learners=2,
+        num_env_runners=0,
+        num_envs_per_env_runner=8,  # 200 steps split evenly over the envs
+        train_batch_size=BATCH,
+        minibatch_size=BATCH // 2,
+    ).rllib_config("mpe:simple_adversary", share_policy="group", seed=0)
+    algorithm = config.build_algo()
+    try:
+        result = algorithm.train()
+        assert result["env_runners"]["num_env_steps_sampled"] == BATCH
+        (module_ids, _) = algorithm.learner_group.foreach_learner(
+            lambda learner: sorted(learner.module.keys())
+        )
+        critics = [m for m in module_ids.get() if "critic" in m]
+        assert len(critics) == 2
+        assert_learners_identical(algorithm)
+    finally:
+        algorithm.stop()
+
+
 def test_efx_budgets_stay_identical_across_learners(ray_session):
     algorithm, result = train_and_check("efx_mappo", iterations=3)
     try:

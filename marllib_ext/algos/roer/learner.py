@@ -18,6 +18,7 @@ from marllib_ext.ops.roer import (
     state_value_td_error,
 )
 from marllib_ext.rllib_compat import (
+    SameModuleOrderOnEveryLearner,
     hand_priorities_to_replay,
     plain_module,
     record_extra_loss,
@@ -27,7 +28,7 @@ from marllib_ext.rllib_compat import (
 VALUE_LOSS_KEY = "value_loss"
 
 
-class ROERSACLearner(SACTorchLearner):
+class ROERSACLearner(SameModuleOrderOnEveryLearner, SACTorchLearner):
     """Adds to RLlib's SAC losses a value loss on ``diff = min(Q1, Q2)(s, a) - V(s)``
     (Gumbel for KL, ``softplus - log 2`` for JS, ``diff^2 / 2`` otherwise) and, for
     KL/JS, hands the ROER priority of
