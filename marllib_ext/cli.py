@@ -8,6 +8,7 @@ import importlib
 import math
 import os
 import sys
+from collections import Counter
 from typing import Any
 
 import numpy as np
@@ -91,16 +92,16 @@ def init_ray(args: argparse.Namespace) -> None:
     """A local Ray, or the cluster at ``--address`` / ``RAY_ADDRESS`` (``ray job submit``)."""
     import ray
 
-    address = args.address or os.environ.get("RAY_ADDRESS")
-    if address:
+    from marllib_ext.algos.api import ray_address
+
+    address = ray_address(args.address)
+    if address != "local":
         if args.num_cpus is not None:
             raise ConfigError("--num-cpus applies to a local Ray only, not with --address")
         ray.init(address=address, configure_logging=False, log_to_driver=args.verbose)
     else:
-        # "local": always a new local Ray, never the address an earlier `ray start`
-        # left in Ray's temp dir (a dead cluster there makes ray.init() hang).
         ray.init(
-            address="local",
+            address=address,
             num_cpus=args.num_cpus,
             include_dashboard=False,
             configure_logging=False,
@@ -134,12 +135,11 @@ def _print_runner_nodes(algorithm) -> None:
     """Which Ray node serves each remote env runner (a multi-node run shows several)."""
     import ray
 
-    nodes = algorithm.env_runner_group.foreach_env_runner(
-        lambda runner: ray.get_runtime_context().get_node_id(), local_env_runner=False
+    counts = Counter(
+        algorithm.env_runner_group.foreach_env_runner(
+            lambda runner: ray.get_runtime_context().get_node_id(), local_env_runner=False
+        )
     )
-    counts: dict[str, int] = {}
-    for node in nodes:
-        counts[node] = counts.get(node, 0) + 1
     if counts:
         served = ", ".join(f"{node} x{count}" for node, count in sorted(counts.items()))
         print(f"env runners on nodes: {served}", flush=True)

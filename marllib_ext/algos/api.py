@@ -42,6 +42,13 @@ BASE_PROGRESS_FIELDS = (
 PROGRESS_FIELDS = BASE_PROGRESS_FIELDS + tuple(c.name for c in progress_columns())
 
 
+def ray_address(address: str | None = None) -> str:
+    """The Ray to use: ``address``, else ``$RAY_ADDRESS`` (set by ``ray job submit``),
+    else ``"local"``: always a new local Ray, never the address an earlier ``ray start``
+    left in Ray's temp dir (a dead cluster there makes ``ray.init()`` hang)."""
+    return address or os.environ.get("RAY_ADDRESS") or "local"
+
+
 @dataclass
 class FitResult:
     """What ``Algo.fit`` returns."""
@@ -171,13 +178,7 @@ class Algo:
             raise ConfigError(f"resume checkpoint {str(resume_from)!r} does not exist")
         config = self.rllib_config(env, share_policy=share_policy, seed=seed, **overrides)
         if not ray.is_initialized():
-            # $RAY_ADDRESS (ray job submit) joins that cluster; otherwise a new local
-            # Ray, never one an earlier `ray start` left behind.
-            ray.init(
-                address=os.environ.get("RAY_ADDRESS") or "local",
-                include_dashboard=False,
-                configure_logging=False,
-            )
+            ray.init(address=ray_address(), include_dashboard=False, configure_logging=False)
         check_cluster_resources(config)
         run_dir = _new_run_dir(Path(local_dir), f"{self.name}_{env.name.replace(':', '-')}")
         algorithm = config.build_algo()

@@ -28,7 +28,7 @@ from ray.rllib.utils.annotations import override
 from ray.rllib.utils.metrics.metrics_logger import MetricsLogger
 
 from marllib_ext.algos.a2c import MAA2CSettings, a2c_actor_loss
-from marllib_ext.algos.config import Check
+from marllib_ext.algos.config import Check, divisible_by_learners, learner_share
 from marllib_ext.algos.learners import JointCriticPPOLearner, masked_value_loss
 from marllib_ext.algos.ppo_family import build_joint_critic_ppo
 from marllib_ext.envs.handle import EnvHandle
@@ -59,6 +59,7 @@ class COMASettings(MAA2CSettings):
                 "critic_minibatch_size",
                 "must be > 0 or null",
             ),
+            *divisible_by_learners(self, "critic_minibatch_size"),
         ]
 
 
@@ -149,7 +150,10 @@ class COMALearner(JointCriticPPOLearner):
         actors = {m: b for m, b in batch.policy_batches.items() if m not in critics}
         env_steps = batch.env_steps()
         # RLlib's minibatches count rows per module; null: the critic's whole batch.
-        minibatch_size = self.settings.critic_minibatch_size or max(map(len, critics.values()))
+        # Each data-parallel learner takes its share, as with minibatch_size.
+        minibatch_size = learner_share(
+            self.settings.critic_minibatch_size, self.settings.num_learners
+        ) or max(map(len, critics.values()))
         self.update_modules(
             critics,
             env_steps,

@@ -27,10 +27,9 @@ from marllib_ext.policies.joint_critic import (
 )
 from marllib_ext.policies.vd_critic import ValueDecompositionCritic
 
-# With num_learners >= 2 every module is wrapped in torch DDP. The joint critics' and
-# safe learners' losses call module methods outside `forward_train`, and the actors of
-# joint-critic algorithms never use their value heads: a static graph lets DDP learn once
-# which parameters get gradients instead of expecting every one in every backward pass.
+# With num_learners >= 2 every module is wrapped in torch DDP. The actors of joint-critic
+# algorithms never use their value heads: a static graph lets DDP learn once which
+# parameters get gradients instead of expecting every one in every backward pass.
 DDP_KWARGS = {"static_graph": True}
 
 
