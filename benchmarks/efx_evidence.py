@@ -30,7 +30,19 @@ from marllib_ext.postprocessing.budget import DEPLOY_KEY
 from marllib_ext.postprocessing.efx_advantage import (
     BINDING_FRACTION,
     DEMAND_MET_FRACTION,
+    PUSH_TERM_ABS_MEAN,
+    PUSH_WEIGHT_MEAN,
+    UNMET_ROW_FRACTION,
     Z0_MEAN,
+)
+
+EFX_METRICS = (
+    BINDING_FRACTION,
+    DEMAND_MET_FRACTION,
+    Z0_MEAN,
+    UNMET_ROW_FRACTION,
+    PUSH_WEIGHT_MEAN,
+    PUSH_TERM_ABS_MEAN,
 )
 
 # label -> (algorithm, overrides)
@@ -38,6 +50,11 @@ CONFIGS = {
     "efx_hinge": ("efx_mappo", {"efx_advantage": "hinge"}),
     "efx_per_step": ("efx_mappo", {"efx_advantage": "per_step"}),
     "efx_seed_dp": ("efx_mappo", {"efx_advantage": "seed_dp"}),
+    "efx_push": ("efx_mappo", {"efx_advantage": "demand_push"}),
+    **{
+        f"efx_push_k{kappa:g}": ("efx_mappo", {"efx_advantage": "demand_push", "efx_kappa": kappa})
+        for kappa in (0.25, 0.5, 1.0, 2.0, 4.0)
+    },
     "mappo": ("mappo", {}),
     "mappo_ent05": ("mappo", {"entropy_coeff": 0.05}),
 }
@@ -51,9 +68,7 @@ FIELDS = (
     "intrinsic_return_mean",
     "deploy_intrinsic_return_mean",
     "budget_z",
-    BINDING_FRACTION,
-    DEMAND_MET_FRACTION,
-    Z0_MEAN,
+    *EFX_METRICS,
 )
 KEYS = ("episodes", "successes", "return", "intrinsic")
 
@@ -90,7 +105,7 @@ def row_of(result: dict, spec) -> dict:
         if prefix:
             row["deploy_return_mean"] = mean("return")
     critic = result.get("learners", {}).get(CRITIC_MODULE_ID, {})
-    for key in (BINDING_FRACTION, DEMAND_MET_FRACTION, Z0_MEAN):
+    for key in EFX_METRICS:
         row[key] = float(critic.get(key, math.nan))
     return row
 

@@ -23,8 +23,16 @@ Advantage forms (``efx_advantage``):
     hinge:     A[t] = min(Â_ext[t], kappa * S[t] / (z_high - z_low))  where S[t] < 0,
                A[t] = Â_ext[t]                                       elsewhere
 
+    demand_push: A[t, i] = hinge[t] + w[t] * (-log pi_i(a|o_t) - H_i(o_t)),
+               w[t] = kappa * max(0, -S[t]) / (z_high - z_low)
+
 with ``Â_ext`` the extrinsic advantage standardized over valid rows. ``hinge`` leaves a
 row's own extrinsic signal untouched unless the episode is short of its budget there.
+``demand_push`` adds, on rows whose segment is short of its budget, each agent's
+per-step intrinsic advantage with the policy's own entropy as the state baseline,
+weighted by the shortfall: its expected policy gradient is ``w[t] * grad H_i(o_t)``, a
+push toward higher intrinsic reward at every unmet state. Rows that meet their budget
+get ``w = 0``: the conservative extrinsic advantage alone.
 """
 
 from __future__ import annotations
@@ -289,7 +297,79 @@ def slack_cap_advantage(
     return np.where(binding, cap, a_hat), binding
 
 
-EFX_ADVANTAGE_FORMS = ("seed_dp", "per_step", "hinge")
+def shortfall_weight(
+    slack: npt.ArrayLike, *, kappa: float, z_range: float
+) -> npt.NDArray[np.float64]:
+    """``w[t] = kappa * max(0, -S[t]) / z_range``: the unmet share of the budget range,
+    scaled by ``kappa``; 0 where the segment meets its budget (``S[t] >= 0``).
+
+    Args:
+        slack: ``(T,)`` ``S[t]`` (:func:`segment_slack`).
+        kappa: push per unit of shortfall (``efx_kappa``).
+        z_range: ``z_high - z_low`` (> 0).
+    """
+    if z_range <= 0:
+        raise ValueError(f"z_range must be > 0, got {z_range}")
+    slack = np.asarray(slack, dtype=np.float64)
+    return kappa * np.maximum(0.0, -slack) / z_range
+
+
+def entropy_baselined_intrinsic_advantage(
+    logp: npt.ArrayLike, entropy: npt.ArrayLike
+) -> npt.NDArray[np.float64]:
+    """Per-step intrinsic advantage of each agent in units of ``c``:
+    ``(r_int - c * H) / c = -log pi(a|o) - H(pi(.|o))``.
+
+    The baseline ``H(pi(.|o)) = E_a[-log pi(a|o)]`` is the policy's own expected
+    intrinsic reward in that state (no value network), so the advantage has mean 0 under
+    the policy and ``E_a[grad log pi(a|o) * A] = grad H(pi(.|o))``.
+
+    Args:
+        logp: ``(...)`` log-probabilities (densities) of the sampled actions.
+        entropy: ``(...)`` entropies of the sampling policy at the same rows.
+    """
+    logp = np.asarray(logp, dtype=np.float64)
+    entropy = np.asarray(entropy, dtype=np.float64)
+    if logp.shape != entropy.shape:
+        raise ValueError(f"logp has shape {logp.shape} and entropy {entropy.shape}")
+    return -logp - entropy
+
+
+def demand_push_advantage(
+    a_conservative: npt.ArrayLike,
+    slack: npt.ArrayLike,
+    logp: npt.ArrayLike,
+    entropy: npt.ArrayLike,
+    *,
+    kappa: float,
+    z_range: float,
+) -> tuple[npt.NDArray[np.float64], npt.NDArray[np.float64]]:
+    """``demand_push``: ``A[t, i] = a_conservative[t] + w[t] * (-logp[t, i] - H[t, i])``.
+
+    Args:
+        a_conservative: ``(T,)`` the conservative extrinsic advantage of each team row
+            (``hinge``'s, standardized).
+        slack: ``(T,)`` ``S[t]``.
+        logp: ``(T, n_agents)`` log-probs of the sampled actions.
+        entropy: ``(T, n_agents)`` the sampling policy's entropies.
+        kappa, z_range: as in :func:`shortfall_weight`.
+
+    Returns:
+        ``(advantages (T, n_agents), w (T,))``. Where ``S[t] >= 0``, ``w[t] = 0`` and
+        every agent's advantage is ``a_conservative[t]``.
+    """
+    a_conservative = np.asarray(a_conservative, dtype=np.float64)
+    if a_conservative.ndim != 1:
+        raise ValueError(f"a_conservative has shape {a_conservative.shape}, expected (T,)")
+    weight = shortfall_weight(slack, kappa=kappa, z_range=z_range)
+    _check_shape("slack", weight, a_conservative.shape)
+    push = entropy_baselined_intrinsic_advantage(logp, entropy)
+    if push.ndim != 2 or push.shape[0] != len(a_conservative):
+        raise ValueError(f"logp has shape {push.shape}, expected ({len(a_conservative)}, n_agents)")
+    return a_conservative[:, None] + weight[:, None] * push, weight
+
+
+EFX_ADVANTAGE_FORMS = ("seed_dp", "per_step", "hinge", "demand_push")
 
 
 # The outer loop and the test-time budget choice live in ops/efx_outer_loop.py; they are

@@ -5,6 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 import numpy as np
+import torch
 from ray.rllib.core.columns import Columns
 from ray.rllib.utils.annotations import override
 from ray.rllib.utils.metrics.metrics_logger import MetricsLogger
@@ -13,14 +14,17 @@ from marllib_ext.ops.advantages import standardize_valid
 from marllib_ext.ops.efx import (
     EFX_ADVANTAGE_FORMS,
     conservative_advantage,
+    entropy_baselined_intrinsic_advantage,
     seed_dp_binding,
     segment_slack,
+    shortfall_weight,
     slack_cap_advantage,
 )
 from marllib_ext.policies.joint_critic import STATE
 from marllib_ext.postprocessing.budget_input import team_of_critic
 from marllib_ext.postprocessing.joint_advantage import JointAdvantageConnector, TeamBatch
 from marllib_ext.postprocessing.vd_advantage import VDJointAdvantageConnector
+from marllib_ext.rllib_compat import plain_module
 
 A_EXT_MEAN = "efx_advantage_ext_mean"
 A_FINAL_MEAN = "efx_advantage_final_mean"
@@ -31,6 +35,12 @@ TEAM_INTRINSIC_REWARD_MEAN = "efx_team_intrinsic_reward_mean"
 BUDGET_MEAN = "efx_budget_in_batch_mean"
 Z0_MEAN = "efx_z0_mean"  # mean z_0 of the episodes that start in this batch
 BUDGET = "efx_budget_z"  # the controller's budget as last broadcast to the learner
+# demand_push: valid team rows short of their budget, mean shortfall weight w over valid
+# rows, and mean / mean |.| of the shortfall-weighted term w * (-log pi - H) over agent rows
+UNMET_ROW_FRACTION = "efx_unmet_row_fraction"
+PUSH_WEIGHT_MEAN = "efx_push_weight_mean"
+PUSH_TERM_MEAN = "efx_push_term_mean"
+PUSH_TERM_ABS_MEAN = "efx_push_term_abs_mean"
 
 
 class EFXJointAdvantageConnector(JointAdvantageConnector):
@@ -49,7 +59,11 @@ class EFXJointAdvantageConnector(JointAdvantageConnector):
     ``advantage_form`` (see ``marllib_ext.ops.efx``): ``seed_dp`` applies
     ``min(A_ext[t..T], S[T])`` to the raw team advantages; ``per_step`` and ``hinge``
     cap the standardized ``Â_ext[t]`` by ``kappa * S[t] / (z_high - z_low)``. The base
-    connector standardizes the result again.
+    connector standardizes the result again. ``demand_push`` takes ``hinge``'s team
+    advantage and then adds, to every agent row of a segment short of its budget,
+    ``w[t] * (-log pi_i(a|o) - H_i(o))`` with ``w[t] = kappa * max(0, -S[t]) /
+    (z_high - z_low)`` (:func:`marllib_ext.ops.efx.demand_push_advantage`); the
+    entropies come from the action-distribution inputs logged at sampling.
     """
 
     def __init__(self, *args, settings: Any, **kwargs) -> None:
@@ -65,10 +79,16 @@ class EFXJointAdvantageConnector(JointAdvantageConnector):
         self.advantage_form = settings.efx_advantage
         self.kappa = float(settings.efx_kappa)
         self.budget: float | None = None  # broadcast by the outer loop, for metrics
+        self._push_weight: np.ndarray | None = None  # (n_rows,) w of the current batch
+
+    @property
+    def pushes(self) -> bool:
+        return self.advantage_form == "demand_push" and self.budget_input.z_range > 0
 
     @override(JointAdvantageConnector)
     def module_columns(self) -> tuple[str, ...]:
-        return (*super().module_columns(), Columns.OBS, Columns.ACTION_LOGP)
+        columns = (*super().module_columns(), Columns.OBS, Columns.ACTION_LOGP)
+        return (*columns, Columns.ACTION_DIST_INPUTS) if self.pushes else columns
 
     def team_budget(self, team: TeamBatch) -> np.ndarray:
         """``(n_rows,)`` the raw z every agent saw at each team row."""
@@ -99,7 +119,7 @@ class EFXJointAdvantageConnector(JointAdvantageConnector):
             slack,
             kappa=self.kappa,
             z_range=self.budget_input.z_range,
-            only_unmet=self.advantage_form == "hinge",
+            only_unmet=self.advantage_form in ("hinge", "demand_push"),
         )
         return a_final, binding, slack
 
@@ -119,6 +139,11 @@ class EFXJointAdvantageConnector(JointAdvantageConnector):
         a_final, binding, slack = self.conservative(a_ext, delta, z, ends)
         out = advantages.copy()
         out[valid] = a_final
+        if self.pushes:
+            self._push_weight = np.zeros(team.layout.n_rows)
+            self._push_weight[valid] = shortfall_weight(
+                slack, kappa=self.kappa, z_range=self.budget_input.z_range
+            )
         if metrics is not None:
             metrics.log_dict(
                 self.metrics(team, valid, a_ext, a_final, binding, slack, delta, z, z_all),
@@ -126,6 +151,40 @@ class EFXJointAdvantageConnector(JointAdvantageConnector):
                 window=1,
             )
         return out
+
+    @override(JointAdvantageConnector)
+    def agent_advantage_terms(
+        self, rl_module, team: TeamBatch, metrics: MetricsLogger | None
+    ) -> dict[str, np.ndarray]:
+        """``demand_push``: ``w[t] * (-log pi_i(a|o_t) - H_i(o_t))`` on every agent row
+        (0 where the budget is met and on bootstrap rows)."""
+        if not self.pushes:
+            return {}
+        weight, self._push_weight = self._push_weight, None
+        terms = {}
+        for module_id, columns in team.module_columns.items():
+            module = plain_module(rl_module, module_id)
+            dist_inputs = torch.from_numpy(columns[Columns.ACTION_DIST_INPUTS])
+            entropy = module.get_train_action_dist_cls().from_logits(dist_inputs).entropy()
+            push = entropy_baselined_intrinsic_advantage(
+                columns[Columns.ACTION_LOGP], entropy.detach().cpu().numpy()
+            )
+            terms[module_id] = team.layout.scatter(weight, module_id) * push
+        if metrics is not None:
+            valid = team.valid
+            agent_valid = {mid: valid[rows] for mid, rows in team.layout.team_row_of.items()}
+            pushed = np.concatenate([terms[mid][agent_valid[mid]] for mid in terms])
+            metrics.log_dict(
+                {
+                    UNMET_ROW_FRACTION: float((weight[valid] > 0).mean()),
+                    PUSH_WEIGHT_MEAN: float(weight[valid].mean()),
+                    PUSH_TERM_MEAN: float(pushed.mean()),
+                    PUSH_TERM_ABS_MEAN: float(np.abs(pushed).mean()),
+                },
+                key=self.critic_module_id,
+                window=1,
+            )
+        return terms
 
     def metrics(self, team, valid, a_ext, a_final, binding, slack, delta, z, z_all) -> dict:
         """Learner metrics of one batch (``efx_*`` under the critic module's results)."""

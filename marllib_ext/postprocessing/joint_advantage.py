@@ -68,7 +68,9 @@ class JointAdvantageConnector(ConnectorV2):
     3. the base standardizes over valid rows (:meth:`standardized`);
     4. :meth:`extra_columns`: further actor and critic columns (cost GAE);
     5. :meth:`combine_after_standardizing`: the advantages the actors train on, from
-       the standardized ones and the extra actor columns; identity here.
+       the standardized ones and the extra actor columns; identity here;
+    6. :meth:`agent_advantage_terms`: per-agent terms added to each agent's copy of the
+       team advantage (EFX's exploration push); none here.
     """
 
     def __init__(
@@ -123,6 +125,13 @@ class JointAdvantageConnector(ConnectorV2):
         """Hook 5: the advantages the actors train on, from the standardized team advantages and
         the extra actor columns; identity for MAPPO."""
         return advantages
+
+    def agent_advantage_terms(
+        self, rl_module, team: TeamBatch, metrics: MetricsLogger | None
+    ) -> dict[str, np.ndarray]:
+        """Hook 6: module id -> ``(module_rows,)`` added to that module's advantages after
+        the team advantage is copied to its rows; none for MAPPO."""
+        return {}
 
     @staticmethod
     def standardized(advantages: np.ndarray, team: TeamBatch) -> np.ndarray:
@@ -187,16 +196,20 @@ class JointAdvantageConnector(ConnectorV2):
         advantages = self.standardized(advantages, team)
         actor_columns, critic_columns = self.extra_columns(critic, critic_inputs, team, metrics)
         advantages = self.combine_after_standardizing(advantages, actor_columns)
+        agent_terms = self.agent_advantage_terms(rl_module, team, metrics)
 
         for module_id in team.layout.team_row_of:
             for column, array in (
-                (Columns.ADVANTAGES, advantages),
                 (Columns.VALUE_TARGETS, value_targets),
                 *actor_columns.items(),
             ):
                 batch[module_id][column] = self._tensor(
                     team.layout.scatter(array, module_id), device
                 )
+            module_advantages = team.layout.scatter(advantages, module_id)
+            if module_id in agent_terms:
+                module_advantages = module_advantages + agent_terms[module_id]
+            batch[module_id][Columns.ADVANTAGES] = self._tensor(module_advantages, device)
         batch[self.critic_module_id] = {
             **critic_inputs,
             Columns.VALUE_TARGETS: self._tensor(value_targets, device),

@@ -317,3 +317,80 @@ def test_largest_budget_bisection_matches_grid_search(crossing):
     assert brute - chosen <= (z_high - z_low) / 2**iterations + 1e-4
     assert len(evaluations) <= iterations + 1
     assert all(curve(z) >= target for z, value in evaluations if z <= chosen)
+
+
+def slow_demand_push(a_conservative, slack, logp, entropy, kappa, z_range):
+    """demand_push row by row: the push only where the segment is short of its budget."""
+    out = np.zeros(logp.shape)
+    for t in range(len(a_conservative)):
+        shortfall = max(0.0, -slack[t]) / z_range
+        for i in range(logp.shape[1]):
+            intrinsic_advantage = -logp[t, i] - entropy[t, i]
+            out[t, i] = a_conservative[t] + kappa * shortfall * intrinsic_advantage
+    return out
+
+
+def test_demand_push_literal():
+    from marllib_ext.ops.efx import demand_push_advantage
+
+    a_cons = np.array([0.5, -0.2, 1.0])
+    slack = np.array([-4.0, 3.0, 0.0])  # shortfall 4/10 on row 0 only
+    logp = np.log([[0.1, 0.5], [0.1, 0.5], [0.2, 0.2]])
+    entropy = np.array([[1.0, 1.0], [1.0, 1.0], [2.0, 2.0]])
+    out, weight = demand_push_advantage(a_cons, slack, logp, entropy, kappa=2.0, z_range=10.0)
+    np.testing.assert_allclose(weight, [0.8, 0.0, 0.0])
+    # row 0: 0.5 + 0.8 * (-log p - 1): the rarer action (p = 0.1) is pushed up, the
+    # common one (p = 0.5, -log p = 0.69 < H) down.
+    np.testing.assert_allclose(
+        out[0], [0.5 + 0.8 * (np.log(10.0) - 1.0), 0.5 + 0.8 * (np.log(2.0) - 1.0)]
+    )
+    np.testing.assert_allclose(out[1:], [[-0.2, -0.2], [1.0, 1.0]])  # met: conservative alone
+
+
+@pytest.mark.parametrize("seed", range(4))
+def test_demand_push_matches_slow_reference(seed):
+    from marllib_ext.ops.efx import demand_push_advantage
+
+    rng = np.random.default_rng(seed)
+    horizon = 30
+    a_cons, slack = rng.normal(size=horizon), rng.normal(size=horizon) * 3
+    logp, entropy = -rng.exponential(size=(horizon, 3)), rng.exponential(size=(horizon, 3))
+    out, weight = demand_push_advantage(a_cons, slack, logp, entropy, kappa=1.3, z_range=7.0)
+    np.testing.assert_allclose(out, slow_demand_push(a_cons, slack, logp, entropy, 1.3, 7.0))
+    np.testing.assert_array_equal(weight > 0, slack < 0)
+
+
+def test_demand_push_is_larger_the_larger_the_shortfall():
+    """The same row: budget met -> no push; more unmet -> proportionally larger push."""
+    from marllib_ext.ops.efx import demand_push_advantage
+
+    logp, entropy = np.log([[0.05]]), np.array([[1.2]])  # a rare action: positive push
+    pushes = [
+        demand_push_advantage(np.zeros(1), np.array([s]), logp, entropy, kappa=1.0, z_range=10.0)[
+            0
+        ][0, 0]
+        for s in (5.0, 0.0, -2.0, -4.0)
+    ]
+    assert pushes[0] == pushes[1] == 0.0
+    assert 0.0 < pushes[2] < pushes[3]
+    np.testing.assert_allclose(pushes[3], 2.0 * pushes[2])
+
+
+def test_entropy_baselined_intrinsic_advantage_has_mean_zero_and_entropy_gradient():
+    """E_a[-log pi - H] = 0 and E_a[grad log pi * (-log pi - H)] = grad H (softmax)."""
+    import torch
+
+    from marllib_ext.ops.efx import entropy_baselined_intrinsic_advantage
+
+    logits = torch.tensor([0.3, -1.2, 2.0, 0.1], dtype=torch.float64, requires_grad=True)
+    log_probs = torch.log_softmax(logits, -1)
+    probs = log_probs.exp()
+    entropy = -(probs * log_probs).sum()
+    (grad_entropy,) = torch.autograd.grad(entropy, logits, retain_graph=True)
+    advantage = entropy_baselined_intrinsic_advantage(
+        log_probs.detach().numpy(), np.full(4, entropy.item())
+    )
+    np.testing.assert_allclose((probs.detach().numpy() * advantage).sum(), 0.0, atol=1e-12)
+    surrogate = (probs.detach() * log_probs * torch.from_numpy(advantage)).sum()
+    (grad_push,) = torch.autograd.grad(surrogate, logits)
+    np.testing.assert_allclose(grad_push.numpy(), grad_entropy.numpy(), atol=1e-12)
