@@ -14,6 +14,7 @@ from ray.rllib.core.columns import Columns
 from marllib_ext.algos.progress import ProgressColumn, read_number
 from marllib_ext.postprocessing.budget import (
     DEPLOY_KEY,
+    Z0_KEY,
     BudgetObservationConnector,
     budget_controllers,
 )
@@ -29,6 +30,9 @@ EPISODES_DONE = "efx_episodes_done"
 DEPLOY_EXTRINSIC_RETURN_SUM = "efx_deploy_extrinsic_return_sum"
 DEPLOY_INTRINSIC_RETURN_SUM = "efx_deploy_intrinsic_return_sum"
 DEPLOY_EPISODES_DONE = "efx_deploy_episodes_done"
+# Per team: the intrinsic return of episodes started at z_low (budget_range: tracked).
+LOW_INTRINSIC_RETURN_SUM = "efx_low_intrinsic_return_sum"
+LOW_EPISODES_DONE = "efx_low_episodes_done"
 # Smoothed over the last 100 episodes, for display.
 TEAM_INTRINSIC_RETURN_MEAN = "efx_team_intrinsic_return_mean"
 RESULT_KEY = "efx"
@@ -101,7 +105,16 @@ def log_episode_returns(
     metrics_logger.log_value(TEAM_INTRINSIC_RETURN_SUM, intrinsic, reduce="sum")
     metrics_logger.log_value(EPISODES_DONE, 1, reduce="sum")
     metrics_logger.log_value(TEAM_INTRINSIC_RETURN_MEAN, intrinsic, window=100)
-    if not episode.custom_data.get(DEPLOY_KEY, False):
+    deploy = episode.custom_data.get(DEPLOY_KEY, False)
+    z0 = episode.custom_data.get(Z0_KEY, {})
+    for budget in settings.team_budgets:
+        if not deploy and z0.get(budget.team) == budget.z_low:  # no demand: measures the floor
+            team_intrinsic = -coef * episode_team_logp(chunks, budget.agents)
+            metrics_logger.log_value(
+                (PER_TEAM, budget.team, LOW_INTRINSIC_RETURN_SUM), team_intrinsic, reduce="sum"
+            )
+            metrics_logger.log_value((PER_TEAM, budget.team, LOW_EPISODES_DONE), 1, reduce="sum")
+    if not deploy:
         return
     metrics_logger.log_value(DEPLOY_EXTRINSIC_RETURN_SUM, extrinsic, reduce="sum")
     metrics_logger.log_value(DEPLOY_INTRINSIC_RETURN_SUM, intrinsic, reduce="sum")
@@ -132,9 +145,10 @@ def _set_controller_states(env_runner, state):
         connector.set_state(state)
 
 
-def _set_learner_budgets(learner, budgets: dict[str, float]):
+def _set_learner_budgets(learner, budgets: dict[str, float], demand_ranges: dict[str, float]):
     for connector in learner.advantage_connectors(EFXJointAdvantageConnector):
         connector.budget = budgets[connector.team.team]
+        connector.demand_range = demand_ranges[connector.team.team]
 
 
 def _count(stats: dict, key: str) -> int:
@@ -163,7 +177,8 @@ def update_budget(*, algorithm, result: dict, **kwargs) -> None:
     states = [s for s in runners.foreach_env_runner(_get_controller_states) if s]
     if not states:
         return
-    controllers = budget_controllers(settings_of(algorithm.config))
+    settings = settings_of(algorithm.config)
+    controllers = budget_controllers(settings)
     for team, state in states[0]["controllers"].items():
         controllers[team].set_state(state)
     stats = result.get("env_runners", {})
@@ -175,8 +190,16 @@ def update_budget(*, algorithm, result: dict, **kwargs) -> None:
         j_int = _per_episode(team_stats.get(DEPLOY_INTRINSIC_RETURN_SUM, math.nan), deployed)
         budget_played = controller.z
         slack = controller.update(j_ext, j_int) if np.isfinite(j_ext) else None
+        if settings.budget_range == "tracked":
+            controller.track_floor(
+                _per_episode(
+                    team_stats.get(LOW_INTRINSIC_RETURN_SUM, math.nan),
+                    _count(team_stats, LOW_EPISODES_DONE),
+                )
+            )
         per_team[team] = {
             "budget_z": controller.z,
+            "budget_floor": controller.floor,
             "budget_z_played": budget_played,
             "slack": math.nan if slack is None else slack,
             "team_extrinsic_return_mean": j_ext,
@@ -188,12 +211,15 @@ def update_budget(*, algorithm, result: dict, **kwargs) -> None:
     )
     algorithm.learner_group.foreach_learner(
         functools.partial(
-            _set_learner_budgets, budgets={team: c.z for team, c in controllers.items()}
+            _set_learner_budgets,
+            budgets={team: c.z for team, c in controllers.items()},
+            demand_ranges={team: c.demand_range for team, c in controllers.items()},
         )
     )
     single = next(iter(per_team.values())) if len(per_team) == 1 else None
     result[RESULT_KEY] = {
         "budget_z": single["budget_z"] if single else math.nan,
+        "budget_floor": single["budget_floor"] if single else math.nan,
         "budget_z_played": single["budget_z_played"] if single else math.nan,
         "slack": single["slack"] if single else math.nan,
         "deploy_episodes": deployed,

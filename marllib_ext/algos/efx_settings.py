@@ -5,7 +5,12 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from marllib_ext.algos.config import CentralCriticSettings, Check, VDSettings
-from marllib_ext.ops.efx import EFX_ADVANTAGE_FORMS, Z_OPTIMIZERS, Z_SAMPLING_MODES
+from marllib_ext.ops.efx import (
+    BUDGET_RANGES,
+    EFX_ADVANTAGE_FORMS,
+    Z_OPTIMIZERS,
+    Z_SAMPLING_MODES,
+)
 from marllib_ext.postprocessing.budget_input import TeamBudget
 
 Z_BOUNDS_MODES = ("intrinsic", "reward")
@@ -35,6 +40,7 @@ class EFXFields:
     z_ext_scale: float | None
     efx_advantage: str
     efx_kappa: float
+    budget_range: str
     team_budgets: tuple[TeamBudget, ...] = field(
         default=(), kw_only=True, metadata={"derived_from_env": True}
     )
@@ -64,6 +70,7 @@ class EFXFields:
                 f"one of {EFX_ADVANTAGE_FORMS}",
             ),
             (self.efx_kappa > 0, "efx_kappa", "must be > 0"),
+            (self.budget_range in BUDGET_RANGES, "budget_range", f"one of {BUDGET_RANGES}"),
             (
                 self.gaussian_entropy_per_dim is None or self.gaussian_entropy_per_dim > 0,
                 "gaussian_entropy_per_dim",

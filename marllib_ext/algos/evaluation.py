@@ -48,6 +48,13 @@ def _budget_range(env_runner):
     return None if connector is None else (connector.controller.z_low, connector.controller.z_high)
 
 
+def _budget_floor(env_runner) -> float:
+    """The controller's floor (``z_low`` unless the run tracked it)."""
+    from marllib_ext.algos.efx import budget_connector
+
+    return budget_connector(env_runner).controller.floor
+
+
 def _set_fixed_budget(env_runner, z: float | None):
     """Every following episode at ``z`` (``None``: each team's deployment budget)."""
     from marllib_ext.algos.efx import budget_connector
@@ -240,17 +247,20 @@ def _intrinsic_coef(algorithm) -> float:
 
 
 def sweep_budgets(checkpoint: str | Path, *, points: int, episodes: int = 10) -> list[BudgetPoint]:
-    """``points`` budgets evenly spread over the trained ``[z_low, z_high]``, each played
-    for ``episodes`` episodes with sampled actions (as in training)."""
+    """``points`` budgets evenly spread over the trained ``[floor, z_high]`` (``floor =
+    z_low`` unless the run tracked it), each played for ``episodes`` episodes with
+    sampled actions (as in training)."""
     path = _check_checkpoint(checkpoint, episodes)
     if points < 2:
         raise ConfigError(f"--z-sweep needs at least 2 budgets, got {points}")
     with restored_algorithm(path) as algorithm:
         runner = algorithm.env_runner
-        low, high = _checked_budget_range(runner, "--z-sweep")
+        _, high = _checked_budget_range(runner, "--z-sweep")
+        floor = _budget_floor(runner)
         coef = _intrinsic_coef(algorithm)
         return [
-            play_episodes(runner, episodes, coef=coef, z=z) for z in np.linspace(low, high, points)
+            play_episodes(runner, episodes, coef=coef, z=z)
+            for z in np.linspace(floor, high, points)
         ]
 
 
@@ -292,9 +302,9 @@ def choose_budget(
 
         reference = play(low).extrinsic_return
         allowed = 0.05 * abs(reference) if tolerance is None else float(tolerance)
-        z, _ = largest_budget_within(
+        z, _ = largest_budget_within(  # below the floor a budget demands nothing
             lambda z: play(z).extrinsic_return,
-            z_low=low,
+            z_low=_budget_floor(runner),
             z_high=high,
             target=reference - allowed,
             iterations=iterations,

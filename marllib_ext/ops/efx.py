@@ -375,6 +375,7 @@ EFX_ADVANTAGE_FORMS = ("seed_dp", "per_step", "hinge", "demand_push")
 # The outer loop and the test-time budget choice live in ops/efx_outer_loop.py; they are
 # re-exported here for callers that import everything EFX from one place.
 from marllib_ext.ops.efx_outer_loop import (  # noqa: E402, F401
+    BUDGET_RANGES,
     Z_OPTIMIZERS,
     Z_SAMPLING_MODES,
     BudgetController,

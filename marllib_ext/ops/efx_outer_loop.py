@@ -49,26 +49,41 @@ Z_SAMPLING_MODES = ("fixed", "uniform", "defmarl")
 Z_OPTIMIZERS = ("sgd", "adam")
 
 
+BUDGET_RANGES = ("full", "tracked")
+FLOOR_RATE = 0.2  # the tracked floor's step toward each iteration's measured return
+MIN_DEMAND_RANGE = 0.1  # the demand range never falls below this share of [z_low, z_high]
+
+
 def sample_initial_budget(
-    rng: np.random.Generator, mode: str, *, budget: float, z_low: float, z_high: float
+    rng: np.random.Generator,
+    mode: str,
+    *,
+    budget: float,
+    z_low: float,
+    z_high: float,
+    floor: float | None = None,
 ) -> float:
     """``z_0`` of a new episode.
 
-    ``fixed``: the current budget. ``uniform``: ``U[z_low, z_high]``. ``defmarl``: as
+    ``fixed``: the current budget. ``uniform``: ``U[floor, z_high]``. ``defmarl``: as
     DefMARL samples its budget: ``z_low`` with probability 0.3, ``z_high`` with 0.2,
-    else uniform.
+    else ``U[floor, z_high]``. ``floor`` (default ``z_low``) is the bottom of the range
+    where a budget demands more than the team collects without one
+    (``budget_range: tracked``); the ``z_low`` draws stay at ``z_low``, where that
+    floor is measured.
     """
+    floor = z_low if floor is None else min(max(float(floor), z_low), z_high)
     if mode == "fixed":
         return float(budget)
     if mode == "uniform":
-        return float(rng.uniform(z_low, z_high))
+        return float(rng.uniform(floor, z_high))
     if mode == "defmarl":
         draw = rng.random()
         if draw < 0.3:
             return float(z_low)
         if draw < 0.5:
             return float(z_high)
-        return float(rng.uniform(z_low, z_high))
+        return float(rng.uniform(floor, z_high))
     raise ValueError(f"z_sampling must be one of {Z_SAMPLING_MODES}, got {mode!r}")
 
 
@@ -88,6 +103,12 @@ class BudgetController:
     identity (``sgd``) or Adam's bias-corrected ``m / sqrt(v)`` (``adam``, as SafePO's
     Lagrange multiplier), which moves z by about ``lr`` of the range per iteration
     whatever the slack's scale. The first call only records ``J_ext_prev``.
+
+    ``floor`` (``budget_range: tracked``): the team intrinsic return of episodes played
+    at ``z_low`` (no demand), moved by :meth:`track_floor` as
+    ``floor <- clip(floor + FLOOR_RATE * (J_int(z_low) - floor), z_low, z_high)``;
+    budgets below it ask for nothing the team does not already collect. It starts at
+    ``z_low`` and stays there unless tracked.
     """
 
     def __init__(
@@ -114,10 +135,24 @@ class BudgetController:
         self.j_ext_prev: float | None = None
         self.first_moment = self.second_moment = 0.0
         self.steps = 0
+        self.floor = self.z_low
 
     @property
     def z_range(self) -> float:
         return self.z_high - self.z_low
+
+    @property
+    def demand_range(self) -> float:
+        """``max(z_high - floor, MIN_DEMAND_RANGE * (z_high - z_low))``: the budgets that
+        demand more than the team collects without a demand (the full range while the
+        floor is not tracked)."""
+        return max(self.z_high - self.floor, MIN_DEMAND_RANGE * self.z_range)
+
+    def track_floor(self, j_int_at_low: float) -> None:
+        """One step of the floor toward ``J_int(z_low)`` (no-op for a non-finite value)."""
+        if np.isfinite(j_int_at_low):
+            floor = self.floor + FLOOR_RATE * (float(j_int_at_low) - self.floor)
+            self.floor = float(min(max(floor, self.z_low), self.z_high))
 
     def update(self, j_ext: float, j_int: float) -> float | None:
         """One outer step; returns the normalized slack used (None on the first call,
@@ -151,6 +186,7 @@ class BudgetController:
             "first_moment": self.first_moment,
             "second_moment": self.second_moment,
             "steps": self.steps,
+            "floor": self.floor,
         }
 
     def set_state(self, state: dict) -> None:
@@ -159,3 +195,4 @@ class BudgetController:
         self.first_moment = float(state["first_moment"])
         self.second_moment = float(state["second_moment"])
         self.steps = int(state["steps"])
+        self.floor = float(state.get("floor", self.z_low))  # older checkpoints: no floor

@@ -55,7 +55,8 @@ class BudgetObservationConnector(MultiAgentObservationPreprocessor):
     ``z_deploy_fraction`` (marked ``custom_data["efx_deploy"]``; such episodes drive the
     outer loop): every team starts at its controller's budget. Otherwise each team's
     ``z_0`` is drawn by ``z_sampling`` (the controller's budget, uniform, or DefMARL's
-    30% ``z_low`` / 20% ``z_high`` / 50% uniform mix). Afterwards
+    30% ``z_low`` / 20% ``z_high`` / 50% uniform mix; the uniform draws start at the
+    controller's floor, ``z_low`` unless ``budget_range: tracked``). Afterwards
     ``z_t = clip(z_{t-1} - delta_{t-1}, z_low, z_high)`` with
     ``delta = -intrinsic_coef * sum_{i in T} logp_i`` of the team's last logged
     log-probs. ``z_{t-1}`` is read back from the team's previous (already augmented)
@@ -142,6 +143,7 @@ class BudgetObservationConnector(MultiAgentObservationPreprocessor):
                 budget=controller.z,
                 z_low=controller.z_low,
                 z_high=controller.z_high,
+                floor=controller.floor,
             )
             for team, controller in self.controllers.items()
         }

@@ -61,9 +61,11 @@ class EFXJointAdvantageConnector(JointAdvantageConnector):
     cap the standardized ``Â_ext[t]`` by ``kappa * S[t] / (z_high - z_low)``. The base
     connector standardizes the result again. ``demand_push`` takes ``hinge``'s team
     advantage and then adds, to every agent row of a segment short of its budget,
-    ``w[t] * (-log pi_i(a|o) - H_i(o))`` with ``w[t] = kappa * max(0, -S[t]) /
-    (z_high - z_low)`` (:func:`marllib_ext.ops.efx.demand_push_advantage`); the
-    entropies come from the action-distribution inputs logged at sampling.
+    ``w[t] = kappa * max(0, -S[t]) / demand_range`` times ``-log pi_i(a|o) - H_i(o)``
+    (:func:`marllib_ext.ops.efx.demand_push_advantage`); the entropies come from the
+    action-distribution inputs logged at sampling. ``demand_range`` is
+    ``z_high - z_low``, or with ``budget_range: tracked`` the controller's
+    ``demand_range`` as last broadcast.
     """
 
     def __init__(self, *args, settings: Any, **kwargs) -> None:
@@ -79,6 +81,8 @@ class EFXJointAdvantageConnector(JointAdvantageConnector):
         self.advantage_form = settings.efx_advantage
         self.kappa = float(settings.efx_kappa)
         self.budget: float | None = None  # broadcast by the outer loop, for metrics
+        # z_high - floor (budget_range: tracked), broadcast by the outer loop
+        self.demand_range = self.budget_input.z_range
         self._push_weight: np.ndarray | None = None  # (n_rows,) w of the current batch
 
     @property
@@ -142,7 +146,7 @@ class EFXJointAdvantageConnector(JointAdvantageConnector):
         if self.pushes:
             self._push_weight = np.zeros(team.layout.n_rows)
             self._push_weight[valid] = shortfall_weight(
-                slack, kappa=self.kappa, z_range=self.budget_input.z_range
+                slack, kappa=self.kappa, z_range=self.demand_range
             )
         if metrics is not None:
             metrics.log_dict(

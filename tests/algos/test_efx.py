@@ -466,3 +466,47 @@ def test_demand_push_runs_on_every_efx_pipeline(ray_session, algorithm, env, sha
     )
     assert 0.0 <= critic_metrics[UNMET_ROW_FRACTION] <= 1.0
     assert np.isfinite(critic_metrics[PUSH_TERM_ABS_MEAN])
+
+
+def test_tracked_budget_range_floor_follows_the_no_demand_return(ray_session, tmp_path):
+    """budget_range: tracked: the floor steps toward the team intrinsic return of the
+    z_low episodes, reaches runners and learners (demand_range = z_high - floor), draws
+    start above it, and a checkpoint keeps it."""
+    from marllib_ext.ops.efx_outer_loop import FLOOR_RATE
+    from marllib_ext.postprocessing.budget import Z0_KEY
+
+    config = build(budget_range="tracked", efx_advantage="demand_push", lr_z=0.0)
+    algorithm = config.build_algo()
+    try:
+        floors = []
+        for _ in range(3):
+            result = algorithm.train()
+            floors.append(result[RESULT_KEY]["budget_floor"])
+        controller = budget_connector(algorithm.env_runner).controller
+        z_high = controller.z_high
+        assert 0.0 < floors[0] < floors[1] < floors[2] < z_high
+        # A random 2-action team collects about the whole range; one step moves 20% of the way.
+        assert floors[0] == pytest.approx(FLOOR_RATE * z_high, rel=0.1)
+        assert controller.floor == pytest.approx(floors[-1])
+        (ranges,) = [
+            ref.get()
+            for ref in algorithm.learner_group.foreach_learner(
+                lambda learner: [
+                    c.demand_range for c in learner.advantage_connectors(EFXJointAdvantageConnector)
+                ]
+            )
+        ]
+        assert ranges[0] == pytest.approx(controller.demand_range)
+        assert controller.demand_range == pytest.approx(z_high - floors[-1])
+        episodes = algorithm.env_runner.sample(num_episodes=20, explore=True)
+        z0 = [next(iter(e.custom_data[Z0_KEY].values())) for e in episodes if e.env_t_started == 0]
+        drawn = [z for z in z0 if z not in (0.0, z_high)]
+        assert drawn and min(drawn) >= floors[-1] - 1e-9
+        path = algorithm.save_to_path(str(tmp_path / "ckpt"))
+    finally:
+        algorithm.stop()
+    restored = Algorithm.from_checkpoint(path)
+    try:
+        assert budget_connector(restored.env_runner).controller.floor == pytest.approx(floors[-1])
+    finally:
+        restored.stop()

@@ -206,6 +206,51 @@ def test_initial_budget_sampling_modes():
     assert min(uniform) >= 2 and max(uniform) <= 3
 
 
+def test_initial_budget_sampling_above_a_tracked_floor():
+    from marllib_ext.ops.efx import sample_initial_budget
+
+    rng = np.random.default_rng(1)
+    draws = np.array(
+        [
+            sample_initial_budget(rng, "defmarl", budget=0, z_low=0, z_high=10, floor=8)
+            for _ in range(4000)
+        ]
+    )
+    assert np.mean(draws == 0) == pytest.approx(0.3, abs=0.03)  # z_low: where the floor is measured
+    assert np.mean(draws == 10) == pytest.approx(0.2, abs=0.03)
+    rest = draws[(draws != 0) & (draws != 10)]
+    assert rest.min() >= 8 and rest.mean() == pytest.approx(9.0, abs=0.05)
+    uniform = [
+        sample_initial_budget(rng, "uniform", budget=0, z_low=0, z_high=10, floor=12.0)
+        for _ in range(10)
+    ]
+    assert uniform == [10.0] * 10  # a floor above z_high is clipped to it
+
+
+def test_budget_controller_tracks_its_floor_and_keeps_it_in_state():
+    from marllib_ext.ops.efx import BudgetController
+    from marllib_ext.ops.efx_outer_loop import FLOOR_RATE, MIN_DEMAND_RANGE
+
+    controller = BudgetController(z=0.0, z_low=0.0, z_high=100.0, lr=0.1)
+    assert controller.floor == 0.0 and controller.demand_range == 100.0
+    controller.track_floor(50.0)
+    assert controller.floor == pytest.approx(FLOOR_RATE * 50.0)  # 10 with rate 0.2
+    controller.track_floor(float("nan"))  # no z_low episode this iteration
+    assert controller.floor == pytest.approx(10.0)
+    for _ in range(200):
+        controller.track_floor(99.0)
+    assert controller.floor == pytest.approx(99.0)
+    assert controller.demand_range == pytest.approx(MIN_DEMAND_RANGE * 100.0)  # 1 < 10
+    controller.track_floor(500.0)
+    assert controller.floor <= 100.0
+    restored = BudgetController(z=0.0, z_low=0.0, z_high=100.0, lr=0.1)
+    restored.set_state(controller.get_state())
+    assert restored.floor == controller.floor
+    old_state = {k: v for k, v in controller.get_state().items() if k != "floor"}
+    restored.set_state(old_state)  # checkpoints written before the floor existed
+    assert restored.floor == 0.0
+
+
 def test_intrinsic_budget_bound_closed_form():
     from marllib_ext.ops.efx import (
         GAUSSIAN_ENTROPY_UNIT_STD,
