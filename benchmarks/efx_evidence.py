@@ -47,10 +47,11 @@ EFX_METRICS = (
 
 # label -> (algorithm, overrides)
 CONFIGS = {
-    "efx_hinge": ("efx_mappo", {"efx_advantage": "hinge"}),
-    "efx_per_step": ("efx_mappo", {"efx_advantage": "per_step"}),
-    "efx_seed_dp": ("efx_mappo", {"efx_advantage": "seed_dp"}),
-    "efx_push": ("efx_mappo", {"efx_advantage": "demand_push"}),
+    "efx_hinge": ("efx_mappo", {"efx_advantage": "hinge", "budget_range": "full"}),
+    "efx_per_step": ("efx_mappo", {"efx_advantage": "per_step", "budget_range": "full"}),
+    "efx_seed_dp": ("efx_mappo", {"efx_advantage": "seed_dp", "budget_range": "full"}),
+    "efx_push": ("efx_mappo", {}),  # the defaults: demand_push, tracked range, kappa 1
+    "efx_push_full": ("efx_mappo", {"budget_range": "full"}),
     **{
         f"efx_push_k{kappa:g}": ("efx_mappo", {"efx_advantage": "demand_push", "efx_kappa": kappa})
         for kappa in (0.25, 0.5, 1.0, 2.0, 4.0)
@@ -68,6 +69,7 @@ FIELDS = (
     "intrinsic_return_mean",
     "deploy_intrinsic_return_mean",
     "budget_z",
+    "budget_floor",
     *EFX_METRICS,
 )
 KEYS = ("episodes", "successes", "return", "intrinsic")
@@ -104,6 +106,7 @@ def row_of(result: dict, spec) -> dict:
         row[f"{prefix}intrinsic_return_mean"] = mean("intrinsic")
         if prefix:
             row["deploy_return_mean"] = mean("return")
+    row["budget_floor"] = float(result.get("efx", {}).get("budget_floor", math.nan))
     critic = result.get("learners", {}).get(CRITIC_MODULE_ID, {})
     for key in EFX_METRICS:
         row[key] = float(critic.get(key, math.nan))

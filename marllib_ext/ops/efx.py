@@ -24,7 +24,7 @@ Advantage forms (``efx_advantage``):
                A[t] = Â_ext[t]                                       elsewhere
 
     demand_push: A[t, i] = hinge[t] + w[t] * (-log pi_i(a|o_t) - H_i(o_t)),
-               w[t] = kappa * max(0, -S[t]) / (z_high - z_low)
+               w[t] = kappa * min(1, max(0, -S[t]) / (z_high - floor))
 
 with ``Â_ext`` the extrinsic advantage standardized over valid rows. ``hinge`` leaves a
 row's own extrinsic signal untouched unless the episode is short of its budget there.
@@ -32,7 +32,9 @@ row's own extrinsic signal untouched unless the episode is short of its budget t
 per-step intrinsic advantage with the policy's own entropy as the state baseline,
 weighted by the shortfall: its expected policy gradient is ``w[t] * grad H_i(o_t)``, a
 push toward higher intrinsic reward at every unmet state. Rows that meet their budget
-get ``w = 0``: the conservative extrinsic advantage alone.
+get ``w = 0``: the conservative extrinsic advantage alone. ``floor`` is ``z_low``, or
+with ``budget_range: tracked`` the team's intrinsic return without a demand
+(:class:`BudgetController`).
 """
 
 from __future__ import annotations
@@ -300,18 +302,21 @@ def slack_cap_advantage(
 def shortfall_weight(
     slack: npt.ArrayLike, *, kappa: float, z_range: float
 ) -> npt.NDArray[np.float64]:
-    """``w[t] = kappa * max(0, -S[t]) / z_range``: the unmet share of the budget range,
-    scaled by ``kappa``; 0 where the segment meets its budget (``S[t] >= 0``).
+    """``w[t] = kappa * min(1, max(0, -S[t]) / z_range)``: the unmet share of the budget
+    range, scaled by ``kappa``; 0 where the segment meets its budget (``S[t] >= 0``).
+    The share is capped at 1: with a tracked floor the range can be narrower than a
+    shortfall.
 
     Args:
         slack: ``(T,)`` ``S[t]`` (:func:`segment_slack`).
         kappa: push per unit of shortfall (``efx_kappa``).
-        z_range: ``z_high - z_low`` (> 0).
+        z_range: the range a full demand spans (> 0): ``z_high - z_low``, or
+            ``z_high - floor`` with a tracked floor.
     """
     if z_range <= 0:
         raise ValueError(f"z_range must be > 0, got {z_range}")
     slack = np.asarray(slack, dtype=np.float64)
-    return kappa * np.maximum(0.0, -slack) / z_range
+    return kappa * np.minimum(1.0, np.maximum(0.0, -slack) / z_range)
 
 
 def entropy_baselined_intrinsic_advantage(

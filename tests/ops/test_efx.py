@@ -368,7 +368,7 @@ def slow_demand_push(a_conservative, slack, logp, entropy, kappa, z_range):
     """demand_push row by row: the push only where the segment is short of its budget."""
     out = np.zeros(logp.shape)
     for t in range(len(a_conservative)):
-        shortfall = max(0.0, -slack[t]) / z_range
+        shortfall = min(1.0, max(0.0, -slack[t]) / z_range)
         for i in range(logp.shape[1]):
             intrinsic_advantage = -logp[t, i] - entropy[t, i]
             out[t, i] = a_conservative[t] + kappa * shortfall * intrinsic_advantage
@@ -419,6 +419,13 @@ def test_demand_push_is_larger_the_larger_the_shortfall():
     assert pushes[0] == pushes[1] == 0.0
     assert 0.0 < pushes[2] < pushes[3]
     np.testing.assert_allclose(pushes[3], 2.0 * pushes[2])
+
+
+def test_shortfall_weight_is_capped_at_kappa():
+    from marllib_ext.ops.efx import shortfall_weight
+
+    weight = shortfall_weight(np.array([3.0, -2.0, -10.0, -25.0]), kappa=2.0, z_range=10.0)
+    np.testing.assert_allclose(weight, [0.0, 0.4, 2.0, 2.0])
 
 
 def test_entropy_baselined_intrinsic_advantage_has_mean_zero_and_entropy_gradient():
