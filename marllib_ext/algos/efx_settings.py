@@ -40,7 +40,9 @@ class EFXFields:
     z_ext_scale: float | None
     efx_advantage: str
     efx_kappa: float
-    budget_range: str
+    # A class-level default: settings pickled in checkpoints written before this key
+    # existed read back as the range they trained with.
+    budget_range: str = field(default="full", kw_only=True)
     team_budgets: tuple[TeamBudget, ...] = field(
         default=(), kw_only=True, metadata={"derived_from_env": True}
     )

@@ -141,7 +141,12 @@ def restored_algorithm(path: Path, *, render: str | None = None):
     trained = Algorithm.from_checkpoint(str(path.resolve()))
     config = trained.config.copy(copy_frozen=False)
     trained.stop()
-    config.env_runners(num_env_runners=0, num_envs_per_env_runner=1 if render else 4)
+    # Episodes only, no training: the fragment length need not divide the train batch.
+    config.env_runners(
+        num_env_runners=0,
+        num_envs_per_env_runner=1 if render else 4,
+        rollout_fragment_length="auto",
+    )
     if render is not None:
         config.environment(env_config={**config.env_config, "render_mode": render})
         config.callbacks(on_episode_start=record_frame, on_episode_step=record_frame)

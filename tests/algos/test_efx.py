@@ -315,7 +315,7 @@ def test_outer_loop_reads_the_episodes_played_at_the_deployment_budget(ray_sessi
 def test_cli_evaluate_z_auto_and_z_sweep(ray_session, tmp_path, capsys):
     from marllib_ext.cli import main
 
-    result = algos.efx_mappo(hyperparam_source="toy", num_env_runners=0).fit(
+    result = algos.efx_mappo(hyperparam_source="toy", num_env_runners=0, budget_range="full").fit(
         "toy:coordination", stop={"training_iteration": 1}, local_dir=tmp_path
     )
     checkpoint = str(result.checkpoint_path)
@@ -510,3 +510,7 @@ def test_tracked_budget_range_floor_follows_the_no_demand_return(ray_session, tm
         assert budget_connector(restored.env_runner).controller.floor == pytest.approx(floors[-1])
     finally:
         restored.stop()
+    from marllib_ext.algos.evaluation import sweep_budgets
+
+    swept = [point.z for point in sweep_budgets(path, points=2, episodes=1)]
+    assert swept == pytest.approx([floors[-1], z_high])  # the knob spans [floor, z_high]
