@@ -49,7 +49,7 @@ def test_grid_parsing_and_yaml_search_space():
         parse_grid(["lr"])
     assert search_space("efx_mappo") == {
         "intrinsic_coef": [0.1, 1.0],
-        "efx_advantage": ["seed_dp", "hinge"],
+        "efx_advantage": ["hinge", "demand_push"],
     }
     assert search_space("mappo") == {}
 
