@@ -340,6 +340,33 @@ def entropy_baselined_intrinsic_advantage(
     return -logp - entropy
 
 
+def demand_push_term(
+    slack: npt.ArrayLike,
+    logp: npt.ArrayLike,
+    entropy: npt.ArrayLike,
+    *,
+    kappa: float,
+    z_range: float,
+) -> npt.NDArray[np.float64]:
+    """The exploration push ``w[t] * (-logp[t, ...] - H[t, ...])``, ``w`` from
+    :func:`shortfall_weight`.
+
+    Args:
+        slack: ``(T,)`` ``S[t]`` of each row.
+        logp, entropy: ``(T, ...)`` log-probs of the sampled actions and entropies of the
+            sampling policy (``(T,)`` for one agent's rows, ``(T, n_agents)`` for a team).
+        kappa, z_range: as in :func:`shortfall_weight`.
+
+    Returns:
+        The push, shaped like ``logp``; 0 on rows that meet their budget.
+    """
+    weight = shortfall_weight(slack, kappa=kappa, z_range=z_range)
+    push = entropy_baselined_intrinsic_advantage(logp, entropy)
+    if push.shape[:1] != weight.shape:
+        raise ValueError(f"logp has shape {push.shape}, expected ({len(weight)}, ...)")
+    return weight.reshape(weight.shape + (1,) * (push.ndim - 1)) * push
+
+
 def demand_push_advantage(
     a_conservative: npt.ArrayLike,
     slack: npt.ArrayLike,
@@ -366,12 +393,11 @@ def demand_push_advantage(
     a_conservative = np.asarray(a_conservative, dtype=np.float64)
     if a_conservative.ndim != 1:
         raise ValueError(f"a_conservative has shape {a_conservative.shape}, expected (T,)")
-    weight = shortfall_weight(slack, kappa=kappa, z_range=z_range)
-    _check_shape("slack", weight, a_conservative.shape)
-    push = entropy_baselined_intrinsic_advantage(logp, entropy)
-    if push.ndim != 2 or push.shape[0] != len(a_conservative):
-        raise ValueError(f"logp has shape {push.shape}, expected ({len(a_conservative)}, n_agents)")
-    return a_conservative[:, None] + weight[:, None] * push, weight
+    _check_shape("slack", np.asarray(slack), a_conservative.shape)
+    if np.ndim(logp) != 2:
+        raise ValueError(f"logp has shape {np.shape(logp)}, expected (T, n_agents)")
+    push = demand_push_term(slack, logp, entropy, kappa=kappa, z_range=z_range)
+    return a_conservative[:, None] + push, shortfall_weight(slack, kappa=kappa, z_range=z_range)
 
 
 EFX_ADVANTAGE_FORMS = ("seed_dp", "per_step", "hinge", "demand_push")

@@ -14,7 +14,7 @@ from marllib_ext.ops.advantages import standardize_valid
 from marllib_ext.ops.efx import (
     EFX_ADVANTAGE_FORMS,
     conservative_advantage,
-    entropy_baselined_intrinsic_advantage,
+    demand_push_term,
     seed_dp_binding,
     segment_slack,
     shortfall_weight,
@@ -83,7 +83,7 @@ class EFXJointAdvantageConnector(JointAdvantageConnector):
         self.budget: float | None = None  # broadcast by the outer loop, for metrics
         # z_high - floor (budget_range: tracked), broadcast by the outer loop
         self.demand_range = self.budget_input.z_range
-        self._push_weight: np.ndarray | None = None  # (n_rows,) w of the current batch
+        self._push_slack: np.ndarray | None = None  # (n_rows,) S of the current batch
 
     @property
     def pushes(self) -> bool:
@@ -143,11 +143,9 @@ class EFXJointAdvantageConnector(JointAdvantageConnector):
         a_final, binding, slack = self.conservative(a_ext, delta, z, ends)
         out = advantages.copy()
         out[valid] = a_final
-        if self.pushes:
-            self._push_weight = np.zeros(team.layout.n_rows)
-            self._push_weight[valid] = shortfall_weight(
-                slack, kappa=self.kappa, z_range=self.demand_range
-            )
+        if self.pushes:  # bootstrap rows: S = 0, no push
+            self._push_slack = np.zeros(team.layout.n_rows)
+            self._push_slack[valid] = slack
         if metrics is not None:
             metrics.log_dict(
                 self.metrics(team, valid, a_ext, a_final, binding, slack, delta, z, z_all),
@@ -164,18 +162,22 @@ class EFXJointAdvantageConnector(JointAdvantageConnector):
         (0 where the budget is met and on bootstrap rows)."""
         if not self.pushes:
             return {}
-        weight, self._push_weight = self._push_weight, None
+        slack, self._push_slack = self._push_slack, None
         terms = {}
         for module_id, columns in team.module_columns.items():
             module = plain_module(rl_module, module_id)
             dist_inputs = torch.from_numpy(columns[Columns.ACTION_DIST_INPUTS])
             entropy = module.get_train_action_dist_cls().from_logits(dist_inputs).entropy()
-            push = entropy_baselined_intrinsic_advantage(
-                columns[Columns.ACTION_LOGP], entropy.detach().cpu().numpy()
+            terms[module_id] = demand_push_term(
+                team.layout.scatter(slack, module_id),
+                columns[Columns.ACTION_LOGP],
+                entropy.detach().cpu().numpy(),
+                kappa=self.kappa,
+                z_range=self.demand_range,
             )
-            terms[module_id] = team.layout.scatter(weight, module_id) * push
         if metrics is not None:
             valid = team.valid
+            weight = shortfall_weight(slack, kappa=self.kappa, z_range=self.demand_range)
             agent_valid = {mid: valid[rows] for mid, rows in team.layout.team_row_of.items()}
             pushed = np.concatenate([terms[mid][agent_valid[mid]] for mid in terms])
             metrics.log_dict(

@@ -353,7 +353,7 @@ class RecordingPushConnector(EFXJointAdvantageConnector):
         return out
 
     def agent_advantage_terms(self, rl_module, team, metrics):
-        PUSH_RECORDS[-1]["weight"] = self._push_weight.copy()
+        PUSH_RECORDS[-1]["slack"] = self._push_slack.copy()
         return super().agent_advantage_terms(rl_module, team, metrics)
 
     def __call__(self, *, rl_module, batch, episodes, metrics=None, **kwargs):
@@ -394,18 +394,14 @@ def test_demand_push_on_real_batches(ray_session):
         z_sampling="uniform",
         lr_z=0.0,
     )
-    algorithm = config.build_algo()
-    try:
-        result = algorithm.train()
-    finally:
-        algorithm.stop()
+    (result,) = train(config, iterations=1)
     critic_metrics = result["learners"][CRITIC_MODULE_ID]
     assert 0.0 < critic_metrics[UNMET_ROW_FRACTION] < 1.0
     assert critic_metrics[PUSH_WEIGHT_MEAN] > 0.0
     budget_input = BudgetInput(0.0, z_high)
     met_rows = unmet_rows = 0
     for record in PUSH_RECORDS:
-        team, weight = record["team"], record["weight"]
+        team = record["team"]
         valid = np.flatnonzero(team.valid)
         logp = {m: c[Columns.ACTION_LOGP] for m, c in team.module_columns.items()}
         delta = -team.layout.gather_sum(logp)[valid]
@@ -413,7 +409,9 @@ def test_demand_push_on_real_batches(ray_session):
         for mid, cols in team.module_columns.items():
             z[team.layout.team_row_of[mid]] = budget_input.read(cols[Columns.OBS])
         slack = segment_slack(delta, z[valid], (team.terminateds | team.truncateds)[valid])
-        np.testing.assert_allclose(weight[valid], kappa * np.maximum(0.0, -slack) / z_high)
+        np.testing.assert_allclose(record["slack"][valid], slack)
+        weight = np.zeros(team.layout.n_rows)
+        weight[valid] = kappa * np.maximum(0.0, -slack) / z_high
         hinge = RecordingPushConnector.standardized(record["hinge_raw"], team)
         for mid, rows in team.layout.team_row_of.items():
             cols = team.module_columns[mid]
@@ -456,11 +454,7 @@ def test_demand_push_runs_on_every_efx_pipeline(ray_session, algorithm, env, sha
         efx_advantage="demand_push",
         z_sampling="uniform",
     ).rllib_config(handle, share_policy=share_policy, seed=0)
-    algorithm_ = config.build_algo()
-    try:
-        result = algorithm_.train()
-    finally:
-        algorithm_.stop()
+    (result,) = train(config, iterations=1)
     critic_metrics = next(
         metrics for key, metrics in result["learners"].items() if key.startswith("joint_critic")
     )
