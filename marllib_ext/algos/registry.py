@@ -11,7 +11,7 @@ from typing import Any
 import gymnasium as gym
 from ray.rllib.algorithms.algorithm_config import AlgorithmConfig
 
-from marllib_ext.algos import a2c, coma, efx, happo, ppo_family, roer, safe
+from marllib_ext.algos import a2c, coma, efx, happo, joint_q, ppo_family, roer, safe
 from marllib_ext.algos.config import (
     CentralCriticSettings,
     PPOSettings,
@@ -137,6 +137,8 @@ SAFE_PROGRESS = {
 }
 EFX_CAPABILITIES = Capabilities(has_budget=True)
 SAFE_CAPABILITIES = Capabilities(needs_costs=True)
+JOINT_Q_CAPABILITIES = Capabilities(continuous_actions=False, off_policy=True)
+JOINT_Q_PROGRESS = {"progress_columns": joint_q.PROGRESS_COLUMNS, "progress": joint_q.progress}
 
 ALGORITHMS: dict[str, AlgoSpec] = {
     spec.name: spec
@@ -239,6 +241,30 @@ ALGORITHMS: dict[str, AlgoSpec] = {
             roer.ROERSettings,
             roer.build_isac_roer,
             Capabilities(off_policy=True),
+        ),
+        AlgoSpec(
+            "iql",
+            "IL",
+            joint_q.JointQSettings,
+            joint_q.build_iql,
+            JOINT_Q_CAPABILITIES,
+            **JOINT_Q_PROGRESS,
+        ),
+        AlgoSpec(
+            "vdn",
+            "VD",
+            joint_q.JointQSettings,
+            joint_q.build_vdn,
+            JOINT_Q_CAPABILITIES,
+            **JOINT_Q_PROGRESS,
+        ),
+        AlgoSpec(
+            "qmix",
+            "VD",
+            joint_q.JointQSettings,
+            joint_q.build_qmix,
+            JOINT_Q_CAPABILITIES,
+            **JOINT_Q_PROGRESS,
         ),
     )
 }

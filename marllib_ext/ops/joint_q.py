@@ -1,0 +1,112 @@
+"""Joint Q-learning math (IQL, VDN, QMIX as in PyMARL / MARLlib), pure torch.
+
+Shapes: a batch holds ``B`` sequences of ``L`` team steps (``L = 1`` for single
+transitions); ``n`` agents in sorted id order; ``A`` discrete actions. ``q`` is
+``(B, L, n, A)`` per-agent action values, ``actions`` ``(B, L, n)``; a mixed value
+``Q_tot`` is ``(B, L)``.
+
+The joint double-Q target (Van Hasselt et al. 2016; Rashid et al. 2018)::
+
+    a*_i     = argmax_a Q_i^online(o'_i, a)
+    y        = r_team + gamma * (1 - terminated) * mixer_target(Q_i^target(o'_i, a*_i); s')
+
+with ``mixer`` the sum (VDN), the monotonic hypernetwork mixer (QMIX), or none (IQL:
+each agent's own ``y_i = r_i + gamma * (1 - terminated) * Q_i^target(o'_i, a*_i)``).
+A truncated (time-limit) end is not terminal: it bootstraps from ``o'``.
+"""
+
+from __future__ import annotations
+
+import torch
+
+
+def chosen_action_values(q: torch.Tensor, actions: torch.Tensor) -> torch.Tensor:
+    """``Q_i(o_i, a_i)``: ``q (..., A)`` gathered at integer ``actions (...)`` -> ``(...)``."""
+    if q.shape[:-1] != actions.shape:
+        raise ValueError(
+            f"q has shape {tuple(q.shape)}; actions {tuple(actions.shape)} must match "
+            "all but its last dimension"
+        )
+    return q.gather(-1, actions.long().unsqueeze(-1)).squeeze(-1)
+
+
+def double_q_next_values(next_q_online: torch.Tensor, next_q_target: torch.Tensor) -> torch.Tensor:
+    """``Q^target(o', argmax_a Q^online(o', a))``: both ``(..., A)`` -> ``(...)``.
+
+    The online network picks the action, the target network scores it (double Q)."""
+    if next_q_online.shape != next_q_target.shape:
+        raise ValueError(
+            f"online {tuple(next_q_online.shape)} and target {tuple(next_q_target.shape)} "
+            "values must have one shape"
+        )
+    greedy = next_q_online.argmax(dim=-1)
+    return chosen_action_values(next_q_target, greedy)
+
+
+def td_targets(
+    rewards: torch.Tensor, terminateds: torch.Tensor, next_values: torch.Tensor, gamma: float
+) -> torch.Tensor:
+    """``y = r + gamma * (1 - terminated) * next_values``, elementwise, no gradient."""
+    if not 0.0 <= gamma <= 1.0:
+        raise ValueError(f"gamma must be in [0, 1], got {gamma}")
+    with torch.no_grad():
+        return rewards + gamma * (1.0 - terminateds.float()) * next_values
+
+
+def masked_td_loss(
+    values: torch.Tensor,
+    targets: torch.Tensor,
+    mask: torch.Tensor,
+    weights: torch.Tensor | None = None,
+) -> torch.Tensor:
+    """``sum(w * mask * (values - sg(targets))^2) / sum(mask)``.
+
+    ``values``, ``targets`` ``(B, L)`` or ``(B, L, n)``; ``mask (B, L)`` marks real steps
+    (padding after an episode's end is 0); ``weights (B,)`` importance weights of the
+    sampled sequences (1 without prioritized replay). An all-padding batch gives 0."""
+    error = values - targets.detach()
+    mask = mask.float()
+    if error.dim() == mask.dim() + 1:  # per-agent values (IQL)
+        mask = mask.unsqueeze(-1).expand_as(error)
+    if error.shape != mask.shape:
+        raise ValueError(f"values {tuple(error.shape)} and mask {tuple(mask.shape)} differ")
+    squared = error.square() * mask
+    if weights is not None:
+        squared = squared * weights.view(-1, *([1] * (squared.dim() - 1)))
+    return squared.sum() / mask.sum().clamp(min=1.0)
+
+
+def linear_schedule(t: float, start: float, end: float, steps: float) -> float:
+    """``start`` at ``t = 0``, linearly to ``end`` at ``t = steps``, ``end`` after
+    (MARLlib's epsilon: 1.0 -> ``final_epsilon`` over ``epsilon_timesteps``)."""
+    if steps <= 0:
+        return float(end)
+    fraction = min(max(float(t), 0.0) / float(steps), 1.0)
+    return float(start + fraction * (end - start))
+
+
+def epsilon_greedy(
+    q: torch.Tensor, epsilon: float, explore_draws: torch.Tensor, random_actions: torch.Tensor
+) -> torch.Tensor:
+    """``argmax_a q`` except where ``explore_draws < epsilon``, which take
+    ``random_actions``. ``q (B, A)``, ``explore_draws (B,)`` uniform in ``[0, 1)``,
+    ``random_actions (B,)`` uniform over actions -> ``(B,)`` int64."""
+    greedy = q.argmax(dim=-1)
+    return torch.where(explore_draws < epsilon, random_actions.long(), greedy)
+
+
+def standardized_rewards(rewards: torch.Tensor, mask: torch.Tensor, eps: float = 1e-5) -> torch.Tensor:
+    """MARLlib's ``reward_standardize``: ``(r - mean) / (std + eps)`` over the batch's
+    real steps; padding stays 0. ``rewards (B, L[, n])``, ``mask (B, L)``."""
+    mask = mask.float()
+    if rewards.dim() == mask.dim() + 1:
+        mask = mask.unsqueeze(-1).expand_as(rewards)
+    count = mask.sum().clamp(min=1.0)
+    mean = (rewards * mask).sum() / count
+    var = ((rewards - mean).square() * mask).sum() / count
+    return (rewards - mean) / (var.sqrt() + eps) * mask
+
+
+def team_sum(values: torch.Tensor, agent_index: list[int]) -> torch.Tensor:
+    """``sum_{i in team} values[..., i]``: ``(..., n)`` -> ``(...)`` over the team's agents."""
+    return values[..., agent_index].sum(dim=-1)

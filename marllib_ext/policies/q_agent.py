@@ -1,0 +1,171 @@
+"""Per-agent Q networks (acting on env runners) and the team's learner-only mixer.
+
+``QAgentRLModule``: ``Q_i(o_i, .)`` over discrete actions, an MLP or PyMARL's GRU agent
+(``fc -> GRUCell -> fc``). It acts epsilon-greedily with MARLlib's linear schedule over
+global env steps (the ``t`` RLlib's env runner passes) and greedily at inference.
+
+``JointQMixer``: learner-only; the team's mixer (``none`` for IQL, ``vdn``, ``qmix``)
+and its target copy. Target copies of the agent networks are learner-only
+``QAgentRLModule`` instances (``target_module_id``).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import torch
+from ray.rllib.core.columns import Columns
+from ray.rllib.core.rl_module.torch import TorchRLModule
+from ray.rllib.utils.annotations import override
+from torch import nn
+
+from marllib_ext.ops.joint_q import epsilon_greedy, linear_schedule
+from marllib_ext.ops.mixers import vdn_mix
+from marllib_ext.policies.joint_critic import ACTIVATIONS, mlp
+from marllib_ext.policies.vd_critic import QMixHypernetworks
+
+JOINT_Q_MIXERS = ("none", "vdn", "qmix")
+HIDDEN = "h"
+TARGET_PREFIX = "target_"
+MIXER_MODULE_ID = "joint_q"
+
+
+def target_module_id(policy_id: str) -> str:
+    """Module id of the target copy of an agent policy's Q network."""
+    return f"{TARGET_PREFIX}{policy_id}"
+
+
+def mixer_module_id(team: str | None = None) -> str:
+    """``joint_q`` for a one-team env, ``joint_q_<team>`` per team of a mixed env."""
+    return MIXER_MODULE_ID if team is None else f"{MIXER_MODULE_ID}_{team}"
+
+
+class QAgentRLModule(TorchRLModule):
+    """``Q_i(o_i, a)`` for every discrete action ``a``.
+
+    ``model_config``: ``hiddens``, ``activation``, ``use_rnn`` (GRU agent with
+    ``rnn_hidden_dim`` units), ``epsilon_start``, ``epsilon_end``,
+    ``epsilon_timesteps``."""
+
+    @override(TorchRLModule)
+    def setup(self) -> None:
+        config = self.model_config
+        obs_dim = int(torch.tensor(self.observation_space.shape).prod())
+        n_actions = int(self.action_space.n)
+        self.use_rnn = bool(config.get("use_rnn", False))
+        if self.use_rnn:
+            hidden = int(config["rnn_hidden_dim"])
+            self.encoder = nn.Sequential(
+                nn.Linear(obs_dim, hidden), ACTIVATIONS[config["activation"]]()
+            )
+            self.gru = nn.GRUCell(hidden, hidden)
+            self.head = nn.Linear(hidden, n_actions)
+        else:
+            self.net = mlp(obs_dim, list(config["hiddens"]), n_actions, config["activation"])
+
+    @override(TorchRLModule)
+    def get_initial_state(self) -> dict[str, torch.Tensor]:
+        if not self.use_rnn:
+            return {}
+        return {HIDDEN: torch.zeros(int(self.model_config["rnn_hidden_dim"]))}
+
+    def q_sequence(self, obs: torch.Tensor) -> torch.Tensor:
+        """``(B, L, d)`` observations of whole sequences -> ``(B, L, A)``; a GRU agent
+        starts from its initial state at the first step."""
+        if not self.use_rnn:
+            return self.net(obs)
+        hidden = obs.new_zeros(obs.shape[0], self.gru.hidden_size)
+        values = []
+        for t in range(obs.shape[1]):
+            hidden = self.gru(self.encoder(obs[:, t]), hidden)
+            values.append(self.head(hidden))
+        return torch.stack(values, dim=1)
+
+    def _step(self, batch: dict[str, Any]) -> tuple[torch.Tensor, dict[str, Any]]:
+        """Q values of the env runner's batch and the next recurrent state."""
+        obs = batch[Columns.OBS].float()
+        if not self.use_rnn:
+            return self.net(obs), {}
+        # Stateful modules get a time rank of 1 on env runners: (B, 1, d).
+        hidden = self.gru(self.encoder(obs[:, 0]), batch[Columns.STATE_IN][HIDDEN])
+        return self.head(hidden).unsqueeze(1), {Columns.STATE_OUT: {HIDDEN: hidden}}
+
+    @override(TorchRLModule)
+    def _forward_inference(self, batch: dict[str, Any], **kwargs) -> dict[str, Any]:
+        q, out = self._step(batch)
+        return {**out, Columns.ACTIONS: q.argmax(dim=-1)}
+
+    @override(TorchRLModule)
+    def _forward_exploration(self, batch: dict[str, Any], t: int = 0, **kwargs) -> dict[str, Any]:
+        q, out = self._step(batch)
+        flat = q.reshape(-1, q.shape[-1])
+        epsilon = self.epsilon(t)
+        draws = torch.rand(flat.shape[0], device=flat.device)
+        random_actions = torch.randint(0, flat.shape[-1], (flat.shape[0],), device=flat.device)
+        actions = epsilon_greedy(flat, epsilon, draws, random_actions)
+        return {**out, Columns.ACTIONS: actions.reshape(q.shape[:-1])}
+
+    def epsilon(self, t: int) -> float:
+        config = self.model_config
+        return linear_schedule(
+            t, config["epsilon_start"], config["epsilon_end"], config["epsilon_timesteps"]
+        )
+
+    @override(TorchRLModule)
+    def _forward_train(self, batch: dict[str, Any], **kwargs) -> dict[str, Any]:
+        return {}  # the joint-Q learner calls q_sequence on the team batch
+
+
+class JointQMixer(TorchRLModule):
+    """A team's mixer and its target: ``Q_tot = mixer(Q_1..Q_k; s)``.
+
+    ``model_config``: ``mixer`` (``none`` | ``vdn`` | ``qmix``), ``n_agents`` (of the
+    team), ``state_dim``, ``mixer_embed_dim``, ``hypernet_embed_dim``."""
+
+    @override(TorchRLModule)
+    def setup(self) -> None:
+        config = self.model_config
+        self.mixer_name = config["mixer"]
+        if self.mixer_name not in JOINT_Q_MIXERS:
+            raise ValueError(f"mixer must be one of {JOINT_Q_MIXERS}, got {self.mixer_name!r}")
+
+        def hypernetworks() -> QMixHypernetworks:
+            return QMixHypernetworks(
+                config["state_dim"],
+                config["n_agents"],
+                config["mixer_embed_dim"],
+                config["hypernet_embed_dim"],
+            )
+
+        self.hypernetworks = hypernetworks() if self.mixer_name == "qmix" else None
+        self.target_hypernetworks = hypernetworks() if self.mixer_name == "qmix" else None
+        if self.target_hypernetworks is not None:
+            self.target_hypernetworks.load_state_dict(self.hypernetworks.state_dict())
+            self.target_hypernetworks.requires_grad_(False)
+
+    @override(TorchRLModule)
+    def _forward(self, batch: dict[str, Any], **kwargs) -> dict[str, Any]:
+        return {}
+
+    def mix(self, agent_values: torch.Tensor, state: torch.Tensor, *, target: bool = False):
+        """``(B, L, k)`` chosen per-agent values and ``(B, L, s)`` states -> ``(B, L)``."""
+        if self.mixer_name == "none":
+            raise RuntimeError("IQL has no mixer: each agent keeps its own TD target")
+        batch, length, k = agent_values.shape
+        flat = agent_values.reshape(batch * length, k)
+        if self.mixer_name == "vdn":
+            return vdn_mix(flat).view(batch, length)
+        hyper = self.target_hypernetworks if target else self.hypernetworks
+        return hyper(flat, state.reshape(batch * length, -1)).view(batch, length)
+
+    def sync_target(self, tau: float = 1.0) -> None:
+        """``target <- tau * online + (1 - tau) * target`` (``tau = 1``: hard copy)."""
+        if self.hypernetworks is not None:
+            polyak_update(self.target_hypernetworks, self.hypernetworks, tau)
+
+
+@torch.no_grad()
+def polyak_update(target: nn.Module, online: nn.Module, tau: float) -> None:
+    """``theta_target <- tau * theta + (1 - tau) * theta_target`` for every parameter."""
+    for target_param, param in zip(target.parameters(), online.parameters(), strict=True):
+        target_param.mul_(1.0 - tau).add_(param, alpha=tau)

@@ -1,0 +1,286 @@
+"""A replay store of whole team episodes, time-aligned across agents (numpy, no Ray).
+
+Why not RLlib's ``MultiAgentEpisodeReplayBuffer``: in ray 2.60 it samples each module
+independently (transitions of different agents come from different env steps), its
+``"synchronized"`` mode carries a source comment that it "gets the wrong action", and
+sequence sampling (``batch_length_T``) for recurrent modules is not implemented. A
+mixed Q loss needs every agent's step ``t`` of one episode in one row, and GRU agents
+need whole episodes, so episodes are stored here as padded arrays.
+
+Layout of slot ``k`` (agents in sorted id order, ``T`` = longest episode stored)::
+
+    obs        (T + 1, n, d)   each agent's observation, zero-padded to d
+    state      (T + 1, s)      the global state
+    actions    (T, n)          int64 (discrete) or (T, n, a) float32 (continuous)
+    rewards    (T, n)
+    terminated (T,)            1 on the last step when the episode ended terminally
+    length                     real steps; rows t >= length are padding
+
+Sampling units: single team transitions ``(k, t)`` (feed-forward agents) or whole
+episodes (recurrent agents). With priorities, a transition is drawn with probability
+``p^alpha / sum p^alpha`` and an episode with its transitions' mean priority; new data
+enters at the largest priority seen; ``update_priorities`` blends the new priority into
+the stored one, ``p <- (1 - per_beta) p + per_beta p_new`` (ROER's EMA; ``per_beta=1``
+replaces as in PER). Importance weights ``(N P)^-beta / max`` correct the loss.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+import numpy.typing as npt
+
+
+@dataclass(frozen=True)
+class TeamEpisode:
+    """One finished (or time-limited) episode, agents in sorted id order."""
+
+    obs: npt.NDArray[np.float32]  # (T + 1, n, d)
+    state: npt.NDArray[np.float32]  # (T + 1, s)
+    actions: np.ndarray  # (T, n) int or (T, n, a) float
+    rewards: npt.NDArray[np.float32]  # (T, n)
+    terminated: bool
+
+    def __post_init__(self) -> None:
+        length = self.rewards.shape[0]
+        if self.obs.shape[0] != length + 1 or self.state.shape[0] != length + 1:
+            raise ValueError(
+                f"an episode of {length} steps needs {length + 1} observations and states, "
+                f"got {self.obs.shape[0]} and {self.state.shape[0]}"
+            )
+        if self.actions.shape[0] != length:
+            raise ValueError(f"{self.actions.shape[0]} actions for {length} steps")
+        if length < 1:
+            raise ValueError("an episode needs at least one step")
+
+    @property
+    def length(self) -> int:
+        return int(self.rewards.shape[0])
+
+
+@dataclass(frozen=True)
+class SampledTeamBatch:
+    """Sequences of ``L`` team steps (``L = 1`` for transitions).
+
+    ``slots``/``starts`` locate each sequence in the store (for priority updates);
+    ``mask (B, L)`` is 1 on real steps; ``weights (B,)`` are importance weights."""
+
+    obs: npt.NDArray[np.float32]  # (B, L + 1, n, d)
+    state: npt.NDArray[np.float32]  # (B, L + 1, s)
+    actions: np.ndarray  # (B, L, n[, a])
+    rewards: npt.NDArray[np.float32]  # (B, L, n)
+    terminated: npt.NDArray[np.float32]  # (B, L)
+    mask: npt.NDArray[np.float32]  # (B, L)
+    weights: npt.NDArray[np.float32]  # (B,)
+    slots: npt.NDArray[np.int64]  # (B,)
+    starts: npt.NDArray[np.int64]  # (B,)
+
+    def columns(self) -> dict[str, np.ndarray]:
+        return {
+            "obs": self.obs,
+            "state": self.state,
+            "actions": self.actions,
+            "rewards": self.rewards,
+            "terminated": self.terminated,
+            "mask": self.mask,
+            "weights": self.weights,
+        }
+
+
+
+
+class TeamEpisodeStore:
+    """Ring buffer of ``capacity`` team episodes (see the module docstring)."""
+
+    def __init__(
+        self,
+        capacity: int,
+        *,
+        prioritized: bool = False,
+        alpha: float = 1.0,
+        importance_beta: float = 0.0,
+        per_beta: float = 1.0,
+        seed: int | None = None,
+    ) -> None:
+        if capacity < 1:
+            raise ValueError(f"capacity must be >= 1 episode, got {capacity}")
+        if not 0 < per_beta <= 1:
+            raise ValueError(f"per_beta must be in (0, 1], got {per_beta}")
+        self.capacity = int(capacity)
+        self.prioritized = prioritized
+        self.alpha, self.importance_beta, self.per_beta = alpha, importance_beta, per_beta
+        self.rng = np.random.default_rng(seed)
+        self.lengths = np.zeros(self.capacity, dtype=np.int64)
+        self.next_slot = 0
+        self.num_added = 0
+        self.max_priority = 1.0
+        self.arrays: dict[str, np.ndarray] | None = None
+
+    # ---- adding -----------------------------------------------------------------------
+    def __len__(self) -> int:
+        """Episodes held."""
+        return int(min(self.num_added, self.capacity))
+
+    @property
+    def num_transitions(self) -> int:
+        return int(self.lengths.sum())
+
+    def add(self, episode: TeamEpisode) -> int:
+        """Stores ``episode`` (overwriting the oldest when full); returns its slot."""
+        self._ensure_room(episode)
+        assert self.arrays is not None
+        slot, length = self.next_slot, episode.length
+        for name in ("obs", "state", "actions", "rewards", "terminated", "priority"):
+            self.arrays[name][slot] = 0
+        self.arrays["obs"][slot, : length + 1, :, : episode.obs.shape[2]] = episode.obs
+        self.arrays["state"][slot, : length + 1] = episode.state
+        self.arrays["actions"][slot, :length] = episode.actions
+        self.arrays["rewards"][slot, :length] = episode.rewards
+        self.arrays["terminated"][slot, length - 1] = float(episode.terminated)
+        self.arrays["priority"][slot, :length] = self.max_priority
+        self.lengths[slot] = length
+        self.next_slot = (slot + 1) % self.capacity
+        self.num_added += 1
+        return slot
+
+    def _ensure_room(self, episode: TeamEpisode) -> None:
+        n_agents, obs_dim = episode.obs.shape[1], episode.obs.shape[2]
+        if self.arrays is None:
+            c, t = self.capacity, episode.length
+            self.arrays = {
+                "obs": np.zeros((c, t + 1, n_agents, obs_dim), np.float32),
+                "state": np.zeros((c, t + 1, episode.state.shape[1]), np.float32),
+                "actions": np.zeros((c, t, *episode.actions.shape[1:]), episode.actions.dtype),
+                "rewards": np.zeros((c, t, n_agents), np.float32),
+                "terminated": np.zeros((c, t), np.float32),
+                "priority": np.zeros((c, t), np.float64),
+            }
+            return
+        stored = self.arrays["obs"]
+        if stored.shape[2] != n_agents or stored.shape[3] < obs_dim:
+            raise ValueError(
+                f"episode has {n_agents} agents with observations of size {obs_dim}; the "
+                f"store holds {stored.shape[2]} agents of size {stored.shape[3]}"
+            )
+        grow = episode.length - self.max_length
+        if grow > 0:  # a longer episode than any before: pad every array in time
+            for name, array in self.arrays.items():
+                pad = [(0, 0)] * array.ndim
+                pad[1] = (0, grow)
+                self.arrays[name] = np.pad(array, pad)
+
+    @property
+    def max_length(self) -> int:
+        return 0 if self.arrays is None else int(self.arrays["rewards"].shape[1])
+
+    # ---- sampling ---------------------------------------------------------------------
+    def valid_steps(self) -> npt.NDArray[np.bool_]:
+        """``(capacity, T)`` True on stored real steps."""
+        return np.arange(self.max_length)[None, :] < self.lengths[:, None]
+
+    def sample_transitions(self, batch_size: int) -> SampledTeamBatch:
+        """``batch_size`` team transitions ``(k, t)`` (sequences of length 1)."""
+        self._require_data()
+        valid = self.valid_steps().reshape(-1)
+        flat = np.flatnonzero(valid)
+        if self.prioritized:
+            weights = self.arrays["priority"].reshape(-1)[flat] ** self.alpha
+            probs = weights / weights.sum()
+            pick = self.rng.choice(len(flat), size=batch_size, p=probs)
+            importance = self._importance(probs[pick], len(flat))
+        else:
+            pick = self.rng.integers(0, len(flat), size=batch_size)
+            importance = np.ones(batch_size, np.float32)
+        slots, starts = np.divmod(flat[pick], self.max_length)
+        return self._gather(slots, starts, 1, importance)
+
+    def sample_episodes(self, batch_size: int) -> SampledTeamBatch:
+        """``batch_size`` whole episodes, padded to the longest of them."""
+        self._require_data()
+        held = np.flatnonzero(self.lengths > 0)
+        if self.prioritized:
+            valid = self.valid_steps()[held]
+            mean_priority = (self.arrays["priority"][held] * valid).sum(1) / valid.sum(1)
+            weights = mean_priority**self.alpha
+            probs = weights / weights.sum()
+            pick = self.rng.choice(len(held), size=batch_size, p=probs)
+            importance = self._importance(probs[pick], len(held))
+        else:
+            pick = self.rng.integers(0, len(held), size=batch_size)
+            importance = np.ones(batch_size, np.float32)
+        slots = held[pick]
+        length = int(self.lengths[slots].max())
+        return self._gather(slots, np.zeros_like(slots), length, importance)
+
+    def _importance(self, probs: np.ndarray, population: int) -> npt.NDArray[np.float32]:
+        weights = (population * probs) ** (-self.importance_beta)
+        return (weights / weights.max()).astype(np.float32)
+
+    def _gather(
+        self, slots: np.ndarray, starts: np.ndarray, length: int, importance: np.ndarray
+    ) -> SampledTeamBatch:
+        assert self.arrays is not None
+        steps = starts[:, None] + np.arange(length)[None, :]  # (B, L)
+        mask = steps < self.lengths[slots][:, None]
+        steps_clipped = np.minimum(steps, self.max_length - 1)
+        obs_steps = np.minimum(
+            starts[:, None] + np.arange(length + 1)[None, :], self.max_length
+        )  # (B, L + 1); the row after an episode's last step is its final observation
+        rows = slots[:, None]
+        return SampledTeamBatch(
+            obs=self.arrays["obs"][rows, obs_steps],
+            state=self.arrays["state"][rows, obs_steps],
+            actions=self.arrays["actions"][rows, steps_clipped],
+            rewards=self.arrays["rewards"][rows, steps_clipped] * mask[..., None],
+            terminated=self.arrays["terminated"][rows, steps_clipped] * mask,
+            mask=mask.astype(np.float32),
+            weights=importance.astype(np.float32),
+            slots=slots.astype(np.int64),
+            starts=starts.astype(np.int64),
+        )
+
+    def _require_data(self) -> None:
+        if self.arrays is None or len(self) == 0:
+            raise ValueError("the replay store is empty")
+
+    # ---- priorities -------------------------------------------------------------------
+    def update_priorities(self, batch: SampledTeamBatch, priorities: np.ndarray) -> None:
+        """Blends ``priorities (B, L)`` (one per sampled step; padding ignored) into the
+        stored ones of the steps ``batch`` was drawn from."""
+        if not self.prioritized:
+            return
+        assert self.arrays is not None
+        priorities = np.asarray(priorities, dtype=np.float64).reshape(batch.mask.shape)
+        rows, cols = np.nonzero(batch.mask > 0)
+        slots, steps = batch.slots[rows], batch.starts[rows] + cols
+        new = np.maximum(priorities[rows, cols], 1e-6)
+        stored = self.arrays["priority"]
+        # Duplicate draws of one step: the last one wins, as in RLlib's segment trees.
+        stored[slots, steps] = (1.0 - self.per_beta) * stored[slots, steps] + self.per_beta * new
+        self.max_priority = max(self.max_priority, float(new.max(initial=0.0)))
+
+    # ---- checkpoints ------------------------------------------------------------------
+    def get_state(self) -> dict:
+        return {
+            "arrays": None if self.arrays is None else {k: v.copy() for k, v in self.arrays.items()},
+            "lengths": self.lengths.copy(),
+            "next_slot": self.next_slot,
+            "num_added": self.num_added,
+            "max_priority": self.max_priority,
+            "rng": self.rng.bit_generator.state,
+        }
+
+    def set_state(self, state: dict) -> None:
+        arrays = state["arrays"]
+        if arrays is not None and len(state["lengths"]) != self.capacity:
+            raise ValueError(
+                f"checkpointed store holds {len(state['lengths'])} episode slots, this "
+                f"one {self.capacity} (buffer_size changed)"
+            )
+        self.arrays = None if arrays is None else {k: np.array(v) for k, v in arrays.items()}
+        self.lengths = np.array(state["lengths"], dtype=np.int64)
+        self.next_slot = int(state["next_slot"])
+        self.num_added = int(state["num_added"])
+        self.max_priority = float(state["max_priority"])
+        self.rng.bit_generator.state = state["rng"]
