@@ -1,0 +1,225 @@
+"""iql / vdn / qmix on RLlib: one iteration each, alignment of stored team transitions,
+targets, ROER priorities, GRU agents, checkpoints, refusals."""
+
+import numpy as np
+import pytest
+import torch
+from gymnasium import spaces
+
+from marllib_ext import algos, make_env
+from marllib_ext.envs import register_env
+from marllib_ext.errors import ConfigError
+from marllib_ext.policies.q_agent import target_module_id
+from tests.helpers import EPISODE_LENGTH, CounterEnv, reward_of
+from tests.postprocessing.test_team_critics import TwoTeamCounterEnv
+
+N_ACTIONS = 3
+
+
+class ActionEchoEnv(CounterEnv):
+    """CounterEnv whose observation also carries the agent's previous action:
+    obs_i(t) = (uid, t, i, a_i(t - 1)), so the action of step t is in o_i(t + 1)."""
+
+    def observation_space(self, agent):
+        return spaces.Box(-np.inf, np.inf, (4,), np.float32)
+
+    def action_space(self, agent):
+        return spaces.Discrete(N_ACTIONS)
+
+    def _obs(self):
+        return {
+            a: np.array([self.uid, self.t, i, self.last_actions.get(a, -1)], np.float32)
+            for i, a in enumerate(self.possible_agents)
+        }
+
+    def reset(self, seed=None, options=None):
+        self.last_actions = {}
+        return super().reset(seed=seed, options=options)
+
+    def step(self, actions):
+        self.last_actions = {a: int(actions[a]) for a in actions}
+        return super().step(actions)
+
+
+register_env("test:jq_echo", ActionEchoEnv, state_source="observations")
+register_env(
+    "test:jq_two_teams",
+    TwoTeamCounterEnv,
+    team_prefix=["blue_", "red_"],
+    all_agents_one_policy=True,
+    state_source="observations",
+    max_episode_steps=EPISODE_LENGTH,
+)
+SMALL = {
+    "hyperparam_source": "toy",
+    "batch_episode": 4,
+    "num_envs_per_env_runner": 2,
+    "hiddens": [16],
+    "rnn_hidden_dim": 8,
+    "mixer_embed_dim": 8,
+    "hypernet_embed_dim": 8,
+}
+
+
+def build(name, env="test:jq_echo", share_policy="all", **overrides):
+    config = algos.get(name, **{**SMALL, **overrides}).rllib_config(
+        env, share_policy=share_policy, seed=0
+    )
+    return config.build_algo()
+
+
+@pytest.mark.parametrize("name", ["iql", "vdn", "qmix"])
+def test_one_iteration_trains_and_reports_progress(ray_session, name):
+    algo = build(name, env="mpe:simple_spread")
+    try:
+        for _ in range(3):
+            result = algo.train()
+        row = algos.get(name).spec.progress(result)
+        assert row["jq_buffer_episodes"] == 6.0  # 2 episodes per iteration
+        assert 0 < row["jq_epsilon"] < 1
+        assert np.isfinite(row["jq_td_error"]) and np.isfinite(row["jq_q_tot"])
+    finally:
+        algo.stop()
+
+
+def test_stored_team_transitions_pair_agents_at_one_env_step(ray_session):
+    """Expectations come from what the env wrote into its observations: uid, step,
+    agent index and the previous action."""
+    algo = build("qmix", learning_starts=1000)
+    try:
+        for _ in range(3):
+            algo.train()
+        batch = algo.store.sample_transitions(300)
+        for b in range(300):
+            uid, t = batch.obs[b, 0, 0, 0], batch.obs[b, 0, 0, 1]
+            for i in range(3):
+                assert tuple(batch.obs[b, 0, i, :3]) == (uid, t, i)
+                assert tuple(batch.obs[b, 1, i, :3]) == (uid, t + 1, i)
+                assert batch.obs[b, 1, i, 3] == batch.actions[b, 0, i]  # a_i(t) echoed
+                assert batch.rewards[b, 0, i] == pytest.approx(reward_of(int(uid), int(t), i))
+            last = t == EPISODE_LENGTH - 1
+            assert batch.terminated[b, 0] == float(last and int(uid) % 2 == 1)
+            np.testing.assert_array_equal(batch.state[b, 0], batch.obs[b, 0, :, :].reshape(-1))
+    finally:
+        algo.stop()
+
+
+def test_gru_agents_train_on_whole_episodes_with_roer_priorities(ray_session):
+    algo = build("qmix", use_rnn=True, per_type="JS", batch_episode=2)
+    try:
+        for _ in range(3):
+            algo.train()
+        priorities = algo.store.arrays["priority"][algo.store.valid_steps()]
+        assert len(set(np.round(priorities, 6).tolist())) > 1  # priorities were updated
+        batch = algo.store.sample_episodes(2)
+        assert batch.mask.shape[1] == EPISODE_LENGTH
+    finally:
+        algo.stop()
+
+
+def test_hard_target_update_copies_online_networks(ray_session):
+    # One update per iteration (2 episodes), after which a copy is due.
+    algo = build("qmix", target_network_update_freq=1, training_intensity=0.5)
+    try:
+        for _ in range(3):
+            algo.train()
+        learner = algo.learner_group._learner
+        online = learner.module["shared"].state_dict()
+        target = learner.module[target_module_id("shared")].state_dict()
+        for key in online:
+            torch.testing.assert_close(online[key], target[key])
+    finally:
+        algo.stop()
+
+
+def test_targets_lag_without_a_due_update(ray_session):
+    algo = build("vdn", target_network_update_freq=10_000)
+    try:
+        for _ in range(3):
+            algo.train()
+        learner = algo.learner_group._learner
+        online = learner.module["shared"].state_dict()
+        target = learner.module[target_module_id("shared")].state_dict()
+        assert any(not torch.equal(online[k], target[k]) for k in online)
+    finally:
+        algo.stop()
+
+
+def test_two_teams_get_one_mixer_each(ray_session):
+    algo = build("qmix", env="test:jq_two_teams", share_policy="group")
+    try:
+        result = algo.train()
+        result = algo.train()
+        learners = result["learners"]
+        assert {"joint_q_blue", "joint_q_red"} <= set(learners)
+        assert set(algo.learner_group._learner.module.keys()) >= {"blue", "red"}
+    finally:
+        algo.stop()
+
+
+def test_checkpoint_keeps_the_replay_store(ray_session, tmp_path):
+    from ray.rllib.algorithms.algorithm import Algorithm
+
+    algo = build("vdn", per_type="KL")
+    try:
+        algo.train()
+        algo.train()
+        algo.save_to_path(str(tmp_path))
+        episodes, held = algo.episodes_sampled, len(algo.store)
+        priorities = algo.store.arrays["priority"].copy()
+    finally:
+        algo.stop()
+    restored = Algorithm.from_checkpoint(str(tmp_path))
+    try:
+        assert restored.episodes_sampled == episodes and len(restored.store) == held
+        np.testing.assert_array_equal(restored.store.arrays["priority"], priorities)
+        restored.train()
+        assert len(restored.store) == held + 2
+    finally:
+        restored.stop()
+
+
+@pytest.mark.parametrize("name", ["iql", "vdn", "qmix"])
+def test_continuous_actions_are_refused_before_anything_starts(name):
+    with pytest.raises(ConfigError, match="discrete actions only"):
+        algos.get(name).rllib_config(
+            make_env("mpe:simple_spread", continuous_actions=True)
+        )
+
+
+def test_data_parallel_learners_are_refused_with_the_reason():
+    with pytest.raises(ConfigError, match="num_learners"):
+        algos.get("qmix", num_learners=2).settings("mpe:simple_spread")
+
+
+def test_vdn_learner_loss_matches_a_step_by_step_reference(ray_session):
+    """The learner's TD loss on a replayed batch against a loop over samples and agents
+    with the same networks (double Q, sum mixer, terminal ends, no standardization)."""
+    algo = build("vdn", reward_standardize=False, gamma=0.9)
+    try:
+        for _ in range(3):
+            algo.train()
+        learner = algo.learner_group._learner
+        sampled = algo.store.sample_transitions(64)
+        batch = {
+            "joint_q": {k: torch.as_tensor(v) for k, v in sampled.columns().items()}
+        }
+        with torch.no_grad():
+            loss = learner.compute_losses(fwd_out={}, batch=batch)["joint_q"].item()
+            online = learner.module["shared"]
+            target = learner.module[target_module_id("shared")]
+            total = 0.0
+            for b in range(64):
+                q_tot, next_tot, r_team = 0.0, 0.0, 0.0
+                for i in range(3):
+                    obs = torch.as_tensor(sampled.obs[b, 0, i])
+                    next_obs = torch.as_tensor(sampled.obs[b, 1, i])
+                    q_tot += online.q_sequence(obs[None, None])[0, 0, sampled.actions[b, 0, i]]
+                    best = online.q_sequence(next_obs[None, None])[0, 0].argmax()
+                    next_tot += target.q_sequence(next_obs[None, None])[0, 0, best]
+                    r_team += sampled.rewards[b, 0, i]
+                y = r_team + 0.9 * (1 - sampled.terminated[b, 0]) * next_tot
+                total += (q_tot - y).item() ** 2
+        assert loss == pytest.approx(total / 64, rel=1e-4)
+    finally:
+        algo.stop()

@@ -1,0 +1,121 @@
+"""The team-episode store: alignment, padding, priorities, checkpoints (no Ray)."""
+
+import numpy as np
+import pytest
+
+from marllib_ext.replay.team_episodes import TeamEpisode, TeamEpisodeStore
+
+N_AGENTS = 3
+
+
+def make_episode(uid: int, length: int, terminated: bool = False, obs_dim: int = 4) -> TeamEpisode:
+    """obs[t, i] = (uid, t, i, 0...), state[t] = (uid, t), action[t, i] = (uid + t + i) % 5,
+    reward[t, i] = uid + t / 10 + i / 100: every value says where it came from."""
+    steps = np.arange(length + 1)
+    obs = np.zeros((length + 1, N_AGENTS, obs_dim), np.float32)
+    for i in range(N_AGENTS):
+        obs[:, i, 0], obs[:, i, 1], obs[:, i, 2] = uid, steps, i
+    state = np.stack([np.full(length + 1, uid), steps], axis=1).astype(np.float32)
+    actions = (uid + np.arange(length)[:, None] + np.arange(N_AGENTS)[None, :]) % 5
+    rewards = (uid + np.arange(length)[:, None] / 10 + np.arange(N_AGENTS)[None, :] / 100).astype(
+        np.float32
+    )
+    return TeamEpisode(obs, state, actions.astype(np.int64), rewards, terminated)
+
+
+def test_sampled_transitions_pair_every_agent_at_one_env_step():
+    store = TeamEpisodeStore(10, seed=0)
+    for uid, length in ((1, 5), (2, 7), (3, 3)):
+        store.add(make_episode(uid, length, terminated=uid == 3))
+    batch = store.sample_transitions(200)
+    for b in range(200):
+        uid, t = batch.obs[b, 0, 0, 0], batch.obs[b, 0, 0, 1]
+        length = {1: 5, 2: 7, 3: 3}[int(uid)]
+        assert 0 <= t < length
+        for i in range(N_AGENTS):
+            assert tuple(batch.obs[b, 0, i, :3]) == (uid, t, i)
+            assert tuple(batch.obs[b, 1, i, :3]) == (uid, t + 1, i)  # next observation
+            assert batch.actions[b, 0, i] == (uid + t + i) % 5
+            assert batch.rewards[b, 0, i] == pytest.approx(uid + t / 10 + i / 100)
+        assert tuple(batch.state[b, 0]) == (uid, t) and tuple(batch.state[b, 1]) == (uid, t + 1)
+        assert batch.terminated[b, 0] == float(uid == 3 and t == length - 1)
+        assert batch.mask[b, 0] == 1.0
+
+
+def test_whole_episodes_are_padded_to_the_longest_and_masked():
+    store = TeamEpisodeStore(4, seed=0)
+    store.add(make_episode(1, 2))
+    store.add(make_episode(2, 5))  # longer than any stored before: arrays grow in time
+    batch = store.sample_episodes(16)
+    assert batch.obs.shape == (16, 6, N_AGENTS, 4) and batch.mask.shape == (16, 5)
+    for b in range(16):
+        uid = int(batch.obs[b, 0, 0, 0])
+        length = {1: 2, 2: 5}[uid]
+        assert batch.mask[b].tolist() == [1.0] * length + [0.0] * (5 - length)
+        assert batch.obs[b, length, 0, 1] == length  # the final observation is kept
+        assert np.all(batch.rewards[b, length:] == 0)
+
+
+def test_ring_buffer_overwrites_the_oldest_episode():
+    store = TeamEpisodeStore(2, seed=0)
+    for uid in (1, 2, 3):
+        store.add(make_episode(uid, 3))
+    assert len(store) == 2 and store.num_transitions == 6
+    uids = set(store.sample_transitions(100).obs[:, 0, 0, 0].tolist())
+    assert uids == {2.0, 3.0}
+
+
+def test_agents_or_observation_size_mismatch_is_refused():
+    store = TeamEpisodeStore(2)
+    store.add(make_episode(1, 3))
+    with pytest.raises(ValueError, match="agents"):
+        store.add(make_episode(2, 3, obs_dim=9))
+
+
+def test_prioritized_sampling_follows_priorities_and_weights_correct_it():
+    store = TeamEpisodeStore(4, prioritized=True, importance_beta=1.0, seed=0)
+    store.add(make_episode(1, 2))
+    store.arrays["priority"][0, :2] = [9.0, 1.0]  # step t = 0 nine times step 1
+    big = store.sample_transitions(20_000)
+    share = (big.starts == 0).mean()
+    assert share == pytest.approx(0.9, abs=0.02)
+    # importance weights (N P)^-1 / max: t = 0 has P = 0.9, t = 1 P = 0.1 -> 1/9 and 1
+    assert big.weights[big.starts == 0][0] == pytest.approx(1 / 9, rel=1e-4)
+    assert big.weights[big.starts == 1][0] == pytest.approx(1.0)
+
+
+def test_priority_update_is_roers_ema_and_new_data_enters_at_max_priority():
+    store = TeamEpisodeStore(4, prioritized=True, per_beta=0.5, seed=0)
+    store.add(make_episode(1, 1))
+    batch = store.sample_transitions(1)
+    store.update_priorities(batch, np.array([[5.0]]))
+    assert store.arrays["priority"][0, 0] == pytest.approx(0.5 * 1.0 + 0.5 * 5.0)
+    store.add(make_episode(2, 1))
+    assert store.arrays["priority"][1, 0] == pytest.approx(5.0)  # the largest seen
+
+
+def test_uniform_store_ignores_priority_updates():
+    store = TeamEpisodeStore(4, seed=0)
+    store.add(make_episode(1, 2))
+    batch = store.sample_transitions(3)
+    store.update_priorities(batch, np.full((3, 1), 7.0))
+    assert np.all(batch.weights == 1.0)
+    assert np.all(store.arrays["priority"][0, :2] == 1.0)
+
+
+def test_state_round_trip_restores_contents_and_sampling():
+    store = TeamEpisodeStore(5, prioritized=True, seed=3)
+    for uid in range(1, 4):
+        store.add(make_episode(uid, uid + 1))
+    copy = TeamEpisodeStore(5, prioritized=True)
+    copy.set_state(store.get_state())
+    a, b = store.sample_transitions(50), copy.sample_transitions(50)
+    np.testing.assert_array_equal(a.obs, b.obs)
+    assert len(copy) == 3 and copy.next_slot == store.next_slot
+    with pytest.raises(ValueError, match="buffer_size"):
+        TeamEpisodeStore(6).set_state(store.get_state())
+
+
+def test_empty_store_cannot_be_sampled():
+    with pytest.raises(ValueError, match="empty"):
+        TeamEpisodeStore(3).sample_transitions(1)
