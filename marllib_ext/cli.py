@@ -303,6 +303,7 @@ def env_table_markdown() -> str:
 def cmd_list(args: argparse.Namespace) -> int:
     from marllib_ext.algos import ALGORITHMS
     from marllib_ext.envs import list_envs
+    from marllib_ext.envs.by_name import ENV_FAMILIES
 
     if args.markdown:
         print(env_table_markdown())
@@ -317,6 +318,10 @@ def cmd_list(args: argparse.Namespace) -> int:
         info = spec.policy_mapping
         modes = "|".join(_share_modes(info))
         print(f"  {name:<28} share_policy: {modes:<22} {info.description}")
+    print("env families (give an id):")
+    for family in ENV_FAMILIES:
+        needs = f'pip install -e ".[{family.extra}]"' if family.extra else "no extra"
+        print(f"  {family.pattern:<28} {family.description}; e.g. {family.example} ({needs})")
     print("  (single-agent algorithms also take any registered gymnasium id)")
     return 0
 

@@ -49,8 +49,25 @@ def test_train_prints_progress_and_checkpoint(tmp_path):
 def test_list_shows_algorithms_and_envs(tmp_path):
     result = run_cli("list", cwd=tmp_path)
     assert result.returncode == 0
-    for name in ("ippo", "mappo", "mpe:simple_spread", "toy:coordination"):
+    for name in ("ippo", "mappo", "qmix", "mpe:simple_spread", "toy:coordination"):
         assert name in result.stdout
+    # Env families that take an id are discoverable, each with an example and its extra.
+    for family, extra in (
+        ("pz:<module>", "no extra"),
+        ("lbf:<gymnasium id>", '".[lbf]"'),
+        ("rware:<gymnasium id>", '".[rware]"'),
+        ("mamujoco:<scenario>", '".[mamujoco]"'),
+    ):
+        line = next(line for line in result.stdout.splitlines() if family in line)
+        assert "e.g. " in line and extra in line
+
+
+def test_env_family_examples_resolve():
+    from marllib_ext.envs import get_env_spec
+    from marllib_ext.envs.by_name import ENV_FAMILIES
+
+    for family in ENV_FAMILIES[:2]:  # pz (mpe2) and lbf need nothing beyond the test extra
+        assert get_env_spec(family.example.split()[0]).name == family.example.split()[0]
 
 
 @pytest.mark.parametrize(

@@ -124,25 +124,37 @@ class JointQSettings(Settings):
             (self.buffer_size >= self.batch_episode, "buffer_size", "must be >= batch_episode"),
             (self.target_network_update_freq > 0, "target_network_update_freq", "must be > 0"),
             (self.tau is None or 0 < self.tau <= 1, "tau", "null (hard updates) or in (0, 1]"),
-            (0 <= self.final_epsilon <= self.initial_epsilon <= 1, "final_epsilon",
-             "need 0 <= final_epsilon <= initial_epsilon <= 1"),
+            (
+                0 <= self.final_epsilon <= self.initial_epsilon <= 1,
+                "final_epsilon",
+                "need 0 <= final_epsilon <= initial_epsilon <= 1",
+            ),
             (self.epsilon_timesteps >= 0, "epsilon_timesteps", "must be >= 0"),
             (self.rnn_hidden_dim > 0, "rnn_hidden_dim", "must be > 0"),
             (self.activation in ACTIVATION_NAMES, "activation", f"one of {ACTIVATION_NAMES}"),
             (self.training_intensity > 0, "training_intensity", "must be > 0"),
-            (self.learning_starts is None or self.learning_starts >= 1, "learning_starts",
-             "null (batch_episode) or >= 1 episode"),
+            (
+                self.learning_starts is None or self.learning_starts >= 1,
+                "learning_starts",
+                "null (batch_episode) or >= 1 episode",
+            ),
             (self.per_type in PER_TYPES, "per_type", f"one of {PER_TYPES}"),
             (self.temp > 0, "temp", "must be > 0"),
             (0 < self.min_clip <= self.max_clip, "min_clip", "need 0 < min_clip <= max_clip"),
-            (0 < self.js_min_weight <= self.js_max_weight, "js_min_weight",
-             "need 0 < js_min_weight <= js_max_weight"),
+            (
+                0 < self.js_min_weight <= self.js_max_weight,
+                "js_min_weight",
+                "need 0 < js_min_weight <= js_max_weight",
+            ),
             (0 < self.per_beta <= 1, "per_beta", "must be in (0, 1]"),
             (self.per_importance_beta >= 0, "per_importance_beta", "must be >= 0"),
-            (self.num_learners <= 1, "num_learners",
-             "joint Q-learning trains on one learner (0 or 1): its TD loss couples every "
-             "agent network and the mixer in one backward pass outside the modules' "
-             "forward_train, which data-parallel (DDP) learners would not synchronize"),
+            (
+                self.num_learners <= 1,
+                "num_learners",
+                "joint Q-learning trains on one learner (0 or 1): its TD loss couples every "
+                "agent network and the mixer in one backward pass outside the modules' "
+                "forward_train, which data-parallel (DDP) learners would not synchronize",
+            ),
         ]
 
     @property
@@ -393,7 +405,9 @@ class JointQ(Algorithm):
         for episode in episodes:
             self.store.add(team_episode(episode, self.team_agents, self.team_obs_dim))
         self.episodes_sampled += len(episodes)
-        env_steps = self.metrics.peek((ENV_RUNNER_RESULTS, NUM_ENV_STEPS_SAMPLED_LIFETIME), default=0)
+        env_steps = self.metrics.peek(
+            (ENV_RUNNER_RESULTS, NUM_ENV_STEPS_SAMPLED_LIFETIME), default=0
+        )
 
         self.update_credit += len(episodes) * settings.training_intensity
         updates = int(self.update_credit)
@@ -427,7 +441,9 @@ class JointQ(Algorithm):
         self.metrics.log_dict(
             {
                 "epsilon": linear_schedule(
-                    env_steps, settings.initial_epsilon, settings.final_epsilon,
+                    env_steps,
+                    settings.initial_epsilon,
+                    settings.final_epsilon,
                     settings.epsilon_timesteps,
                 ),
                 "buffer_episodes": len(self.store),
@@ -511,9 +527,7 @@ def build_joint_q(
     agents = tuple(sorted(layout.agents))
     obs_dim_of = {a: int(np.prod(layout.observation_spaces[a].shape)) for a in agents}
     teams = layout.teams
-    team_ids = {
-        team: mixer_module_id(team if len(teams) > 1 else None) for team in teams
-    }
+    team_ids = {team: mixer_module_id(team if len(teams) > 1 else None) for team in teams}
     agent_model = {
         "hiddens": list(settings.hiddens),
         "activation": settings.activation,
@@ -523,7 +537,7 @@ def build_joint_q(
         "epsilon_end": settings.final_epsilon,
         "epsilon_timesteps": settings.epsilon_timesteps,
     }
-    first_agent_of = {policy: next(a for a in agents if mapping[a] == policy) for policy in policies}
+    first_agent_of = {p: next(a for a in agents if mapping[a] == p) for p in policies}
     specs: dict[str, RLModuleSpec] = {}
     for policy in policies:
         spaces = {
@@ -573,8 +587,12 @@ def build_joint_q(
             num_gpus_per_learner=settings.num_gpus_per_learner,
         )
         .fault_tolerance(restart_failed_env_runners=True)
-        .training(gamma=settings.gamma, lr=settings.lr, grad_clip=settings.grad_clip,
-                  grad_clip_by="global_norm")
+        .training(
+            gamma=settings.gamma,
+            lr=settings.lr,
+            grad_clip=settings.grad_clip,
+            grad_clip_by="global_norm",
+        )
         .multi_agent(
             policies=set(specs),
             policy_mapping_fn=PolicyMappingFn(mapping),

@@ -6,11 +6,50 @@ from __future__ import annotations
 
 import functools
 import importlib
+from dataclasses import dataclass
 
 from marllib_ext.envs.registry import EnvSpec, PolicyMappingInfo
 from marllib_ext.errors import ConfigError
 
 PZ_PREFIX = "pz:"
+
+
+@dataclass(frozen=True)
+class EnvFamily:
+    """An env family used by name with an id (not listed one by one)."""
+
+    pattern: str
+    example: str
+    extra: str  # the pip extra it needs ("" for none)
+    description: str
+
+
+ENV_FAMILIES = (
+    EnvFamily(
+        "pz:<module>",
+        "pz:mpe2.simple_tag_v3",
+        "",
+        "any PettingZoo ParallelEnv module (parallel_env(**env_args))",
+    ),
+    EnvFamily(
+        "lbf:<gymnasium id>",
+        "lbf:Foraging-8x8-2p-2f-coop-v3",
+        "lbf",
+        "Level-Based Foraging (lbforaging)",
+    ),
+    EnvFamily(
+        "rware:<gymnasium id>",
+        "rware:rware-tiny-2ag-v2",
+        "rware",
+        "multi-robot warehouse (rware)",
+    ),
+    EnvFamily(
+        "mamujoco:<scenario>",
+        "mamujoco:HalfCheetah --env-arg agent_conf=2x3",
+        "mamujoco",
+        "multi-agent MuJoCo (gymnasium-robotics), continuous joints",
+    ),
+)
 
 
 def group_prefix(agent: str) -> str:

@@ -95,7 +95,9 @@ def epsilon_greedy(
     return torch.where(explore_draws < epsilon, random_actions.long(), greedy)
 
 
-def standardized_rewards(rewards: torch.Tensor, mask: torch.Tensor, eps: float = 1e-5) -> torch.Tensor:
+def standardized_rewards(
+    rewards: torch.Tensor, mask: torch.Tensor, eps: float = 1e-5
+) -> torch.Tensor:
     """MARLlib's ``reward_standardize``: ``(r - mean) / (std + eps)`` over the batch's
     real steps; padding stays 0. ``rewards (B, L[, n])``, ``mask (B, L)``."""
     mask = mask.float()

@@ -88,8 +88,6 @@ class SampledTeamBatch:
         }
 
 
-
-
 class TeamEpisodeStore:
     """Ring buffer of ``capacity`` team episodes (see the module docstring)."""
 
@@ -263,7 +261,9 @@ class TeamEpisodeStore:
     # ---- checkpoints ------------------------------------------------------------------
     def get_state(self) -> dict:
         return {
-            "arrays": None if self.arrays is None else {k: v.copy() for k, v in self.arrays.items()},
+            "arrays": (
+                None if self.arrays is None else {k: v.copy() for k, v in self.arrays.items()}
+            ),
             "lengths": self.lengths.copy(),
             "next_slot": self.next_slot,
             "num_added": self.num_added,

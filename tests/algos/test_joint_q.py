@@ -182,9 +182,7 @@ def test_checkpoint_keeps_the_replay_store(ray_session, tmp_path):
 @pytest.mark.parametrize("name", ["iql", "vdn", "qmix"])
 def test_continuous_actions_are_refused_before_anything_starts(name):
     with pytest.raises(ConfigError, match="discrete actions only"):
-        algos.get(name).rllib_config(
-            make_env("mpe:simple_spread", continuous_actions=True)
-        )
+        algos.get(name).rllib_config(make_env("mpe:simple_spread", continuous_actions=True))
 
 
 def test_data_parallel_learners_are_refused_with_the_reason():
@@ -201,9 +199,7 @@ def test_vdn_learner_loss_matches_a_step_by_step_reference(ray_session):
             algo.train()
         learner = algo.learner_group._learner
         sampled = algo.store.sample_transitions(64)
-        batch = {
-            "joint_q": {k: torch.as_tensor(v) for k, v in sampled.columns().items()}
-        }
+        batch = {"joint_q": {k: torch.as_tensor(v) for k, v in sampled.columns().items()}}
         with torch.no_grad():
             loss = learner.compute_losses(fwd_out={}, batch=batch)["joint_q"].item()
             online = learner.module["shared"]

@@ -124,9 +124,7 @@ def test_vdn_joint_target_matches_slow_reference_per_team(terminal_end):
     episode = {"rewards": rewards.tolist(), "terminated": terminated.tolist()}
     next_values = double_q_next_values(q_online[1:], q_target[1:])  # (steps, agents)
     for team in ([0, 1], [2, 3]):
-        fast = td_targets(
-            team_sum(rewards, team), terminated, vdn_mix(next_values[:, team]), 0.9
-        )
+        fast = td_targets(team_sum(rewards, team), terminated, vdn_mix(next_values[:, team]), 0.9)
         slow = slow_joint_target(episode, q_online.tolist(), q_target.tolist(), 0.9, team)
         assert fast.tolist() == pytest.approx(slow, abs=1e-5)
     if terminal_end:  # the terminal step's target is the team reward alone
