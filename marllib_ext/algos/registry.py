@@ -11,7 +11,7 @@ from typing import Any
 import gymnasium as gym
 from ray.rllib.algorithms.algorithm_config import AlgorithmConfig
 
-from marllib_ext.algos import a2c, coma, efx, happo, joint_q, ppo_family, roer, safe
+from marllib_ext.algos import a2c, coma, efx, happo, joint_q, ppo_family, roer, safe, team_replay
 from marllib_ext.algos.config import (
     CentralCriticSettings,
     PPOSettings,
@@ -138,7 +138,10 @@ SAFE_PROGRESS = {
 EFX_CAPABILITIES = Capabilities(has_budget=True)
 SAFE_CAPABILITIES = Capabilities(needs_costs=True)
 JOINT_Q_CAPABILITIES = Capabilities(continuous_actions=False, off_policy=True)
-JOINT_Q_PROGRESS = {"progress_columns": joint_q.PROGRESS_COLUMNS, "progress": joint_q.progress}
+JOINT_Q_PROGRESS = {
+    "progress_columns": team_replay.PROGRESS_COLUMNS,
+    "progress": team_replay.progress,
+}
 
 ALGORITHMS: dict[str, AlgoSpec] = {
     spec.name: spec

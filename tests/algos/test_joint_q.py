@@ -75,9 +75,9 @@ def test_one_iteration_trains_and_reports_progress(ray_session, name):
         for _ in range(3):
             result = algo.train()
         row = algos.get(name).spec.progress(result)
-        assert row["jq_buffer_episodes"] == 6.0  # 2 episodes per iteration
-        assert 0 < row["jq_epsilon"] < 1
-        assert np.isfinite(row["jq_td_error"]) and np.isfinite(row["jq_q_tot"])
+        assert row["replay_buffer_episodes"] == 6.0  # 2 episodes per iteration
+        assert 0 < row["replay_exploration"] < 1
+        assert np.isfinite(row["replay_td_error"]) and np.isfinite(row["replay_q"])
     finally:
         algo.stop()
 
