@@ -11,7 +11,18 @@ from typing import Any
 import gymnasium as gym
 from ray.rllib.algorithms.algorithm_config import AlgorithmConfig
 
-from marllib_ext.algos import a2c, coma, efx, happo, joint_q, ppo_family, roer, safe, team_replay
+from marllib_ext.algos import (
+    a2c,
+    coma,
+    ddpg_family,
+    efx,
+    happo,
+    joint_q,
+    ppo_family,
+    roer,
+    safe,
+    team_replay,
+)
 from marllib_ext.algos.config import (
     CentralCriticSettings,
     PPOSettings,
@@ -138,7 +149,8 @@ SAFE_PROGRESS = {
 EFX_CAPABILITIES = Capabilities(has_budget=True)
 SAFE_CAPABILITIES = Capabilities(needs_costs=True)
 JOINT_Q_CAPABILITIES = Capabilities(continuous_actions=False, off_policy=True)
-JOINT_Q_PROGRESS = {
+DDPG_CAPABILITIES = Capabilities(off_policy=True)
+TEAM_REPLAY_PROGRESS = {
     "progress_columns": team_replay.PROGRESS_COLUMNS,
     "progress": team_replay.progress,
 }
@@ -251,7 +263,7 @@ ALGORITHMS: dict[str, AlgoSpec] = {
             joint_q.JointQSettings,
             joint_q.build_iql,
             JOINT_Q_CAPABILITIES,
-            **JOINT_Q_PROGRESS,
+            **TEAM_REPLAY_PROGRESS,
         ),
         AlgoSpec(
             "vdn",
@@ -259,7 +271,7 @@ ALGORITHMS: dict[str, AlgoSpec] = {
             joint_q.JointQSettings,
             joint_q.build_vdn,
             JOINT_Q_CAPABILITIES,
-            **JOINT_Q_PROGRESS,
+            **TEAM_REPLAY_PROGRESS,
         ),
         AlgoSpec(
             "qmix",
@@ -267,7 +279,31 @@ ALGORITHMS: dict[str, AlgoSpec] = {
             joint_q.JointQSettings,
             joint_q.build_qmix,
             JOINT_Q_CAPABILITIES,
-            **JOINT_Q_PROGRESS,
+            **TEAM_REPLAY_PROGRESS,
+        ),
+        AlgoSpec(
+            "iddpg",
+            "IL",
+            ddpg_family.DDPGSettings,
+            ddpg_family.build_iddpg,
+            DDPG_CAPABILITIES,
+            **TEAM_REPLAY_PROGRESS,
+        ),
+        AlgoSpec(
+            "maddpg",
+            "CC",
+            ddpg_family.DDPGSettings,
+            ddpg_family.build_maddpg,
+            DDPG_CAPABILITIES,
+            **TEAM_REPLAY_PROGRESS,
+        ),
+        AlgoSpec(
+            "facmac",
+            "VD",
+            ddpg_family.DDPGSettings,
+            ddpg_family.build_facmac,
+            DDPG_CAPABILITIES,
+            **TEAM_REPLAY_PROGRESS,
         ),
     )
 }
