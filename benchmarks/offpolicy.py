@@ -1,0 +1,223 @@
+"""Off-policy families (iql, vdn, qmix, iddpg, maddpg, facmac) against mappo: learning
+at equal env-step budgets over seeds, and speed from one interleaved run.
+
+Learning (resumable: a run whose CSV reached ``--steps`` is read, not rerun)::
+
+    python benchmarks/offpolicy.py --task mpe:simple_spread --labels qmix vdn iql mappo \\
+        --seeds 0 1 2 --steps 500000
+    python benchmarks/offpolicy.py --task mpe:simple_spread --continuous \\
+        --labels maddpg facmac iddpg mappo --seeds 0 1 2 --steps 500000
+    python benchmarks/offpolicy.py --task mpe:simple_spread --labels qmix qmix_js qmix_kl
+
+Table of the runs finished so far (trains nothing)::
+
+    python benchmarks/offpolicy.py --task mpe:simple_spread --labels qmix mappo --report
+
+Speed (every label built at once, trained in turns; env steps and learner updates per
+second, and the ratio to mappo's)::
+
+    python benchmarks/offpolicy.py --task mpe:simple_spread --labels qmix mappo --timing 5
+
+Each CSV (``<out>/<task>/<label>/seed<k>.csv``) holds env steps, the team and per-agent
+return and the algorithm's progress columns (exploration, buffer, |TD error|, Q).
+"""
+
+from __future__ import annotations
+
+import argparse
+import csv
+import math
+import time
+from pathlib import Path
+
+import numpy as np
+import ray
+from run_csv import finished_run, window_mean
+
+from marllib_ext import algos, make_env
+from marllib_ext.algos.team_replay import PROGRESS_KEY
+
+# label -> (algorithm, overrides)
+LABELS: dict[str, tuple[str, dict]] = {
+    "qmix": ("qmix", {}),
+    "vdn": ("vdn", {}),
+    "iql": ("iql", {}),
+    "qmix_js": ("qmix", {"per_type": "JS"}),
+    "qmix_kl": ("qmix", {"per_type": "KL"}),
+    "qmix_per": ("qmix", {"per_type": "PER"}),
+    "maddpg": ("maddpg", {}),
+    "facmac": ("facmac", {}),
+    "iddpg": ("iddpg", {}),
+    "mappo": ("mappo", {}),
+}
+WINDOW = 5  # iterations averaged for a run's final return
+
+
+def parse_env_args(pairs: list[str]) -> dict:
+    out = {}
+    for pair in pairs:
+        key, _, value = pair.partition("=")
+        out[key] = {"true": True, "false": False}.get(value.lower(), value)
+        if isinstance(out[key], str):
+            try:
+                out[key] = int(value)
+            except ValueError:
+                pass
+    return out
+
+
+def env_of(args) -> object:
+    env_args = parse_env_args(args.env_arg)
+    if args.continuous:
+        env_args["continuous_actions"] = True
+    return make_env(args.task, **env_args)
+
+
+def build(label: str, env, seed: int, extra: dict):
+    name, overrides = LABELS[label]
+    return algos.get(name, **{**overrides, **extra}).rllib_config(env, seed=seed).build_algo()
+
+
+def team_return(result: dict) -> float:
+    return float(result.get("env_runners", {}).get("episode_return_mean", math.nan))
+
+
+def per_agent_return(result: dict) -> float:
+    returns = result.get("env_runners", {}).get("agent_episode_returns_mean") or {}
+    return float(np.mean(list(returns.values()))) if returns else math.nan
+
+
+def learn(label: str, seed: int, args, out: Path) -> list[dict] | None:
+    path = out / label / f"seed{seed}.csv"
+    if (rows := finished_run(path, args.steps)) is not None:
+        return rows
+    path.parent.mkdir(parents=True, exist_ok=True)
+    spec = algos.get_algo_spec(LABELS[label][0])
+    algorithm = build(label, env_of(args), seed, {})
+    fields = ["timesteps_total", "time_total_s", "team_return", "per_agent_return"]
+    fields += [column.name for column in spec.progress_columns]
+    rows: list[dict] = []
+    try:
+        with open(path, "w", newline="") as f:
+            writer = csv.DictWriter(f, fieldnames=fields)
+            writer.writeheader()
+            while not rows or rows[-1]["timesteps_total"] < args.steps:
+                result = algorithm.train()
+                row = {
+                    "timesteps_total": int(
+                        result["env_runners"].get("num_env_steps_sampled_lifetime", 0)
+                    ),
+                    "time_total_s": float(result.get("time_total_s", math.nan)),
+                    "team_return": team_return(result),
+                    "per_agent_return": per_agent_return(result),
+                    **spec.progress(result),
+                }
+                writer.writerow(row)
+                f.flush()
+                rows.append(row)
+    finally:
+        algorithm.stop()
+    return rows
+
+
+def spread(values: list[float]) -> str:
+    return f"{np.mean(values):.2f} [{min(values):.2f}, {max(values):.2f}]"
+
+
+def report(args, out: Path) -> None:
+    print(f"{args.task}{' (continuous)' if args.continuous else ''}, {args.steps:,} env steps")
+    print("| label | seeds | team return | per-agent return | |TD error| | Q | exploration |")
+    print("|---|---|---|---|---|---|---|")
+    for label in args.labels:
+        runs = [finished_run(out / label / f"seed{s}.csv", args.steps) for s in args.seeds]
+        runs = [rows for rows in runs if rows is not None]
+        if not runs:
+            continue
+        cells = [spread([window_mean(r, "team_return", WINDOW) for r in runs])]
+        cells.append(spread([window_mean(r, "per_agent_return", WINDOW) for r in runs]))
+        for column in ("replay_td_error", "replay_q", "replay_exploration"):
+            cells.append(
+                spread([window_mean(r, column, WINDOW) for r in runs]) if column in runs[0] else "-"
+            )
+        print(f"| `{label}` | {len(runs)} | " + " | ".join(cells) + " |")
+
+
+def updates_in(result: dict, label: str, env) -> float:
+    """Gradient updates the learner took this iteration (PPO: epochs x minibatches)."""
+    if PROGRESS_KEY in result:
+        return float(result[PROGRESS_KEY]["updates"])
+    settings = algos.get(LABELS[label][0]).settings(env)
+    batch = settings.train_batch_size
+    return float(settings.num_epochs * (batch // (settings.minibatch_size or batch)))
+
+
+def timing(args) -> None:
+    env = env_of(args)
+    algorithms = {label: build(label, env, 0, {}) for label in args.labels}
+    steps = {label: 0.0 for label in algorithms}
+    updates = {label: 0.0 for label in algorithms}
+    seconds = {label: 0.0 for label in algorithms}
+    try:
+        # Off-policy learners take no update before their buffers hold batch_episode
+        # episodes: warm up until every one has updated once, then time in turns.
+        for label, algorithm in algorithms.items():
+            for _ in range(200):
+                result = algorithm.train()
+                if updates_in(result, label, env) > 0:
+                    break
+        for _ in range(args.timing):
+            for label, algorithm in algorithms.items():
+                before = time.perf_counter()
+                result = algorithm.train()
+                seconds[label] += time.perf_counter() - before
+                steps[label] += result["env_runners"].get("num_env_steps_sampled", 0)
+                updates[label] += updates_in(result, label, env)
+    finally:
+        for algorithm in algorithms.values():
+            algorithm.stop()
+    base = "mappo" if "mappo" in algorithms else next(iter(algorithms))
+    base_steps, base_updates = steps[base] / seconds[base], updates[base] / seconds[base]
+    print(f"| label | env steps/s | learner updates/s | env steps/s / {base} | updates/s / {base} |")
+    print("|---|---|---|---|---|")
+    for label in algorithms:
+        sps, ups = steps[label] / seconds[label], updates[label] / seconds[label]
+        print(
+            f"| `{label}` | {sps:.0f} | {ups:.2f} | {sps / base_steps:.2f} "
+            f"| {ups / base_updates:.2f} |"
+        )
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--task", default="mpe:simple_spread")
+    parser.add_argument("--env-arg", nargs="*", default=[])
+    parser.add_argument("--continuous", action="store_true", help="continuous_actions=true")
+    parser.add_argument("--labels", nargs="+", choices=sorted(LABELS), default=["qmix", "mappo"])
+    parser.add_argument("--seeds", type=int, nargs="+", default=[0, 1, 2])
+    parser.add_argument("--steps", type=int, default=500_000)
+    parser.add_argument("--timing", type=int, default=0, help="timed iterations per label")
+    parser.add_argument("--report", action="store_true")
+    parser.add_argument("--num-cpus", type=int, default=2)
+    parser.add_argument("--out", type=Path, default=Path("runs/offpolicy"))
+    args = parser.parse_args()
+    task_dir = args.task.replace(":", "-") + ("-continuous" if args.continuous else "")
+    out = args.out / task_dir
+    if args.report:
+        report(args, out)
+        return
+    ray.init(num_cpus=args.num_cpus, include_dashboard=False, log_to_driver=False)
+    if args.timing:
+        timing(args)
+        return
+    for seed in args.seeds:
+        for label in args.labels:
+            rows = learn(label, seed, args, out)
+            print(
+                f"{label} seed {seed}: team return {window_mean(rows, 'team_return', WINDOW):.2f}",
+                flush=True,
+            )
+    report(args, out)
+
+
+if __name__ == "__main__":
+    main()
