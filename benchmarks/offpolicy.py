@@ -36,6 +36,7 @@ from run_csv import finished_run, window_mean
 
 from marllib_ext import algos, make_env
 from marllib_ext.algos.team_replay import PROGRESS_KEY
+from marllib_ext.cli import parse_assignments
 
 # label -> (algorithm, overrides)
 LABELS: dict[str, tuple[str, dict]] = {
@@ -53,21 +54,8 @@ LABELS: dict[str, tuple[str, dict]] = {
 WINDOW = 5  # iterations averaged for a run's final return
 
 
-def parse_env_args(pairs: list[str]) -> dict:
-    out = {}
-    for pair in pairs:
-        key, _, value = pair.partition("=")
-        out[key] = {"true": True, "false": False}.get(value.lower(), value)
-        if isinstance(out[key], str):
-            try:
-                out[key] = int(value)
-            except ValueError:
-                pass
-    return out
-
-
 def env_of(args) -> object:
-    env_args = parse_env_args(args.env_arg)
+    env_args = parse_assignments(args.env_arg, "--env-arg")
     if args.continuous:
         env_args["continuous_actions"] = True
     return make_env(args.task, **env_args)
@@ -177,7 +165,9 @@ def timing(args) -> None:
             algorithm.stop()
     base = "mappo" if "mappo" in algorithms else next(iter(algorithms))
     base_steps, base_updates = steps[base] / seconds[base], updates[base] / seconds[base]
-    print(f"| label | env steps/s | learner updates/s | env steps/s / {base} | updates/s / {base} |")
+    print(
+        f"| label | env steps/s | learner updates/s | env steps/s / {base} | updates/s / {base} |"
+    )
     print("|---|---|---|---|---|")
     for label in algorithms:
         sps, ups = steps[label] / seconds[label], updates[label] / seconds[label]
