@@ -219,3 +219,20 @@ def test_vdn_learner_loss_matches_a_step_by_step_reference(ray_session):
         assert loss == pytest.approx(total / 64, rel=1e-4)
     finally:
         algo.stop()
+
+
+def test_remote_env_runners_act_with_the_learners_weights(ray_session):
+    algo = build("qmix", num_env_runners=1, num_envs_per_env_runner=2, training_intensity=0.5)
+    try:
+        for _ in range(3):
+            algo.train()
+        assert len(algo.store) == 6
+        learner_weights = algo.learner_group._learner.module["shared"].state_dict()
+        (runner_weights,) = algo.env_runner_group.foreach_env_runner(
+            lambda runner: {k: v.clone() for k, v in runner.module["shared"].state_dict().items()},
+            local_env_runner=False,
+        )
+        for key, value in learner_weights.items():
+            torch.testing.assert_close(runner_weights[key], value)
+    finally:
+        algo.stop()
