@@ -21,7 +21,6 @@ import contextlib
 from dataclasses import dataclass
 from typing import Any
 
-import gymnasium as gym
 import numpy as np
 import torch
 from ray.rllib.algorithms.algorithm_config import AlgorithmConfig
@@ -332,22 +331,11 @@ class DDPGFamilyConfig(AlgorithmConfig):
         return RLModuleSpec(module_class=DeterministicActorRLModule)
 
 
-def _check_continuous(env: EnvHandle, algo: str) -> None:
-    for agent in env.layout.agents:
-        space = env.layout.action_spaces[agent]
-        if not isinstance(space, gym.spaces.Box):
-            raise ConfigError(
-                f"{algo} needs continuous (Box) actions, and agent {agent!r} of env "
-                f"{env.name!r} has {space}; on MPE pass --env-arg continuous_actions=true, "
-                "or use iql, vdn or qmix for discrete actions"
-            )
-
-
 def build_ddpg_family(
     settings: DDPGSettings, env: EnvHandle, share_policy: str, seed: int | None, *, algo: str
 ) -> DDPGFamilyConfig:
-    """The RLlib config of ``iddpg`` / ``maddpg`` / ``facmac`` (``settings.critic_mode``)."""
-    _check_continuous(env, algo)
+    """The RLlib config of ``iddpg`` / ``maddpg`` / ``facmac`` (``settings.critic_mode``);
+    the registry's ``check_env`` has refused discrete action spaces."""
     layout = env.layout
     mapping = policy_mapping(env, share_policy)
     policies = sorted(set(mapping.values()))

@@ -50,6 +50,7 @@ class Capabilities:
     multi_agent_only: bool = True  # needs a multi-agent (PettingZoo) env
     single_agent_only: bool = False  # needs a gymnasium (single-agent) env
     continuous_actions: bool = True  # Box action spaces
+    discrete_actions: bool = True  # Discrete action spaces
     needs_costs: bool = False  # the env must report info["cost"] (safe MARL)
     has_budget: bool = False  # EFX's team budget z (evaluate --z, outer loop)
     off_policy: bool = False  # replay buffer
@@ -116,6 +117,19 @@ class AlgoSpec:
                     f"{self.name} supports discrete actions only, and env {env.name!r} has "
                     f"continuous (Box) actions for agents {continuous}"
                 )
+        if not self.capabilities.discrete_actions and env.is_multi_agent:
+            discrete = [
+                agent
+                for agent, space in env.layout.action_spaces.items()
+                if not isinstance(space, gym.spaces.Box)
+            ]
+            if discrete:
+                raise ConfigError(
+                    f"{self.name} supports continuous (Box) actions only, and env "
+                    f"{env.name!r} has discrete actions for agents {discrete} (mpe tasks: "
+                    "--env-arg continuous_actions=true; for discrete actions: "
+                    f"{', '.join(algorithms_that(off_policy=True, continuous_actions=False))})"
+                )
         if not self.capabilities.multi_team and env.is_multi_agent:
             teams = env.layout.teams
             if len(teams) > 1:
@@ -149,7 +163,7 @@ SAFE_PROGRESS = {
 EFX_CAPABILITIES = Capabilities(has_budget=True)
 SAFE_CAPABILITIES = Capabilities(needs_costs=True)
 JOINT_Q_CAPABILITIES = Capabilities(continuous_actions=False, off_policy=True)
-DDPG_CAPABILITIES = Capabilities(off_policy=True)
+DDPG_CAPABILITIES = Capabilities(discrete_actions=False, off_policy=True)
 TEAM_REPLAY_PROGRESS = {
     "progress_columns": team_replay.PROGRESS_COLUMNS,
     "progress": team_replay.progress,

@@ -26,6 +26,9 @@ def test_every_algo_yaml_is_registered():
 @pytest.mark.parametrize("source", ["common", "mpe", "toy"])
 def test_every_yaml_source_gives_valid_settings(name, source):
     settings = algos.get(name).spec.settings(source)
+    if algos.ALGORITHMS[name].capabilities.off_policy and hasattr(settings, "batch_episode"):
+        assert settings.buffer_size >= settings.batch_episode  # team replay: in episodes
+        return
     assert settings.train_batch_size >= (getattr(settings, "minibatch_size", 1) or 1)
 
 
@@ -47,6 +50,10 @@ def test_builds_and_validates_rllib_config(name, env_name):
         with pytest.raises(ConfigError, match="discrete actions only"):
             algos.get(name).rllib_config(env, share_policy=share, seed=1)
         return
+    if not capabilities.discrete_actions and len(boxes) < len(env.layout.agents):
+        with pytest.raises(ConfigError, match="continuous"):
+            algos.get(name).rllib_config(env, share_policy=share, seed=1)
+        return
     if not capabilities.multi_team and len(env.layout.teams) > 1:
         with pytest.raises(ConfigError, match="supports one team"):
             algos.get(name).rllib_config(env, share_policy=share, seed=1)
@@ -56,7 +63,7 @@ def test_builds_and_validates_rllib_config(name, env_name):
     config = algos.get(name, **overrides).rllib_config(env, share_policy=share, seed=1)
     assert isinstance(config, AlgorithmConfig)
     config.validate()
-    if algos.ALGORITHMS[name].family in ("CC", "VD"):
+    if algos.ALGORITHMS[name].family in ("CC", "VD") and not capabilities.off_policy:
         teams = env.layout.teams
         critics = [critic_module_id(t if len(teams) > 1 else None) for t in teams]
         assert CRITIC_MODULE_ID in critics or len(teams) > 1
