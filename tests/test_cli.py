@@ -81,6 +81,11 @@ def test_env_family_examples_resolve():
             ["train", "mappo", "--env", "mpe:simple_speaker_listener"],
             "share_policy='all' is not allowed",
         ),
+        (
+            ["train", "qmix", "--env-arg", "continuous_actions=true"],
+            "qmix supports discrete actions only",
+        ),
+        (["train", "maddpg"], "maddpg supports continuous (Box) actions only"),
     ],
 )
 def test_bad_input_is_one_error_line(tmp_path, args, message):
