@@ -25,19 +25,19 @@ import numpy as np
 import torch
 from ray.rllib.algorithms.algorithm_config import AlgorithmConfig
 from ray.rllib.core.learner.torch.torch_learner import TorchLearner
-from ray.rllib.core.rl_module.multi_rl_module import MultiRLModuleSpec
 from ray.rllib.core.rl_module.rl_module import RLModuleSpec
 from ray.rllib.utils.annotations import override
 
 from marllib_ext.algos.config import ACTIVATION_NAMES, Check
-from marllib_ext.algos.policy_sharing import PolicyMappingFn, policy_mapping
+from marllib_ext.algos.policy_sharing import policy_mapping
 from marllib_ext.algos.team_replay import (
     LAYOUT_KEY,
     TD_ERRORS,
     TeamReplayAlgorithm,
     TeamReplaySettings,
-    config_for,
-    team_replay_layout,
+    mixer_specs,
+    team_module_ids,
+    team_replay_config,
 )
 from marllib_ext.envs.handle import EnvHandle
 from marllib_ext.errors import ConfigError
@@ -45,15 +45,10 @@ from marllib_ext.ops.ddpg import deterministic_policy_loss, joint_actions_with_o
 from marllib_ext.ops.joint_q import masked_td_loss, td_targets, team_sum
 from marllib_ext.policies.ddpg import DDPGCritic, DeterministicActorRLModule, critic_module_id
 from marllib_ext.policies.q_agent import JointQMixer, polyak_update, target_module_id
-from marllib_ext.rllib_compat import settings_of, with_settings
+from marllib_ext.rllib_compat import settings_of
 
 CRITIC_MODES = ("local", "central", "mixed")  # iddpg, maddpg, facmac
 TEAM_MODULE = "ddpg_team"
-
-
-def team_module_id(team: str | None = None) -> str:
-    """``ddpg_team`` for a one-team env, ``ddpg_team_<team>`` per team of a mixed env."""
-    return TEAM_MODULE if team is None else f"{TEAM_MODULE}_{team}"
 
 
 @dataclass(frozen=True)
@@ -343,7 +338,7 @@ def build_ddpg_family(
     obs_dim_of = {a: int(np.prod(layout.observation_spaces[a].shape)) for a in agents}
     action_dim_of = {a: int(np.prod(layout.action_spaces[a].shape)) for a in agents}
     teams = layout.teams
-    team_ids = {team: team_module_id(team if len(teams) > 1 else None) for team in teams}
+    team_ids = team_module_ids(env, TEAM_MODULE)
     team_of = {a: team for team, members in teams.items() for a in members}
     state_dim = int(layout.state_space.shape[0])
     actor_model = {
@@ -387,47 +382,19 @@ def build_ddpg_family(
             },
             **spaces,
         )
-    for team, module_id in team_ids.items():
-        specs[module_id] = RLModuleSpec(
-            module_class=JointQMixer,
-            learner_only=True,
-            observation_space=layout.state_space,
-            action_space=layout.action_spaces[agents[0]],
-            model_config={
-                "mixer": settings.mixer if settings.critic_mode == "mixed" else "none",
-                "n_agents": len(teams[team]),
-                "state_dim": state_dim,
-                "mixer_embed_dim": settings.mixer_embed_dim,
-                "hypernet_embed_dim": settings.hypernet_embed_dim,
-            },
+    specs.update(
+        mixer_specs(
+            env,
+            team_ids,
+            settings.mixer if settings.critic_mode == "mixed" else "none",
+            settings.mixer_embed_dim,
+            settings.hypernet_embed_dim,
         )
-    config = (
-        DDPGFamilyConfig()
-        .environment(env.register_with_rllib(), env_config=dict(env.env_args))
-        .env_runners(
-            num_env_runners=settings.num_env_runners,
-            num_envs_per_env_runner=settings.num_envs_per_env_runner,
-            num_cpus_per_env_runner=settings.num_cpus_per_env_runner,
-            batch_mode="complete_episodes",
-        )
-        .learners(
-            num_learners=settings.num_learners,
-            num_gpus_per_learner=settings.num_gpus_per_learner,
-        )
-        .fault_tolerance(restart_failed_env_runners=True)
-        .training(gamma=settings.gamma, grad_clip=settings.grad_clip, grad_clip_by="global_norm")
-        .multi_agent(
-            policies=set(specs),
-            policy_mapping_fn=PolicyMappingFn(mapping),
-            policies_to_train=[mid for mid in specs if not mid.startswith("target_")],
-        )
-        .rl_module(rl_module_spec=MultiRLModuleSpec(rl_module_specs=specs))
-        .debugging(seed=seed)
     )
-    layout_of_teams = team_replay_layout(
-        agents, mapping, obs_dim_of, {team_ids[team]: members for team, members in teams.items()}
+    config = DDPGFamilyConfig().training(
+        gamma=settings.gamma, grad_clip=settings.grad_clip, grad_clip_by="global_norm"
     )
-    return config_for(with_settings(config, settings), layout_of_teams)
+    return team_replay_config(config, settings, env, mapping, specs, team_ids, seed)
 
 
 def build_iddpg(settings, env, share_policy, seed):

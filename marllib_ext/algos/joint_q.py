@@ -15,24 +15,23 @@ from dataclasses import dataclass
 from typing import Any
 
 import gymnasium as gym
-import numpy as np
 import torch
 from ray.rllib.algorithms.algorithm_config import AlgorithmConfig
 from ray.rllib.core.learner.torch.torch_learner import TorchLearner
-from ray.rllib.core.rl_module.multi_rl_module import MultiRLModuleSpec
 from ray.rllib.core.rl_module.rl_module import RLModuleSpec
 from ray.rllib.utils.annotations import override
 
 from marllib_ext.algos.config import ACTIVATION_NAMES, Check
-from marllib_ext.algos.policy_sharing import PolicyMappingFn, policy_mapping
+from marllib_ext.algos.policy_sharing import policy_mapping
 from marllib_ext.algos.team_replay import (
     EPISODES_SAMPLED,
     LAYOUT_KEY,
     TD_ERRORS,
     TeamReplayAlgorithm,
     TeamReplaySettings,
-    config_for,
-    team_replay_layout,
+    mixer_specs,
+    team_module_ids,
+    team_replay_config,
 )
 from marllib_ext.envs.handle import EnvHandle
 from marllib_ext.errors import ConfigError
@@ -47,13 +46,13 @@ from marllib_ext.ops.joint_q import (
 )
 from marllib_ext.policies.q_agent import (
     JOINT_Q_MIXERS,
+    MIXER_MODULE_ID,
     JointQMixer,
     QAgentRLModule,
-    mixer_module_id,
     polyak_update,
     target_module_id,
 )
-from marllib_ext.rllib_compat import settings_of, with_settings
+from marllib_ext.rllib_compat import settings_of
 
 OPTIMIZERS = ("rmsprop", "adam")
 
@@ -282,11 +281,6 @@ def build_joint_q(
     _check_discrete(env, algo)
     layout = env.layout
     mapping = policy_mapping(env, share_policy)
-    policies = sorted(set(mapping.values()))
-    agents = tuple(sorted(layout.agents))
-    obs_dim_of = {a: int(np.prod(layout.observation_spaces[a].shape)) for a in agents}
-    teams = layout.teams
-    team_ids = {team: mixer_module_id(team if len(teams) > 1 else None) for team in teams}
     agent_model = {
         "hiddens": list(settings.hiddens),
         "activation": settings.activation,
@@ -296,12 +290,12 @@ def build_joint_q(
         "epsilon_end": settings.final_epsilon,
         "epsilon_timesteps": settings.epsilon_timesteps,
     }
-    first_agent_of = {p: next(a for a in agents if mapping[a] == p) for p in policies}
     specs: dict[str, RLModuleSpec] = {}
-    for policy in policies:
+    for policy in sorted(set(mapping.values())):
+        first = next(a for a in sorted(layout.agents) if mapping[a] == policy)
         spaces = {
-            "observation_space": layout.observation_spaces[first_agent_of[policy]],
-            "action_space": layout.action_spaces[first_agent_of[policy]],
+            "observation_space": layout.observation_spaces[first],
+            "action_space": layout.action_spaces[first],
         }
         specs[policy] = RLModuleSpec(
             module_class=QAgentRLModule, model_config=agent_model, **spaces
@@ -309,53 +303,19 @@ def build_joint_q(
         specs[target_module_id(policy)] = RLModuleSpec(
             module_class=QAgentRLModule, model_config=agent_model, learner_only=True, **spaces
         )
-    state_space = layout.state_space
-    for team, module_id in team_ids.items():
-        specs[module_id] = RLModuleSpec(
-            module_class=JointQMixer,
-            learner_only=True,
-            observation_space=state_space,
-            action_space=layout.action_spaces[agents[0]],
-            model_config={
-                "mixer": settings.mixer,
-                "n_agents": len(teams[team]),
-                "state_dim": int(state_space.shape[0]),
-                "mixer_embed_dim": settings.mixer_embed_dim,
-                "hypernet_embed_dim": settings.hypernet_embed_dim,
-            },
+    team_ids = team_module_ids(env, MIXER_MODULE_ID)
+    specs.update(
+        mixer_specs(
+            env, team_ids, settings.mixer, settings.mixer_embed_dim, settings.hypernet_embed_dim
         )
-    layout_of_teams = team_replay_layout(
-        agents, mapping, obs_dim_of, {team_ids[team]: members for team, members in teams.items()}
     )
-    config = (
-        JointQConfig()
-        .environment(env.register_with_rllib(), env_config=dict(env.env_args))
-        .env_runners(
-            num_env_runners=settings.num_env_runners,
-            num_envs_per_env_runner=settings.num_envs_per_env_runner,
-            num_cpus_per_env_runner=settings.num_cpus_per_env_runner,
-            batch_mode="complete_episodes",
-        )
-        .learners(
-            num_learners=settings.num_learners,
-            num_gpus_per_learner=settings.num_gpus_per_learner,
-        )
-        .fault_tolerance(restart_failed_env_runners=True)
-        .training(
-            gamma=settings.gamma,
-            lr=settings.lr,
-            grad_clip=settings.grad_clip,
-            grad_clip_by="global_norm",
-        )
-        .multi_agent(
-            policies=set(specs),
-            policy_mapping_fn=PolicyMappingFn(mapping),
-            policies_to_train=[mid for mid in specs if not mid.startswith("target_")],
-        )
-        .rl_module(rl_module_spec=MultiRLModuleSpec(rl_module_specs=specs))
-        .debugging(seed=seed)
+    config = JointQConfig().training(
+        gamma=settings.gamma,
+        lr=settings.lr,
+        grad_clip=settings.grad_clip,
+        grad_clip_by="global_norm",
     )
-    return config_for(with_settings(config, settings), layout_of_teams)
+    return team_replay_config(config, settings, env, mapping, specs, team_ids, seed)
 
 
 def build_iql(settings, env, share_policy, seed):

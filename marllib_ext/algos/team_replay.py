@@ -25,6 +25,8 @@ import numpy as np
 import torch
 from ray.rllib.algorithms.algorithm import Algorithm
 from ray.rllib.algorithms.algorithm_config import AlgorithmConfig
+from ray.rllib.core.rl_module.multi_rl_module import MultiRLModuleSpec
+from ray.rllib.core.rl_module.rl_module import RLModuleSpec
 from ray.rllib.execution.rollout_ops import synchronous_parallel_sample
 from ray.rllib.policy.sample_batch import MultiAgentBatch, SampleBatch
 from ray.rllib.utils.annotations import override
@@ -35,13 +37,16 @@ from ray.rllib.utils.metrics import (
 )
 
 from marllib_ext.algos.config import Check, Settings
+from marllib_ext.algos.policy_sharing import PolicyMappingFn
 from marllib_ext.algos.progress import ProgressColumn, read_number
+from marllib_ext.algos.roer.settings import priority_checks
 from marllib_ext.envs.adapter import STATE_KEY
+from marllib_ext.envs.handle import EnvHandle
 from marllib_ext.ops.roer import js_priority, kl_priority, per_priority
+from marllib_ext.policies.q_agent import TARGET_PREFIX, JointQMixer
 from marllib_ext.replay.team_episodes import SampledTeamBatch, TeamEpisode, TeamEpisodeStore
-from marllib_ext.rllib_compat import settings_of
+from marllib_ext.rllib_compat import settings_of, with_settings
 
-PER_TYPES = ("uniform", "PER", "KL", "JS")
 TD_ERRORS = "td_errors"  # learner result key: per-step TD errors, (B, L, groups)
 PROGRESS_KEY = "team_replay"  # result[PROGRESS_KEY]: exploration, buffer size, TD error
 LAYOUT_KEY = "team_replay_layout"  # learner_config_dict key of the agent/team layout
@@ -84,15 +89,7 @@ class TeamReplaySettings(Settings):
                 "learning_starts",
                 "null (batch_episode) or >= 1 episode",
             ),
-            (self.per_type in PER_TYPES, "per_type", f"one of {PER_TYPES}"),
-            (self.temp > 0, "temp", "must be > 0"),
-            (0 < self.min_clip <= self.max_clip, "min_clip", "need 0 < min_clip <= max_clip"),
-            (
-                0 < self.js_min_weight <= self.js_max_weight,
-                "js_min_weight",
-                "need 0 < js_min_weight <= js_max_weight",
-            ),
-            (0 < self.per_beta <= 1, "per_beta", "must be in (0, 1]"),
+            *priority_checks(self),
             (self.per_importance_beta >= 0, "per_importance_beta", "must be >= 0"),
             (
                 self.num_learners <= 1,
@@ -313,9 +310,77 @@ class TeamReplayAlgorithm(Algorithm):
         super().set_state(state)
 
 
-def config_for(config: AlgorithmConfig, layout: dict[str, Any]) -> AlgorithmConfig:
-    """``config`` with the agent/team layout every learner and the algorithm read."""
-    return config.learners(learner_config_dict={LAYOUT_KEY: layout})
+def team_module_ids(env: EnvHandle, prefix: str) -> dict[str, str]:
+    """Team -> the id of its learner-only team module: ``prefix`` on a one-team env,
+    ``<prefix>_<team>`` per team of a mixed env."""
+    teams = env.layout.teams
+    return {team: prefix if len(teams) == 1 else f"{prefix}_{team}" for team in teams}
+
+
+def mixer_specs(
+    env: EnvHandle, team_ids: Mapping[str, str], mixer: str, embed_dim: int, hypernet_dim: int
+) -> dict[str, RLModuleSpec]:
+    """One learner-only ``JointQMixer`` (``none`` | ``vdn`` | ``qmix``) per team: the
+    module every team's replayed batch is keyed by."""
+    layout = env.layout
+    return {
+        module_id: RLModuleSpec(
+            module_class=JointQMixer,
+            learner_only=True,
+            observation_space=layout.state_space,
+            action_space=layout.action_spaces[layout.agents[0]],
+            model_config={
+                "mixer": mixer,
+                "n_agents": len(layout.teams[team]),
+                "state_dim": int(layout.state_space.shape[0]),
+                "mixer_embed_dim": embed_dim,
+                "hypernet_embed_dim": hypernet_dim,
+            },
+        )
+        for team, module_id in team_ids.items()
+    }
+
+
+def team_replay_config(
+    config: AlgorithmConfig,
+    settings: TeamReplaySettings,
+    env: EnvHandle,
+    mapping: Mapping[str, str],
+    specs: Mapping[str, RLModuleSpec],
+    team_ids: Mapping[str, str],
+    seed: int | None,
+) -> AlgorithmConfig:
+    """``config`` (a team-replay algorithm's config class) sampling complete episodes
+    with ``specs`` (actors mapped by ``mapping``, learner-only modules), carrying the
+    settings and the agent/team layout every learner and the algorithm read."""
+    agents = tuple(sorted(env.layout.agents))
+    obs_dim_of = {a: int(np.prod(env.layout.observation_spaces[a].shape)) for a in agents}
+    teams = env.layout.teams
+    layout = team_replay_layout(
+        agents, mapping, obs_dim_of, {team_ids[team]: members for team, members in teams.items()}
+    )
+    config = (
+        config.environment(env.register_with_rllib(), env_config=dict(env.env_args))
+        .env_runners(
+            num_env_runners=settings.num_env_runners,
+            num_envs_per_env_runner=settings.num_envs_per_env_runner,
+            num_cpus_per_env_runner=settings.num_cpus_per_env_runner,
+            batch_mode="complete_episodes",
+        )
+        .learners(
+            num_learners=settings.num_learners,
+            num_gpus_per_learner=settings.num_gpus_per_learner,
+        )
+        .fault_tolerance(restart_failed_env_runners=True)
+        .multi_agent(
+            policies=set(specs),
+            policy_mapping_fn=PolicyMappingFn(mapping),
+            policies_to_train=[mid for mid in specs if not mid.startswith(TARGET_PREFIX)],
+        )
+        .rl_module(rl_module_spec=MultiRLModuleSpec(rl_module_specs=dict(specs)))
+        .debugging(seed=seed)
+    )
+    return with_settings(config, settings).learners(learner_config_dict={LAYOUT_KEY: layout})
 
 
 # ---- progress -----------------------------------------------------------------------------

@@ -35,11 +35,6 @@ def target_module_id(policy_id: str) -> str:
     return f"{TARGET_PREFIX}{policy_id}"
 
 
-def mixer_module_id(team: str | None = None) -> str:
-    """``joint_q`` for a one-team env, ``joint_q_<team>`` per team of a mixed env."""
-    return MIXER_MODULE_ID if team is None else f"{MIXER_MODULE_ID}_{team}"
-
-
 class QAgentRLModule(TorchRLModule):
     """``Q_i(o_i, a)`` for every discrete action ``a``.
 

@@ -9,6 +9,22 @@ from marllib_ext.algos.config import ACTIVATION_NAMES, Check, Settings, divisibl
 PER_TYPES = ("KL", "JS", "PER", "uniform")
 
 
+def priority_checks(settings) -> list[Check]:
+    """Checks of the prioritization fields shared by every replay algorithm
+    (``per_type``, ``temp``, the clips, the JS weights, ``per_beta``)."""
+    return [
+        (settings.per_type in PER_TYPES, "per_type", f"one of {PER_TYPES}"),
+        (settings.temp > 0, "temp", "must be > 0"),
+        (0 < settings.min_clip <= settings.max_clip, "min_clip", "need 0 < min_clip <= max_clip"),
+        (
+            0 < settings.js_min_weight <= settings.js_max_weight,
+            "js_min_weight",
+            "need 0 < js_min_weight <= js_max_weight",
+        ),
+        (0 < settings.per_beta <= 1, "per_beta", "must be in (0, 1]"),
+    ]
+
+
 @dataclass(frozen=True)
 class ROERSettings(Settings):
     """SAC core plus ROER's hyperparameters (seed 003 tables)."""
@@ -46,16 +62,8 @@ class ROERSettings(Settings):
 
     def checks(self) -> list[Check]:
         return [
-            (self.per_type in PER_TYPES, "per_type", f"one of {PER_TYPES}"),
-            (self.temp > 0, "temp", "must be > 0"),
-            (0 < self.min_clip <= self.max_clip, "min_clip", "need 0 < min_clip <= max_clip"),
+            *priority_checks(self),
             (self.gumbel_max_clip > 0, "gumbel_max_clip", "must be > 0"),
-            (
-                0 < self.js_min_weight <= self.js_max_weight,
-                "js_min_weight",
-                "need 0 < js_min_weight <= js_max_weight",
-            ),
-            (0 < self.per_beta <= 1, "per_beta", "must be in (0, 1]"),
             (0 <= self.gamma <= 1, "gamma", "must be in [0, 1]"),
             (self.train_batch_size > 0, "train_batch_size", "must be > 0"),
             *divisible_by_learners(self, "train_batch_size"),
