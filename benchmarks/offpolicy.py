@@ -125,7 +125,9 @@ def report(args, out: Path) -> None:
         cells.append(spread([window_mean(r, "per_agent_return", WINDOW) for r in runs]))
         for column in ("replay_td_error", "replay_q", "replay_exploration"):
             cells.append(
-                spread([window_mean(r, column, WINDOW) for r in runs]) if column in runs[0] else "-"
+                spread([window_mean(r, column, WINDOW) for r in runs])
+                if column in runs[0][0]
+                else "-"
             )
         print(f"| `{label}` | {len(runs)} | " + " | ".join(cells) + " |")
 
