@@ -37,6 +37,23 @@ def with_settings(config: AlgorithmConfig, settings: Any) -> AlgorithmConfig:
     return config.learners(learner_config_dict={SETTINGS_KEY: settings})
 
 
+def with_learner_value(config: AlgorithmConfig, key: str, value: Any) -> AlgorithmConfig:
+    """``config`` carrying ``value`` under ``key`` next to the settings (plain data that
+    every learner and the algorithm read with :func:`learner_value`).
+
+    Relies on what :func:`with_settings` relies on: ``learner_config_dict`` travels
+    with the config and is pickled into checkpoints."""
+    return config.learners(learner_config_dict={key: value})
+
+
+def learner_value(config: AlgorithmConfig, key: str) -> Any:
+    """The value :func:`with_learner_value` attached to ``config`` under ``key``."""
+    values = config.learner_config_dict or {}
+    if key not in values:
+        raise ConfigError(f"this RLlib config carries no {key!r} (not built by marllib_ext)")
+    return values[key]
+
+
 def settings_of(config: AlgorithmConfig) -> Any:
     """The typed settings :func:`with_settings` attached to ``config``."""
     settings = (config.learner_config_dict or {}).get(SETTINGS_KEY)

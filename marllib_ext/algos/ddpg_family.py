@@ -45,7 +45,7 @@ from marllib_ext.ops.ddpg import deterministic_policy_loss, joint_actions_with_o
 from marllib_ext.ops.joint_q import masked_td_loss, td_targets, team_sum
 from marllib_ext.policies.ddpg import DDPGCritic, DeterministicActorRLModule, critic_module_id
 from marllib_ext.policies.q_agent import JointQMixer, polyak_update, target_module_id
-from marllib_ext.rllib_compat import settings_of
+from marllib_ext.rllib_compat import learner_value, settings_of
 
 CRITIC_MODES = ("local", "central", "mixed")  # iddpg, maddpg, facmac
 TEAM_MODULE = "ddpg_team"
@@ -107,7 +107,7 @@ class DDPGFamilyLearner(TorchLearner):
     def build(self) -> None:
         super().build()
         self.settings: DDPGSettings = settings_of(self.config)
-        layout = self.config.learner_config_dict[LAYOUT_KEY]
+        layout = learner_value(self.config, LAYOUT_KEY)
         self.agents: tuple[str, ...] = tuple(layout["agents"])
         self.policy_of: dict[str, str] = dict(layout["policy_of"])
         self.obs_dim_of: dict[str, int] = dict(layout["obs_dim_of"])

@@ -52,7 +52,7 @@ from marllib_ext.policies.q_agent import (
     polyak_update,
     target_module_id,
 )
-from marllib_ext.rllib_compat import settings_of
+from marllib_ext.rllib_compat import learner_value, settings_of
 
 OPTIMIZERS = ("rmsprop", "adam")
 
@@ -120,7 +120,7 @@ class JointQLearner(TorchLearner):
     def build(self) -> None:
         super().build()
         self.settings: JointQSettings = settings_of(self.config)
-        layout = self.config.learner_config_dict[LAYOUT_KEY]
+        layout = learner_value(self.config, LAYOUT_KEY)
         self.agents: tuple[str, ...] = tuple(layout["agents"])
         self.policy_of: dict[str, str] = dict(layout["policy_of"])
         self.obs_dim_of: dict[str, int] = dict(layout["obs_dim_of"])

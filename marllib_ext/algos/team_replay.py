@@ -45,7 +45,7 @@ from marllib_ext.envs.handle import EnvHandle
 from marllib_ext.ops.roer import js_priority, kl_priority, per_priority
 from marllib_ext.policies.q_agent import TARGET_PREFIX, JointQMixer
 from marllib_ext.replay.team_episodes import SampledTeamBatch, TeamEpisode, TeamEpisodeStore
-from marllib_ext.rllib_compat import settings_of, with_settings
+from marllib_ext.rllib_compat import learner_value, settings_of, with_learner_value, with_settings
 
 TD_ERRORS = "td_errors"  # learner result key: per-step TD errors, (B, L, groups)
 PROGRESS_KEY = "team_replay"  # result[PROGRESS_KEY]: exploration, buffer size, TD error
@@ -205,7 +205,7 @@ class TeamReplayAlgorithm(Algorithm):
         super().setup(config)
         settings: TeamReplaySettings = settings_of(self.config)
         self.replay_settings = settings
-        layout = self.config.learner_config_dict[LAYOUT_KEY]
+        layout = learner_value(self.config, LAYOUT_KEY)
         self.team_agents: tuple[str, ...] = tuple(layout["agents"])
         self.team_obs_dim = max(layout["obs_dim_of"].values())
         self.team_modules = list(layout["teams"])
@@ -380,7 +380,7 @@ def team_replay_config(
         .rl_module(rl_module_spec=MultiRLModuleSpec(rl_module_specs=dict(specs)))
         .debugging(seed=seed)
     )
-    return with_settings(config, settings).learners(learner_config_dict={LAYOUT_KEY: layout})
+    return with_learner_value(with_settings(config, settings), LAYOUT_KEY, layout)
 
 
 # ---- progress -----------------------------------------------------------------------------
