@@ -9,6 +9,11 @@ Learning (resumable: a run whose CSV reached ``--steps`` is read, not rerun)::
         --labels maddpg facmac iddpg mappo --seeds 0 1 2 --steps 500000
     python benchmarks/offpolicy.py --task mpe:simple_spread --labels qmix qmix_js qmix_kl
 
+A settings variant goes under its own label directory (``<label>_<tag>``)::
+
+    python benchmarks/offpolicy.py --task mpe:simple_spread --continuous --labels facmac \
+        --set actor_lr=0.0005 critic_lr=0.0005 --tag lr5e-4 --steps 100000
+
 Table of the runs finished so far (trains nothing)::
 
     python benchmarks/offpolicy.py --task mpe:simple_spread --labels qmix mappo --report
@@ -75,13 +80,17 @@ def per_agent_return(result: dict) -> float:
     return float(np.mean(list(returns.values()))) if returns else math.nan
 
 
+def run_name(label: str, args) -> str:
+    return f"{label}_{args.tag}" if args.tag else label
+
+
 def learn(label: str, seed: int, args, out: Path) -> list[dict] | None:
-    path = out / label / f"seed{seed}.csv"
+    path = out / run_name(label, args) / f"seed{seed}.csv"
     if (rows := finished_run(path, args.steps)) is not None:
         return rows
     path.parent.mkdir(parents=True, exist_ok=True)
     spec = algos.get_algo_spec(LABELS[label][0])
-    algorithm = build(label, env_of(args), seed, {})
+    algorithm = build(label, env_of(args), seed, parse_assignments(args.set, "--set"))
     fields = ["timesteps_total", "time_total_s", "team_return", "per_agent_return"]
     fields += [column.name for column in spec.progress_columns]
     rows: list[dict] = []
@@ -117,7 +126,8 @@ def report(args, out: Path) -> None:
     print("| label | seeds | team return | per-agent return | |TD error| | Q | exploration |")
     print("|---|---|---|---|---|---|---|")
     for label in args.labels:
-        runs = [finished_run(out / label / f"seed{s}.csv", args.steps) for s in args.seeds]
+        name = run_name(label, args)
+        runs = [finished_run(out / name / f"seed{s}.csv", args.steps) for s in args.seeds]
         runs = [rows for rows in runs if rows is not None]
         if not runs:
             continue
@@ -129,7 +139,7 @@ def report(args, out: Path) -> None:
                 if column in runs[0][0]
                 else "-"
             )
-        print(f"| `{label}` | {len(runs)} | " + " | ".join(cells) + " |")
+        print(f"| `{name}` | {len(runs)} | " + " | ".join(cells) + " |")
 
 
 def updates_in(result: dict, label: str, env) -> float:
@@ -143,7 +153,8 @@ def updates_in(result: dict, label: str, env) -> float:
 
 def timing(args) -> None:
     env = env_of(args)
-    algorithms = {label: build(label, env, 0, {}) for label in args.labels}
+    extra = parse_assignments(args.set, "--set")
+    algorithms = {label: build(label, env, 0, extra) for label in args.labels}
     steps = {label: 0.0 for label in algorithms}
     updates = {label: 0.0 for label in algorithms}
     seconds = {label: 0.0 for label in algorithms}
@@ -189,6 +200,8 @@ def main() -> None:
     parser.add_argument("--steps", type=int, default=500_000)
     parser.add_argument("--timing", type=int, default=0, help="timed iterations per label")
     parser.add_argument("--report", action="store_true")
+    parser.add_argument("--set", nargs="*", default=[], help="KEY=VALUE settings overrides")
+    parser.add_argument("--tag", default="", help="suffix of the label directory for --set runs")
     parser.add_argument("--num-cpus", type=int, default=2)
     parser.add_argument("--out", type=Path, default=Path("runs/offpolicy"))
     args = parser.parse_args()
