@@ -14,6 +14,9 @@ A settings variant goes under its own label directory (``<label>_<tag>``)::
     python benchmarks/offpolicy.py --task mpe:simple_spread --continuous --labels facmac \
         --set actor_lr=0.0005 critic_lr=0.0005 --tag lr5e-4 --steps 100000
 
+Two runs at once on a 2-core machine: start each with ``OMP_NUM_THREADS=1`` (two torch
+processes with two threads each ran the DDPG updates about 6x slower).
+
 Table of the runs finished so far (trains nothing)::
 
     python benchmarks/offpolicy.py --task mpe:simple_spread --labels qmix mappo --report
@@ -56,7 +59,7 @@ LABELS: dict[str, tuple[str, dict]] = {
     "iddpg": ("iddpg", {}),
     "mappo": ("mappo", {}),
 }
-WINDOW = 5  # iterations averaged for a run's final return
+WINDOW = 5  # iterations averaged for a run's final return (--window)
 
 
 def env_of(args) -> object:
@@ -122,7 +125,10 @@ def spread(values: list[float]) -> str:
 
 
 def report(args, out: Path) -> None:
-    print(f"{args.task}{' (continuous)' if args.continuous else ''}, {args.steps:,} env steps")
+    print(
+        f"{args.task}{' (continuous)' if args.continuous else ''}, {args.steps:,} env steps, "
+        f"mean of the last {args.window} iterations"
+    )
     print("| label | seeds | team return | per-agent return | |TD error| | Q | exploration |")
     print("|---|---|---|---|---|---|---|")
     for label in args.labels:
@@ -131,11 +137,11 @@ def report(args, out: Path) -> None:
         runs = [rows for rows in runs if rows is not None]
         if not runs:
             continue
-        cells = [spread([window_mean(r, "team_return", WINDOW) for r in runs])]
-        cells.append(spread([window_mean(r, "per_agent_return", WINDOW) for r in runs]))
+        cells = [spread([window_mean(r, "team_return", args.window) for r in runs])]
+        cells.append(spread([window_mean(r, "per_agent_return", args.window) for r in runs]))
         for column in ("replay_td_error", "replay_q", "replay_exploration"):
             cells.append(
-                spread([window_mean(r, column, WINDOW) for r in runs])
+                spread([window_mean(r, column, args.window) for r in runs])
                 if column in runs[0][0]
                 else "-"
             )
@@ -200,6 +206,9 @@ def main() -> None:
     parser.add_argument("--steps", type=int, default=500_000)
     parser.add_argument("--timing", type=int, default=0, help="timed iterations per label")
     parser.add_argument("--report", action="store_true")
+    parser.add_argument(
+        "--window", type=int, default=WINDOW, help="iterations averaged for the final return"
+    )
     parser.add_argument("--set", nargs="*", default=[], help="KEY=VALUE settings overrides")
     parser.add_argument("--tag", default="", help="suffix of the label directory for --set runs")
     parser.add_argument("--num-cpus", type=int, default=2)
@@ -218,7 +227,8 @@ def main() -> None:
         for label in args.labels:
             rows = learn(label, seed, args, out)
             print(
-                f"{label} seed {seed}: team return {window_mean(rows, 'team_return', WINDOW):.2f}",
+                f"{label} seed {seed}: team return "
+                f"{window_mean(rows, 'team_return', args.window):.2f}",
                 flush=True,
             )
     report(args, out)
