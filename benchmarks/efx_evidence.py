@@ -54,7 +54,7 @@ CONFIGS = {
     "efx_push_tracked": ("efx_mappo", {"budget_range": "tracked"}),
     **{
         f"efx_push_k{kappa:g}": ("efx_mappo", {"efx_advantage": "demand_push", "efx_kappa": kappa})
-        for kappa in (0.25, 0.5, 1.0, 2.0, 4.0)
+        for kappa in (0.25, 0.5, 1.0, 2.0, 4.0, 8.0, 16.0)
     },
     "mappo": ("mappo", {}),
     "mappo_ent05": ("mappo", {"entropy_coeff": 0.05}),

@@ -42,7 +42,7 @@ from marllib_ext.algos.team_replay import (
 from marllib_ext.envs.handle import EnvHandle
 from marllib_ext.errors import ConfigError
 from marllib_ext.ops.ddpg import deterministic_policy_loss, joint_actions_with_own
-from marllib_ext.ops.joint_q import masked_td_loss, td_targets, team_sum
+from marllib_ext.ops.joint_q import masked_td_loss, standardized_rewards, td_targets, team_sum
 from marllib_ext.policies.ddpg import DDPGCritic, DeterministicActorRLModule, critic_module_id
 from marllib_ext.policies.q_agent import JointQMixer, polyak_update, target_module_id
 from marllib_ext.rllib_compat import learner_value, settings_of
@@ -67,6 +67,7 @@ class DDPGSettings(TeamReplaySettings):
     mixer_embed_dim: int
     hypernet_embed_dim: int
     grad_clip: float | None
+    reward_standardize: bool
 
     def checks(self) -> list[Check]:
         return [
@@ -157,6 +158,8 @@ class DDPGFamilyLearner(TorchLearner):
         rewards = columns["rewards"][:, 0]  # (B, n)
         done = columns["terminated"][:, 0]
         mask, weights = columns["mask"][:, 0], columns["weights"]
+        if settings.reward_standardize:
+            rewards = standardized_rewards(rewards, mask)
         n_agents = len(self.agents)
         policy_actions = torch.stack(
             [self._actor(i).actions(self._obs(obs, i)) for i in range(n_agents)], dim=1

@@ -2,6 +2,8 @@
 step-by-step reference, where the actors' gradients flow, Polyak targets, ROER,
 teams, refusals."""
 
+import dataclasses
+
 import numpy as np
 import pytest
 import torch
@@ -190,6 +192,31 @@ def test_targets_follow_by_polyak_averaging(ray_session):
         before = target.net[0].weight.clone()
         learner.after_gradient_based_update(timesteps={})
         torch.testing.assert_close(target.net[0].weight, 0.5 * before + 0.5 * actor.net[0].weight)
+    finally:
+        algo.stop()
+
+
+def test_reward_standardization_is_over_the_replayed_batch(ray_session):
+    """With ``reward_standardize`` the loss equals the plain loss on rewards standardized
+    by hand over every agent and sample of the batch."""
+    algo = build("iddpg", reward_standardize=True)
+    try:
+        algo.train()
+        learner = algo.learner_group._learner
+        _, columns = learner_batch(algo)
+        standardized = learner.compute_losses(fwd_out=None, batch={"ddpg_team": columns})
+        rewards = columns["rewards"][:, 0].double()
+        by_hand = dict(columns, rewards=columns["rewards"].clone())
+        by_hand["rewards"][:, 0] = (
+            (rewards - rewards.mean()) / (rewards.std(unbiased=False) + 1e-5)
+        ).float()
+        learner.settings = dataclasses.replace(learner.settings, reward_standardize=False)
+        reference = learner.compute_losses(fwd_out=None, batch={"ddpg_team": by_hand})
+        raw = learner.compute_losses(fwd_out=None, batch={"ddpg_team": columns})
+        assert standardized["ddpg_team"].item() == pytest.approx(
+            reference["ddpg_team"].item(), rel=1e-4
+        )
+        assert raw["ddpg_team"].item() != pytest.approx(standardized["ddpg_team"].item(), rel=1e-3)
     finally:
         algo.stop()
 
