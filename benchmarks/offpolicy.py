@@ -124,10 +124,24 @@ def spread(values: list[float]) -> str:
     return f"{np.mean(values):.2f} [{min(values):.2f}, {max(values):.2f}]"
 
 
+def final_mean(rows: list[dict], key: str, args) -> float:
+    """Mean of ``key`` over the last ``--window`` iterations, or over the iterations that
+    ended in the last ``--window-steps`` env steps (comparable across iteration sizes)."""
+    if args.window_steps:
+        last = rows[-1]["timesteps_total"]
+        rows = [r for r in rows if r["timesteps_total"] > last - args.window_steps]
+        return window_mean(rows, key, len(rows))
+    return window_mean(rows, key, args.window)
+
+
 def report(args, out: Path) -> None:
     print(
         f"{args.task}{' (continuous)' if args.continuous else ''}, {args.steps:,} env steps, "
-        f"mean of the last {args.window} iterations"
+        + (
+            f"mean over the last {args.window_steps:,} env steps"
+            if args.window_steps
+            else f"mean of the last {args.window} iterations"
+        )
     )
     print("| label | seeds | team return | per-agent return | |TD error| | Q | exploration |")
     print("|---|---|---|---|---|---|---|")
@@ -137,13 +151,11 @@ def report(args, out: Path) -> None:
         runs = [rows for rows in runs if rows is not None]
         if not runs:
             continue
-        cells = [spread([window_mean(r, "team_return", args.window) for r in runs])]
-        cells.append(spread([window_mean(r, "per_agent_return", args.window) for r in runs]))
+        cells = [spread([final_mean(r, "team_return", args) for r in runs])]
+        cells.append(spread([final_mean(r, "per_agent_return", args) for r in runs]))
         for column in ("replay_td_error", "replay_q", "replay_exploration"):
             cells.append(
-                spread([window_mean(r, column, args.window) for r in runs])
-                if column in runs[0][0]
-                else "-"
+                spread([final_mean(r, column, args) for r in runs]) if column in runs[0][0] else "-"
             )
         print(f"| `{name}` | {len(runs)} | " + " | ".join(cells) + " |")
 
@@ -211,6 +223,9 @@ def main() -> None:
     )
     parser.add_argument("--set", nargs="*", default=[], help="KEY=VALUE settings overrides")
     parser.add_argument("--tag", default="", help="suffix of the label directory for --set runs")
+    parser.add_argument(
+        "--window-steps", type=int, default=0, help="average over these last env steps instead"
+    )
     parser.add_argument("--num-cpus", type=int, default=2)
     parser.add_argument("--out", type=Path, default=Path("runs/offpolicy"))
     args = parser.parse_args()
