@@ -10,6 +10,7 @@ import gymnasium as gym
 
 from marllib_ext.envs.adapter import ParallelEnvAdapter
 from marllib_ext.envs.registry import EnvSpec, get_env_spec, is_gymnasium_id
+from marllib_ext.envs.time_feature import TIME_FEATURE_ARG, TimeLeftObservation
 from marllib_ext.errors import ConfigError
 
 
@@ -34,7 +35,20 @@ class EnvLayout:
 
 
 def _make_rllib_env(config: dict[str, Any], *, spec: EnvSpec) -> ParallelEnvAdapter:
+    config = dict(config)
+    with_time = config.pop(TIME_FEATURE_ARG, False)
+    if not isinstance(with_time, bool):
+        raise ConfigError(
+            f"env argument {TIME_FEATURE_ARG} must be true or false, got {with_time!r}"
+        )
     env = spec.make(**config)
+    if with_time:
+        limit = spec.episode_limit(config)
+        if limit is None:
+            raise ConfigError(
+                f"env {spec.name!r} declares no episode limit; {TIME_FEATURE_ARG}=true needs one"
+            )
+        env = TimeLeftObservation(env, limit)
     return ParallelEnvAdapter(
         env,
         state_source=spec.state_source,
