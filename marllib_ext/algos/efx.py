@@ -9,10 +9,13 @@ Settings: :mod:`marllib_ext.algos.efx_settings`; budget range:
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 from collections.abc import Callable
 
 from ray.rllib.algorithms.ppo import PPOConfig
+from ray.rllib.algorithms.ppo.torch.default_ppo_torch_rl_module import DefaultPPOTorchRLModule
+from ray.rllib.core.rl_module.multi_rl_module import MultiRLModuleSpec
 
 from marllib_ext.algos.efx_outer_loop import (
     PROGRESS_COLUMNS,
@@ -28,6 +31,8 @@ from marllib_ext.algos.happo import EFXHAPPOLearner, build_happo
 from marllib_ext.algos.learners import JointCriticPPOLearner
 from marllib_ext.algos.ppo_family import build_mappo, build_vdppo
 from marllib_ext.envs.handle import EnvHandle
+from marllib_ext.envs.time_feature import TIME_FEATURE_ARG
+from marllib_ext.policies.budget_actor import TEMPERATURE_INPUTS_KEY, BudgetTemperatureActor
 from marllib_ext.postprocessing.budget import BudgetObservationConnector
 from marllib_ext.postprocessing.budget_input import BudgetInput
 from marllib_ext.postprocessing.efx_advantage import (
@@ -66,6 +71,25 @@ def _budget_connector_factory(env, spaces, device, *, settings, seed):
     return [BudgetObservationConnector(settings=settings, seed=seed)]
 
 
+def with_budget_temperature(config: PPOConfig, env: EnvHandle) -> None:
+    """Every actor becomes a ``BudgetTemperatureActor`` fed the budget column (and the
+    time-left column before it when the env runs with ``time_feature``)."""
+    inputs = BudgetInput.extra_inputs() + int(bool(env.env_args.get(TIME_FEATURE_ARG)))
+    specs = dict(config.rl_module_spec.rl_module_specs)  # completed copies
+    for module_id, spec in specs.items():
+        if spec.learner_only or spec.module_class is not DefaultPPOTorchRLModule:
+            continue  # critics and mixers
+        model_config = spec.model_config
+        if dataclasses.is_dataclass(model_config):
+            model_config = dataclasses.asdict(model_config)
+        specs[module_id] = dataclasses.replace(
+            spec,
+            module_class=BudgetTemperatureActor,
+            model_config={**(model_config or {}), TEMPERATURE_INPUTS_KEY: inputs},
+        )
+    config.rl_module(rl_module_spec=MultiRLModuleSpec(rl_module_specs=specs))
+
+
 def _with_budget(
     base_builder, learner_class: type[JointCriticPPOLearner], name: str
 ) -> Callable[..., PPOConfig]:
@@ -84,6 +108,8 @@ def _with_budget(
             learner_class=learner_class,
             extra_inputs=BudgetInput.extra_inputs(),
         )
+        if settings.budget_temperature:
+            with_budget_temperature(config, env)
         return config.env_runners(
             env_to_module_connector=functools.partial(
                 _budget_connector_factory, settings=settings, seed=seed

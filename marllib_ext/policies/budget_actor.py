@@ -1,0 +1,60 @@
+"""EFX actor whose budget inputs set an inverse temperature (``budget_temperature``).
+
+RLlib's default PPO actor sees the budget as one more input column; raising its entropy
+on high-budget rows then tends to raise it on every row, because the easiest way for
+the network to raise entropy is to shrink all its logits. This actor gives the budget a
+direct path: the action-distribution inputs of the default actor are scaled by
+``beta = exp(g(b))``, ``b`` the last ``budget_temperature_inputs`` observation columns
+(the time left, when ``time_feature`` is on, and the normalized budget). ``g`` starts at
+0, so the module starts as the default actor.
+"""
+
+from __future__ import annotations
+
+import gymnasium as gym
+import torch
+from ray.rllib.algorithms.ppo.torch.default_ppo_torch_rl_module import DefaultPPOTorchRLModule
+from ray.rllib.core.columns import Columns
+
+TEMPERATURE_INPUTS_KEY = "budget_temperature_inputs"
+
+
+def scale_distribution_inputs(
+    dist_inputs: torch.Tensor, log_beta: torch.Tensor, *, discrete: bool
+) -> torch.Tensor:
+    """Categorical logits ``l -> beta * l``; diagonal Gaussian ``[mean, log_std] ->
+    [mean, log_std - log_beta]`` (beta > 1 sharpens, < 1 flattens, either way).
+
+    ``dist_inputs (..., k)``, ``log_beta (..., 1)``."""
+    if discrete:
+        return dist_inputs * torch.exp(log_beta)
+    mean, log_std = torch.chunk(dist_inputs, 2, dim=-1)
+    return torch.cat([mean, log_std - log_beta], dim=-1)
+
+
+class BudgetTemperatureActor(DefaultPPOTorchRLModule):
+    """The default PPO actor with ``beta(b)`` on its distribution inputs."""
+
+    def setup(self) -> None:
+        super().setup()
+        inputs = int(self.model_config.get(TEMPERATURE_INPUTS_KEY, 1))
+        self.temperature = torch.nn.Sequential(
+            torch.nn.Linear(inputs, 16), torch.nn.Tanh(), torch.nn.Linear(16, 1)
+        )
+        torch.nn.init.zeros_(self.temperature[-1].weight)
+        torch.nn.init.zeros_(self.temperature[-1].bias)
+        self._inputs = inputs
+        self._discrete = isinstance(self.action_space, gym.spaces.Discrete)
+
+    def _scaled(self, batch, output):
+        budget = batch[Columns.OBS][..., -self._inputs :].float()
+        output[Columns.ACTION_DIST_INPUTS] = scale_distribution_inputs(
+            output[Columns.ACTION_DIST_INPUTS], self.temperature(budget), discrete=self._discrete
+        )
+        return output
+
+    def _forward(self, batch, **kwargs):
+        return self._scaled(batch, super()._forward(batch, **kwargs))
+
+    def _forward_train(self, batch, **kwargs):
+        return self._scaled(batch, super()._forward_train(batch, **kwargs))
