@@ -1,0 +1,67 @@
+"""``budget_temperature``: EFX actors whose budget inputs scale their distribution inputs."""
+
+import math
+
+import pytest
+import torch
+from ray.rllib.algorithms.ppo.torch.default_ppo_torch_rl_module import DefaultPPOTorchRLModule
+from ray.rllib.core.columns import Columns
+
+from marllib_ext import algos, make_env
+from marllib_ext.policies.budget_actor import BudgetTemperatureActor, scale_distribution_inputs
+
+SMALL = {"train_batch_size": 200, "minibatch_size": 100, "num_epochs": 1}
+
+
+def test_scaling_literals():
+    logits = torch.tensor([[1.0, -2.0, 0.5]])
+    scaled = scale_distribution_inputs(logits, torch.tensor([[math.log(2.0)]]), discrete=True)
+    torch.testing.assert_close(scaled, torch.tensor([[2.0, -4.0, 1.0]]))
+    gaussian = torch.tensor([[0.3, -0.7, 0.1, 0.2]])  # means (0.3, -0.7), log stds (0.1, 0.2)
+    scaled = scale_distribution_inputs(gaussian, torch.tensor([[0.5]]), discrete=False)
+    torch.testing.assert_close(scaled, torch.tensor([[0.3, -0.7, -0.4, -0.3]]))
+
+
+def test_actor_starts_as_the_default_actor_and_the_budget_sets_its_temperature(ray_session):
+    env = make_env("mpe:simple_spread", max_cycles=10, time_feature=True)
+    config = algos.get("efx_mappo", budget_temperature=True, **SMALL).rllib_config(env, seed=0)
+    algo = config.build_algo()
+    try:
+        module = algo.learner_group._learner.module["shared"]
+        assert isinstance(module, BudgetTemperatureActor)
+        assert module.temperature[0].in_features == 2  # time left and budget
+        obs = torch.rand(6, module.observation_space.shape[0])
+        batch = {Columns.OBS: obs}
+        with torch.no_grad():
+            default = DefaultPPOTorchRLModule._forward(module, batch)[Columns.ACTION_DIST_INPUTS]
+            torch.testing.assert_close(module._forward(batch)[Columns.ACTION_DIST_INPUTS], default)
+            # g depends on the budget columns only: beta = 2 where the budget column is 1.
+            module.temperature[-1].weight.zero_()
+            module.temperature[-1].bias.fill_(math.log(2.0))
+            torch.testing.assert_close(
+                module._forward(batch)[Columns.ACTION_DIST_INPUTS], 2.0 * default
+            )
+        algo.train()
+        assert module.temperature[0].weight.grad is not None
+    finally:
+        algo.stop()
+
+
+def test_without_the_time_feature_the_actor_reads_the_budget_column_only(ray_session):
+    env = make_env("mpe:simple_spread", max_cycles=10)
+    config = algos.get("efx_mappo", budget_temperature=True, **SMALL).rllib_config(env, seed=0)
+    algo = config.build_algo()
+    try:
+        module = algo.learner_group._learner.module["shared"]
+        assert module.temperature[0].in_features == 1
+        assert isinstance(algo.learner_group._learner.module["joint_critic"], torch.nn.Module)
+    finally:
+        algo.stop()
+
+
+@pytest.mark.parametrize("value", ["yes", 1])
+def test_budget_temperature_must_be_a_boolean(value):
+    with pytest.raises(Exception, match="budget_temperature"):
+        algos.get("efx_mappo", budget_temperature=value).rllib_config(
+            make_env("mpe:simple_spread"), seed=0
+        )
