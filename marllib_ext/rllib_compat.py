@@ -34,7 +34,7 @@ def with_settings(config: AlgorithmConfig, settings: Any) -> AlgorithmConfig:
     Relies on: ``AlgorithmConfig.learner_config_dict`` is copied, with the rest of the
     config, to every learner, env runner and callback, and is pickled into checkpoints
     (a frozen dataclass pickles as plain data: its class and field values)."""
-    return config.learners(learner_config_dict={SETTINGS_KEY: settings})
+    return with_learner_value(config, SETTINGS_KEY, settings)
 
 
 def with_learner_value(config: AlgorithmConfig, key: str, value: Any) -> AlgorithmConfig:

@@ -32,7 +32,11 @@ from marllib_ext.algos.learners import JointCriticPPOLearner
 from marllib_ext.algos.ppo_family import build_mappo, build_vdppo
 from marllib_ext.envs.handle import EnvHandle
 from marllib_ext.envs.time_feature import TIME_FEATURE_ARG
-from marllib_ext.policies.budget_actor import TEMPERATURE_INPUTS_KEY, BudgetTemperatureActor
+from marllib_ext.policies.budget_actor import (
+    TEMPERATURE_HIDDEN_KEY,
+    TEMPERATURE_INPUTS_KEY,
+    BudgetTemperatureActor,
+)
 from marllib_ext.postprocessing.budget import BudgetObservationConnector
 from marllib_ext.postprocessing.budget_input import BudgetInput
 from marllib_ext.postprocessing.efx_advantage import (
@@ -71,7 +75,7 @@ def _budget_connector_factory(env, spaces, device, *, settings, seed):
     return [BudgetObservationConnector(settings=settings, seed=seed)]
 
 
-def with_budget_temperature(config: PPOConfig, env: EnvHandle) -> None:
+def with_budget_temperature(config: PPOConfig, env: EnvHandle, hidden: int) -> None:
     """Every actor becomes a ``BudgetTemperatureActor`` fed the budget column (and the
     time-left column before it when the env runs with ``time_feature``)."""
     inputs = BudgetInput.extra_inputs() + int(bool(env.env_args.get(TIME_FEATURE_ARG)))
@@ -85,7 +89,11 @@ def with_budget_temperature(config: PPOConfig, env: EnvHandle) -> None:
         specs[module_id] = dataclasses.replace(
             spec,
             module_class=BudgetTemperatureActor,
-            model_config={**(model_config or {}), TEMPERATURE_INPUTS_KEY: inputs},
+            model_config={
+                **(model_config or {}),
+                TEMPERATURE_INPUTS_KEY: inputs,
+                TEMPERATURE_HIDDEN_KEY: hidden,
+            },
         )
     config.rl_module(rl_module_spec=MultiRLModuleSpec(rl_module_specs=specs))
 
@@ -109,7 +117,7 @@ def _with_budget(
             extra_inputs=BudgetInput.extra_inputs(),
         )
         if settings.budget_temperature:
-            with_budget_temperature(config, env)
+            with_budget_temperature(config, env, settings.budget_temperature_hidden)
         return config.env_runners(
             env_to_module_connector=functools.partial(
                 _budget_connector_factory, settings=settings, seed=seed

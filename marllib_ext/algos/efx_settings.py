@@ -44,6 +44,7 @@ class EFXFields:
     # existed read back as the range they trained with.
     budget_range: str = field(default="full", kw_only=True)
     budget_temperature: bool = field(default=False, kw_only=True)
+    budget_temperature_hidden: int = field(default=16, kw_only=True)
     team_budgets: tuple[TeamBudget, ...] = field(
         default=(), kw_only=True, metadata={"derived_from_env": True}
     )

@@ -16,20 +16,10 @@ import torch
 from ray.rllib.algorithms.ppo.torch.default_ppo_torch_rl_module import DefaultPPOTorchRLModule
 from ray.rllib.core.columns import Columns
 
+from marllib_ext.ops.budget_temperature import scale_distribution_inputs
+
 TEMPERATURE_INPUTS_KEY = "budget_temperature_inputs"
-
-
-def scale_distribution_inputs(
-    dist_inputs: torch.Tensor, log_beta: torch.Tensor, *, discrete: bool
-) -> torch.Tensor:
-    """Categorical logits ``l -> beta * l``; diagonal Gaussian ``[mean, log_std] ->
-    [mean, log_std - log_beta]`` (beta > 1 sharpens, < 1 flattens, either way).
-
-    ``dist_inputs (..., k)``, ``log_beta (..., 1)``."""
-    if discrete:
-        return dist_inputs * torch.exp(log_beta)
-    mean, log_std = torch.chunk(dist_inputs, 2, dim=-1)
-    return torch.cat([mean, log_std - log_beta], dim=-1)
+TEMPERATURE_HIDDEN_KEY = "budget_temperature_hidden"
 
 
 class BudgetTemperatureActor(DefaultPPOTorchRLModule):
@@ -37,9 +27,10 @@ class BudgetTemperatureActor(DefaultPPOTorchRLModule):
 
     def setup(self) -> None:
         super().setup()
-        inputs = int(self.model_config.get(TEMPERATURE_INPUTS_KEY, 1))
+        inputs = int(self.model_config[TEMPERATURE_INPUTS_KEY])
+        hidden = int(self.model_config[TEMPERATURE_HIDDEN_KEY])
         self.temperature = torch.nn.Sequential(
-            torch.nn.Linear(inputs, 16), torch.nn.Tanh(), torch.nn.Linear(16, 1)
+            torch.nn.Linear(inputs, hidden), torch.nn.Tanh(), torch.nn.Linear(hidden, 1)
         )
         torch.nn.init.zeros_(self.temperature[-1].weight)
         torch.nn.init.zeros_(self.temperature[-1].bias)

@@ -8,7 +8,9 @@ from ray.rllib.algorithms.ppo.torch.default_ppo_torch_rl_module import DefaultPP
 from ray.rllib.core.columns import Columns
 
 from marllib_ext import algos, make_env
-from marllib_ext.policies.budget_actor import BudgetTemperatureActor, scale_distribution_inputs
+from marllib_ext.errors import ConfigError
+from marllib_ext.ops.budget_temperature import scale_distribution_inputs
+from marllib_ext.policies.budget_actor import BudgetTemperatureActor
 
 SMALL = {"train_batch_size": 200, "minibatch_size": 100, "num_epochs": 1}
 
@@ -49,11 +51,14 @@ def test_actor_starts_as_the_default_actor_and_the_budget_sets_its_temperature(r
 
 def test_without_the_time_feature_the_actor_reads_the_budget_column_only(ray_session):
     env = make_env("mpe:simple_spread", max_cycles=10)
-    config = algos.get("efx_mappo", budget_temperature=True, **SMALL).rllib_config(env, seed=0)
+    config = algos.get(
+        "efx_mappo", budget_temperature=True, budget_temperature_hidden=8, **SMALL
+    ).rllib_config(env, seed=0)
     algo = config.build_algo()
     try:
         module = algo.learner_group._learner.module["shared"]
         assert module.temperature[0].in_features == 1
+        assert module.temperature[0].out_features == 8
         assert isinstance(algo.learner_group._learner.module["joint_critic"], torch.nn.Module)
     finally:
         algo.stop()
@@ -61,7 +66,7 @@ def test_without_the_time_feature_the_actor_reads_the_budget_column_only(ray_ses
 
 @pytest.mark.parametrize("value", ["yes", 1])
 def test_budget_temperature_must_be_a_boolean(value):
-    with pytest.raises(Exception, match="budget_temperature"):
+    with pytest.raises(ConfigError, match="budget_temperature"):
         algos.get("efx_mappo", budget_temperature=value).rllib_config(
             make_env("mpe:simple_spread"), seed=0
         )
