@@ -6,6 +6,17 @@ from __future__ import annotations
 import torch
 
 
+def gated_log_beta(raw: torch.Tensor, budget: torch.Tensor) -> torch.Tensor:
+    """``log beta = u * g``: the temperature network's output ``g (..., 1)`` times the
+    normalized remaining budget ``u (..., 1)`` in ``[0, 1]``.
+
+    At ``u = 0`` (no budget left, or a z = 0 deployment) ``beta = 1`` exactly: the actor
+    is the plain actor there, whatever the pushes at higher budgets taught ``g``."""
+    if raw.shape != budget.shape:
+        raise ValueError(f"raw has shape {tuple(raw.shape)} and budget {tuple(budget.shape)}")
+    return budget * raw
+
+
 def scale_distribution_inputs(
     dist_inputs: torch.Tensor, log_beta: torch.Tensor, *, discrete: bool
 ) -> torch.Tensor:

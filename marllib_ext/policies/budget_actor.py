@@ -4,9 +4,10 @@ RLlib's default PPO actor sees the budget as one more input column; raising its 
 on high-budget rows then tends to raise it on every row, because the easiest way for
 the network to raise entropy is to shrink all its logits. This actor gives the budget a
 direct path: the action-distribution inputs of the default actor are scaled by
-``beta = exp(g(b))``, ``b`` the last ``budget_temperature_inputs`` observation columns
-(the time left, when ``time_feature`` is on, and the normalized budget). ``g`` starts at
-0, so the module starts as the default actor.
+``beta = exp(u * g(b))``, ``b`` the last ``budget_temperature_inputs`` observation
+columns (the time left, when ``time_feature`` is on, and the normalized budget ``u``, the
+last column). ``g`` starts at 0, so the module starts as the default actor, and the
+factor ``u`` keeps it the default actor wherever no budget is left (z = 0 included).
 """
 
 from __future__ import annotations
@@ -16,14 +17,14 @@ import torch
 from ray.rllib.algorithms.ppo.torch.default_ppo_torch_rl_module import DefaultPPOTorchRLModule
 from ray.rllib.core.columns import Columns
 
-from marllib_ext.ops.budget_temperature import scale_distribution_inputs
+from marllib_ext.ops.budget_temperature import gated_log_beta, scale_distribution_inputs
 
 TEMPERATURE_INPUTS_KEY = "budget_temperature_inputs"
 TEMPERATURE_HIDDEN_KEY = "budget_temperature_hidden"
 
 
 class BudgetTemperatureActor(DefaultPPOTorchRLModule):
-    """The default PPO actor with ``beta(b)`` on its distribution inputs."""
+    """The default PPO actor with ``beta = exp(u * g(b))`` on its distribution inputs."""
 
     def setup(self) -> None:
         super().setup()
@@ -39,8 +40,9 @@ class BudgetTemperatureActor(DefaultPPOTorchRLModule):
 
     def _scaled(self, batch, output):
         budget = batch[Columns.OBS][..., -self._inputs :].float()
+        log_beta = gated_log_beta(self.temperature(budget), budget[..., -1:])
         output[Columns.ACTION_DIST_INPUTS] = scale_distribution_inputs(
-            output[Columns.ACTION_DIST_INPUTS], self.temperature(budget), discrete=self._discrete
+            output[Columns.ACTION_DIST_INPUTS], log_beta, discrete=self._discrete
         )
         return output
 

@@ -9,7 +9,7 @@ from ray.rllib.core.columns import Columns
 
 from marllib_ext import algos, make_env
 from marllib_ext.errors import ConfigError
-from marllib_ext.ops.budget_temperature import scale_distribution_inputs
+from marllib_ext.ops.budget_temperature import gated_log_beta, scale_distribution_inputs
 from marllib_ext.policies.budget_actor import BudgetTemperatureActor
 
 SMALL = {"train_batch_size": 200, "minibatch_size": 100, "num_epochs": 1}
@@ -22,6 +22,14 @@ def test_scaling_literals():
     gaussian = torch.tensor([[0.3, -0.7, 0.1, 0.2]])  # means (0.3, -0.7), log stds (0.1, 0.2)
     scaled = scale_distribution_inputs(gaussian, torch.tensor([[0.5]]), discrete=False)
     torch.testing.assert_close(scaled, torch.tensor([[0.3, -0.7, -0.4, -0.3]]))
+
+
+def test_gated_log_beta_literals_and_shape_check():
+    raw = torch.tensor([[-2.0], [-2.0], [0.7]])
+    budget = torch.tensor([[0.0], [0.5], [1.0]])
+    torch.testing.assert_close(gated_log_beta(raw, budget), torch.tensor([[0.0], [-1.0], [0.7]]))
+    with pytest.raises(ValueError, match="budget"):
+        gated_log_beta(raw, budget[:, 0])
 
 
 def test_actor_starts_as_the_default_actor_and_the_budget_sets_its_temperature(ray_session):
@@ -37,12 +45,15 @@ def test_actor_starts_as_the_default_actor_and_the_budget_sets_its_temperature(r
         with torch.no_grad():
             default = DefaultPPOTorchRLModule._forward(module, batch)[Columns.ACTION_DIST_INPUTS]
             torch.testing.assert_close(module._forward(batch)[Columns.ACTION_DIST_INPUTS], default)
-            # g depends on the budget columns only: beta = 2 where the budget column is 1.
+            # g = log 2 everywhere: beta = exp(u * log 2) with u the budget column, so
+            # 2 where a full budget is left and 1 (the plain actor) where none is.
             module.temperature[-1].weight.zero_()
             module.temperature[-1].bias.fill_(math.log(2.0))
-            torch.testing.assert_close(
-                module._forward(batch)[Columns.ACTION_DIST_INPUTS], 2.0 * default
-            )
+            obs[:3, -1], obs[3:, -1] = 1.0, 0.0
+            default = DefaultPPOTorchRLModule._forward(module, batch)[Columns.ACTION_DIST_INPUTS]
+            scaled = module._forward(batch)[Columns.ACTION_DIST_INPUTS]
+            torch.testing.assert_close(scaled[:3], 2.0 * default[:3])
+            torch.testing.assert_close(scaled[3:], default[3:])
         algo.train()
         assert module.temperature[0].weight.grad is not None
     finally:
