@@ -66,6 +66,7 @@ class DDPGSettings(TeamReplaySettings):
     activation: str
     mixer_embed_dim: int
     hypernet_embed_dim: int
+    state_normalize: bool
     grad_clip: float | None
     reward_standardize: bool
 
@@ -281,6 +282,7 @@ class DDPGFamilyLearner(TorchLearner):
     ):
         """FACMAC: ``Q_tot = mixer(Q_i(o_i, a_i); s)``; actors through every current action."""
         mixer: JointQMixer = self.module[module_id]
+        mixer.observe_states(state)
         agent_q, next_q, policy_q = [], [], []
         critics = [self._critic(i) for i in index]
         for critic, i in zip(critics, index, strict=True):
@@ -392,6 +394,7 @@ def build_ddpg_family(
             settings.mixer if settings.critic_mode == "mixed" else "none",
             settings.mixer_embed_dim,
             settings.hypernet_embed_dim,
+            state_normalize=settings.state_normalize,
         )
     )
     config = DDPGFamilyConfig().training(

@@ -76,6 +76,7 @@ class JointQSettings(TeamReplaySettings):
     activation: str
     mixer_embed_dim: int
     hypernet_embed_dim: int
+    state_normalize: bool
     grad_clip: float | None
 
     def checks(self) -> list[Check]:
@@ -187,6 +188,7 @@ class JointQLearner(TorchLearner):
                 )
                 td_errors.append((targets - values).detach())
             else:
+                mixer.observe_states(state[:, :length][mask.bool()])
                 values = mixer.mix(chosen[..., index], state[:, :length])
                 with torch.no_grad():
                     next_total = mixer.mix(next_values[..., index], state[:, 1:], target=True)
@@ -306,7 +308,12 @@ def build_joint_q(
     team_ids = team_module_ids(env, MIXER_MODULE_ID)
     specs.update(
         mixer_specs(
-            env, team_ids, settings.mixer, settings.mixer_embed_dim, settings.hypernet_embed_dim
+            env,
+            team_ids,
+            settings.mixer,
+            settings.mixer_embed_dim,
+            settings.hypernet_embed_dim,
+            state_normalize=settings.state_normalize,
         )
     )
     config = JointQConfig().training(

@@ -318,7 +318,13 @@ def team_module_ids(env: EnvHandle, prefix: str) -> dict[str, str]:
 
 
 def mixer_specs(
-    env: EnvHandle, team_ids: Mapping[str, str], mixer: str, embed_dim: int, hypernet_dim: int
+    env: EnvHandle,
+    team_ids: Mapping[str, str],
+    mixer: str,
+    embed_dim: int,
+    hypernet_dim: int,
+    *,
+    state_normalize: bool,
 ) -> dict[str, RLModuleSpec]:
     """One learner-only ``JointQMixer`` (``none`` | ``vdn`` | ``qmix``) per team: the
     module every team's replayed batch is keyed by."""
@@ -335,6 +341,7 @@ def mixer_specs(
                 "state_dim": int(layout.state_space.shape[0]),
                 "mixer_embed_dim": embed_dim,
                 "hypernet_embed_dim": hypernet_dim,
+                "state_normalize": state_normalize,
             },
         )
         for team, module_id in team_ids.items()

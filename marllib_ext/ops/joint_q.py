@@ -112,3 +112,34 @@ def standardized_rewards(
 def team_sum(values: torch.Tensor, agent_index: list[int]) -> torch.Tensor:
     """``sum_{i in team} values[..., i]``: ``(..., n)`` -> ``(...)`` over the team's agents."""
     return values[..., agent_index].sum(dim=-1)
+
+
+def merge_moments(
+    mean: torch.Tensor,
+    var: torch.Tensor,
+    count: float,
+    batch: torch.Tensor,
+) -> tuple[torch.Tensor, torch.Tensor, float]:
+    """Running per-feature mean and (population) variance after adding ``batch (N, d)``
+    to ``count`` earlier rows with moments ``mean (d,)``, ``var (d,)`` (Chan et al.'s
+    parallel update)::
+
+        n = count + N,  delta = mean_b - mean
+        mean' = mean + delta * N / n
+        var'  = (var * count + var_b * N + delta^2 * count * N / n) / n
+
+    Equal to the moments of all rows at once. Returns ``(mean', var', n)``."""
+    if batch.dim() != 2 or batch.shape[1] != mean.shape[0]:
+        raise ValueError(f"batch has shape {tuple(batch.shape)}, expected (N, {mean.shape[0]})")
+    n_batch = batch.shape[0]
+    if n_batch == 0:
+        return mean, var, count
+    batch_mean = batch.mean(0)
+    batch_var = batch.var(0, unbiased=False)
+    total = count + n_batch
+    delta = batch_mean - mean
+    new_mean = mean + delta * (n_batch / total)
+    new_var = (
+        var * count + batch_var * n_batch + delta.square() * (count * n_batch / total)
+    ) / total
+    return new_mean, new_var, float(total)

@@ -19,7 +19,7 @@ from ray.rllib.core.rl_module.torch import TorchRLModule
 from ray.rllib.utils.annotations import override
 from torch import nn
 
-from marllib_ext.ops.joint_q import epsilon_greedy, linear_schedule
+from marllib_ext.ops.joint_q import epsilon_greedy, linear_schedule, merge_moments
 from marllib_ext.ops.mixers import vdn_mix
 from marllib_ext.policies.joint_critic import ACTIVATIONS, mlp
 from marllib_ext.policies.vd_critic import QMixHypernetworks
@@ -115,7 +115,14 @@ class JointQMixer(TorchRLModule):
     """A team's mixer and its target: ``Q_tot = mixer(Q_1..Q_k; s)``.
 
     ``model_config``: ``mixer`` (``none`` | ``vdn`` | ``qmix``), ``n_agents`` (of the
-    team), ``state_dim``, ``mixer_embed_dim``, ``hypernet_embed_dim``."""
+    team), ``state_dim``, ``mixer_embed_dim``, ``hypernet_embed_dim`` and
+    ``state_normalize``: the hypernetworks then read the state standardized by running
+    moments of every state the learner has trained on (buffers, kept in checkpoints).
+    Why: a state on a scale of several units (LBF's grid coordinates and levels, up to
+    7) puts ``Q_tot`` at 8-19 at initialization through ``b1(s)``, a bias the
+    bootstrapped target removes only at ``1 - gamma`` per target copy."""
+
+    STATE_CLIP = 10.0  # standardized state bound, as RLlib's MeanStdFilter clips
 
     @override(TorchRLModule)
     def setup(self) -> None:
@@ -132,6 +139,11 @@ class JointQMixer(TorchRLModule):
                 config["hypernet_embed_dim"],
             )
 
+        self.state_normalize = bool(config.get("state_normalize", False))
+        dim = int(config["state_dim"])
+        self.register_buffer("state_mean", torch.zeros(dim))
+        self.register_buffer("state_var", torch.ones(dim))
+        self.register_buffer("state_count", torch.zeros(()))
         self.hypernetworks = hypernetworks() if self.mixer_name == "qmix" else None
         self.target_hypernetworks = hypernetworks() if self.mixer_name == "qmix" else None
         if self.target_hypernetworks is not None:
@@ -151,7 +163,24 @@ class JointQMixer(TorchRLModule):
         if self.mixer_name == "vdn":
             return vdn_mix(flat).view(batch, length)
         hyper = self.target_hypernetworks if target else self.hypernetworks
-        return hyper(flat, state.reshape(batch * length, -1)).view(batch, length)
+        state = state.reshape(batch * length, -1)
+        if self.state_normalize:
+            state = ((state - self.state_mean) / torch.sqrt(self.state_var + 1e-8)).clamp(
+                -self.STATE_CLIP, self.STATE_CLIP
+            )
+        return hyper(flat, state).view(batch, length)
+
+    @torch.no_grad()
+    def observe_states(self, states: torch.Tensor) -> None:
+        """Adds ``states (N, s)`` to the running moments (``state_normalize`` only)."""
+        if not self.state_normalize or self.mixer_name != "qmix":
+            return
+        mean, var, count = merge_moments(
+            self.state_mean, self.state_var, float(self.state_count), states.float()
+        )
+        self.state_mean.copy_(mean)
+        self.state_var.copy_(var)
+        self.state_count.fill_(count)
 
     def sync_target(self, tau: float = 1.0) -> None:
         """``target <- tau * online + (1 - tau) * target`` (``tau = 1``: hard copy)."""

@@ -145,6 +145,29 @@ def test_targets_lag_without_a_due_update(ray_session):
         algo.stop()
 
 
+def test_state_normalize_standardizes_the_mixer_state_with_running_moments(ray_session):
+    algo = build("qmix", state_normalize=True)
+    try:
+        mixer = algo.learner_group._learner.module["joint_q"]
+        assert mixer.state_normalize and float(mixer.state_count) == 0.0
+        algo.train()
+        algo.train()
+        count = float(mixer.state_count)
+        assert count > 0
+        # The echo env's state carries the step counter t: its running mean is > 0 and
+        # a state at the running mean reaches the hypernetworks as zeros.
+        assert mixer.state_mean.abs().max() > 0
+        state = mixer.state_mean.expand(2, 1, -1).clone()
+        values = torch.zeros(2, 1, mixer.model_config["n_agents"])
+        with torch.no_grad():
+            mixed = mixer.mix(values, state)
+            zeros = mixer.hypernetworks(values.reshape(2, -1), torch.zeros_like(state[:, 0]))
+        torch.testing.assert_close(mixed.reshape(-1), zeros)
+        assert "state_mean" in mixer.state_dict()  # travels with checkpoints
+    finally:
+        algo.stop()
+
+
 def test_two_teams_get_one_mixer_each(ray_session):
     algo = build("qmix", env="test:jq_two_teams", share_policy="group")
     try:

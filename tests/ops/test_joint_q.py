@@ -11,6 +11,7 @@ from marllib_ext.ops.joint_q import (
     epsilon_greedy,
     linear_schedule,
     masked_td_loss,
+    merge_moments,
     standardized_rewards,
     td_targets,
     team_sum,
@@ -147,3 +148,28 @@ def test_iql_targets_are_each_agents_own():
             [i],
         )
         assert targets[:, i].tolist() == pytest.approx(slow, abs=1e-5)
+
+
+def test_merge_moments_equals_the_moments_of_all_rows_at_once():
+    torch.manual_seed(0)
+    chunks = [torch.randn(n, 3) * 4.0 + 7.0 for n in (5, 1, 12, 0, 9)]
+    mean, var, count = torch.zeros(3), torch.ones(3), 0.0
+    for chunk in chunks:
+        mean, var, count = merge_moments(mean, var, count, chunk)
+    rows = torch.cat(chunks)
+    assert count == len(rows)
+    torch.testing.assert_close(mean, rows.mean(0))
+    torch.testing.assert_close(var, rows.var(0, unbiased=False))
+
+
+def test_merge_moments_literal():
+    # rows {1, 3} then {5}: mean 3, population variance (4 + 0 + 4) / 3
+    mean, var, count = merge_moments(
+        torch.zeros(1), torch.ones(1), 0.0, torch.tensor([[1.0], [3.0]])
+    )
+    assert (mean.item(), var.item(), count) == (2.0, 1.0, 2.0)
+    mean, var, count = merge_moments(mean, var, count, torch.tensor([[5.0]]))
+    assert count == 3.0 and mean.item() == pytest.approx(3.0)
+    assert var.item() == pytest.approx(8.0 / 3.0)
+    with pytest.raises(ValueError, match="batch"):
+        merge_moments(mean, var, count, torch.zeros(2, 2))
