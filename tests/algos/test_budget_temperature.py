@@ -34,7 +34,7 @@ def test_gated_log_beta_literals_and_shape_check():
 
 def test_actor_starts_as_the_default_actor_and_the_budget_sets_its_temperature(ray_session):
     env = make_env("mpe:simple_spread", max_cycles=10, time_feature=True)
-    config = algos.get("efx_mappo", budget_temperature=True, **SMALL).rllib_config(env, seed=0)
+    config = algos.get("efx_mappo", **SMALL).rllib_config(env, seed=0)  # on by default
     algo = config.build_algo()
     try:
         module = algo.learner_group._learner.module["shared"]
@@ -81,3 +81,10 @@ def test_budget_temperature_must_be_a_boolean(value):
         algos.get("efx_mappo", budget_temperature=value).rllib_config(
             make_env("mpe:simple_spread"), seed=0
         )
+
+
+def test_budget_temperature_false_keeps_rllibs_default_actor():
+    env = make_env("mpe:simple_spread", max_cycles=10)
+    config = algos.get("efx_mappo", budget_temperature=False, **SMALL).rllib_config(env, seed=0)
+    specs = config.rl_module_spec.rl_module_specs
+    assert specs["shared"].module_class is DefaultPPOTorchRLModule
