@@ -41,7 +41,11 @@ from marllib_ext.algos.team_replay import (
 )
 from marllib_ext.envs.handle import EnvHandle
 from marllib_ext.errors import ConfigError
-from marllib_ext.ops.ddpg import deterministic_policy_loss, joint_actions_with_own
+from marllib_ext.ops.ddpg import (
+    deterministic_policy_loss,
+    joint_actions_with_own,
+    smoothed_target_actions,
+)
 from marllib_ext.ops.joint_q import masked_td_loss, standardized_rewards, td_targets, team_sum
 from marllib_ext.policies.ddpg import DDPGCritic, DeterministicActorRLModule, critic_module_id
 from marllib_ext.policies.q_agent import JointQMixer, polyak_update, target_module_id
@@ -69,6 +73,10 @@ class DDPGSettings(TeamReplaySettings):
     state_normalize: bool
     grad_clip: float | None
     reward_standardize: bool
+    twin_q: bool
+    smooth_target_policy: bool
+    target_noise: float
+    target_noise_clip: float
 
     def checks(self) -> list[Check]:
         return [
@@ -82,6 +90,8 @@ class DDPGSettings(TeamReplaySettings):
             (self.critic_lr > 0, "critic_lr", "must be > 0"),
             (0 < self.tau <= 1, "tau", "must be in (0, 1]"),
             (self.exploration_noise >= 0, "exploration_noise", "must be >= 0"),
+            (self.target_noise >= 0, "target_noise", "must be >= 0"),
+            (self.target_noise_clip >= 0, "target_noise_clip", "must be >= 0"),
             (self.activation in ACTIVATION_NAMES, "activation", f"one of {ACTIVATION_NAMES}"),
         ]
 
@@ -149,6 +159,30 @@ class DDPGFamilyLearner(TorchLearner):
     def _obs(self, obs: torch.Tensor, index: int) -> torch.Tensor:
         return obs[:, index, : self.obs_dim_of[self.agents[index]]]
 
+    def _target_action(self, index: int, next_obs: torch.Tensor) -> torch.Tensor:
+        """``mu'_i(o'_i)``, smoothed by clipped noise with ``smooth_target_policy``."""
+        actor = self._actor(index, target=True)
+        actions = actor.actions(next_obs)
+        if not self.settings.smooth_target_policy:
+            return actions
+        return smoothed_target_actions(
+            actions,
+            self.settings.target_noise,
+            self.settings.target_noise_clip,
+            actor.low,
+            actor.high,
+            torch.randn_like(actions),
+        )
+
+    def _with_twin(self, values, twin_values, targets):
+        """The TD loss's ``(values, targets)``: with ``twin_q`` both critics regress on
+        the one target (the loss sums their squared errors)."""
+        if twin_values is None:
+            return values, targets
+        if values.dim() == 2:  # (B, 1) mixed values: one column per critic
+            values, twin_values, targets = (x.unsqueeze(-1) for x in (values, twin_values, targets))
+        return torch.cat([values, twin_values], -1), torch.cat([targets, targets], -1)
+
     @override(TorchLearner)
     def compute_losses(self, *, fwd_out, batch) -> dict[str, Any]:
         settings = self.settings
@@ -167,10 +201,7 @@ class DDPGFamilyLearner(TorchLearner):
         )
         with torch.no_grad():
             next_actions = torch.stack(
-                [
-                    self._actor(i, target=True).actions(self._obs(next_obs, i))
-                    for i in range(n_agents)
-                ],
+                [self._target_action(i, self._obs(next_obs, i)) for i in range(n_agents)],
                 dim=1,
             )
 
@@ -230,19 +261,24 @@ class DDPGFamilyLearner(TorchLearner):
 
     def _local(self, index, obs, next_obs, actions, policy_actions, next_actions, rewards, done):
         """IDDPG: ``Q_i(o_i, a_i)``, each agent's own reward."""
-        values, targets, objective = [], [], []
+        values, twins, targets, objective = [], [], [], []
         for i in index:
             critic = self._critic(i)
             o, o2 = self._obs(obs, i), self._obs(next_obs, i)
-            values.append(critic.value(torch.cat([o, actions[:, i]], -1)))
+            taken = torch.cat([o, actions[:, i]], -1)
+            values.append(critic.value(taken))
+            if critic.twin_q:
+                twins.append(critic.value(taken, twin=True))
             with torch.no_grad():
-                next_q = critic.value(torch.cat([o2, next_actions[:, i]], -1), target=True)
+                next_q = critic.target_value(torch.cat([o2, next_actions[:, i]], -1))
             targets.append(td_targets(rewards[:, i], done, next_q, self.settings.gamma))
             with held_fixed(critic):
                 objective.append(critic.value(torch.cat([o, policy_actions[:, i]], -1)))
         values, targets = torch.stack(values, -1), torch.stack(targets, -1)  # (B, k)
         td = (targets - values).detach()
-        return (values.unsqueeze(1), targets.unsqueeze(1)), torch.stack(objective, -1), td
+        twins = torch.stack(twins, -1).unsqueeze(1) if twins else None
+        loss_pair = self._with_twin(values.unsqueeze(1), twins, targets.unsqueeze(1))
+        return loss_pair, torch.stack(objective, -1), td
 
     def _central(
         self, index, state, next_state, actions, policy_actions, next_actions, rewards, done
@@ -252,19 +288,24 @@ class DDPGFamilyLearner(TorchLearner):
         flat = team_actions.flatten(1)
         next_flat = next_actions[:, index].flatten(1)
         r_team = team_sum(rewards, index)
-        values, targets, objective = [], [], []
+        values, twins, targets, objective = [], [], [], []
         for k, i in enumerate(index):
             critic = self._critic(i)
-            values.append(critic.value(torch.cat([state, flat], -1)))
+            taken = torch.cat([state, flat], -1)
+            values.append(critic.value(taken))
+            if critic.twin_q:
+                twins.append(critic.value(taken, twin=True))
             with torch.no_grad():
-                next_q = critic.value(torch.cat([next_state, next_flat], -1), target=True)
+                next_q = critic.target_value(torch.cat([next_state, next_flat], -1))
             targets.append(td_targets(r_team, done, next_q, self.settings.gamma))
             joint = joint_actions_with_own(team_actions, policy_actions[:, index], k)
             with held_fixed(critic):
                 objective.append(critic.value(torch.cat([state, joint.flatten(1)], -1)))
         values, targets = torch.stack(values, -1), torch.stack(targets, -1)
         td = (targets - values).detach()
-        return (values.unsqueeze(1), targets.unsqueeze(1)), torch.stack(objective, -1), td
+        twins = torch.stack(twins, -1).unsqueeze(1) if twins else None
+        loss_pair = self._with_twin(values.unsqueeze(1), twins, targets.unsqueeze(1))
+        return loss_pair, torch.stack(objective, -1), td
 
     def _mixed(
         self,
@@ -283,26 +324,42 @@ class DDPGFamilyLearner(TorchLearner):
         """FACMAC: ``Q_tot = mixer(Q_i(o_i, a_i); s)``; actors through every current action."""
         mixer: JointQMixer = self.module[module_id]
         mixer.observe_states(state)
-        agent_q, next_q, policy_q = [], [], []
+        twin_q = self.settings.twin_q
+        agent_q, twin_agent_q, next_q, twin_next_q, policy_q = [], [], [], [], []
         critics = [self._critic(i) for i in index]
         for critic, i in zip(critics, index, strict=True):
             o, o2 = self._obs(obs, i), self._obs(next_obs, i)
-            agent_q.append(critic.value(torch.cat([o, actions[:, i]], -1)))
+            taken, next_taken = (
+                torch.cat([o, actions[:, i]], -1),
+                torch.cat([o2, next_actions[:, i]], -1),
+            )
+            agent_q.append(critic.value(taken))
             with torch.no_grad():
-                next_q.append(critic.value(torch.cat([o2, next_actions[:, i]], -1), target=True))
+                next_q.append(critic.value(next_taken, target=True))
+            if twin_q:
+                twin_agent_q.append(critic.value(taken, twin=True))
+                with torch.no_grad():
+                    twin_next_q.append(critic.value(next_taken, target=True, twin=True))
         with held_fixed(mixer, *critics):
             for critic, i in zip(critics, index, strict=True):
                 o = self._obs(obs, i)
                 policy_q.append(critic.value(torch.cat([o, policy_actions[:, i]], -1)))
             objective = mixer.mix(torch.stack(policy_q, -1)[:, None], state[:, None])[:, 0]
-        q_tot = mixer.mix(torch.stack(agent_q, -1)[:, None], state[:, None])[:, 0]
+        def mixed(values, states, **kwargs):
+            return mixer.mix(torch.stack(values, -1)[:, None], states[:, None], **kwargs)[:, 0]
+
+        q_tot = mixed(agent_q, state)
+        twin_tot = mixed(twin_agent_q, state, twin=True).unsqueeze(1) if twin_q else None
         with torch.no_grad():
-            next_tot = mixer.mix(
-                torch.stack(next_q, -1)[:, None], next_state[:, None], target=True
-            )[:, 0]
+            next_tot = mixed(next_q, next_state, target=True)
+            if twin_q:  # clipped double Q on the mixed values
+                next_tot = torch.minimum(
+                    next_tot, mixed(twin_next_q, next_state, target=True, twin=True)
+                )
         targets = td_targets(team_sum(rewards, index), done, next_tot, self.settings.gamma)
         td = (targets - q_tot).detach().unsqueeze(-1)
-        return (q_tot.unsqueeze(1), targets.unsqueeze(1)), objective, td, q_tot
+        loss_pair = self._with_twin(q_tot.unsqueeze(1), twin_tot, targets.unsqueeze(1))
+        return loss_pair, objective, td, q_tot
 
     @override(TorchLearner)
     def after_gradient_based_update(self, *, timesteps: dict[str, Any]) -> None:
@@ -384,6 +441,7 @@ def build_ddpg_family(
                 "input_dim": input_dim,
                 "hiddens": list(settings.critic_hiddens),
                 "activation": settings.activation,
+                "twin_q": settings.twin_q,
             },
             **spaces,
         )
@@ -395,6 +453,7 @@ def build_ddpg_family(
             settings.mixer_embed_dim,
             settings.hypernet_embed_dim,
             state_normalize=settings.state_normalize,
+            twin=settings.twin_q,
         )
     )
     config = DDPGFamilyConfig().training(

@@ -325,9 +325,10 @@ def mixer_specs(
     hypernet_dim: int,
     *,
     state_normalize: bool,
+    twin: bool = False,
 ) -> dict[str, RLModuleSpec]:
     """One learner-only ``JointQMixer`` (``none`` | ``vdn`` | ``qmix``) per team: the
-    module every team's replayed batch is keyed by."""
+    module every team's replayed batch is keyed by (``twin``: with twin hypernetworks)."""
     layout = env.layout
     return {
         module_id: RLModuleSpec(
@@ -342,6 +343,7 @@ def mixer_specs(
                 "mixer_embed_dim": embed_dim,
                 "hypernet_embed_dim": hypernet_dim,
                 "state_normalize": state_normalize,
+                "twin": twin,
             },
         )
         for team, module_id in team_ids.items()

@@ -12,6 +12,11 @@ Actor objectives (maximized; the critics are held fixed)::
     IDDPG   Q_i(o_i, mu_i(o_i))
     MADDPG  Q_i(s, a_1, ..., mu_i(o_i), ..., a_n)    others' actions from the batch
     FACMAC  mixer(Q_1(o_1, mu_1(o_1)), ..., Q_n(o_n, mu_n(o_n)); s)   every current action
+
+TD3's two fixes of the overestimation loop (RLlib's and MARLlib's DDPG options
+``smooth_target_policy`` and ``twin_q``): the target actions ``mu'(o')`` are replaced by
+``smoothed_target_actions``, and with twin critics every ``Q'`` above is the minimum of
+the two target critics' values (FACMAC: of the two target mixers' ``Q_tot``).
 """
 
 from __future__ import annotations
@@ -35,6 +40,25 @@ def gaussian_exploration(
     given as ``standard_noise`` (same shape as ``actions``)."""
     noisy = actions + noise_scale * 0.5 * (high - low) * standard_noise
     return torch.maximum(torch.minimum(noisy, high), low)
+
+
+def smoothed_target_actions(
+    actions: torch.Tensor,
+    noise_scale: float,
+    noise_clip: float,
+    low: torch.Tensor,
+    high: torch.Tensor,
+    standard_noise: torch.Tensor,
+) -> torch.Tensor:
+    """TD3's target policy smoothing, in shares of half the action range ``h``::
+
+        a~' = clip(a' + h * clip(noise_scale * eps, -noise_clip, noise_clip), low, high)
+
+    ``actions`` and ``standard_noise`` (``eps ~ N(0, 1)``) of one shape ``(..., a)``;
+    on a ``[-1, 1]`` box ``noise_scale`` 0.2 and ``noise_clip`` 0.5 are TD3's values."""
+    half_range = 0.5 * (high - low)
+    noise = (noise_scale * standard_noise).clamp(-noise_clip, noise_clip)
+    return torch.maximum(torch.minimum(actions + half_range * noise, high), low)
 
 
 def joint_actions_with_own(

@@ -71,25 +71,47 @@ class DeterministicActorRLModule(TorchRLModule):
 
 class DDPGCritic(TorchRLModule):
     """``Q(x)`` and its target; ``model_config``: ``input_dim``, ``hiddens``,
-    ``activation``."""
+    ``activation`` and ``twin_q``: a second, independently initialized ``Q`` and target
+    (TD3's clipped double Q; the learner takes the minimum of the two targets)."""
 
     @override(TorchRLModule)
     def setup(self) -> None:
         config = self.model_config
-        self.net = mlp(int(config["input_dim"]), list(config["hiddens"]), 1, config["activation"])
-        self.target_net = mlp(
-            int(config["input_dim"]), list(config["hiddens"]), 1, config["activation"]
-        )
-        self.target_net.load_state_dict(self.net.state_dict())
-        self.target_net.requires_grad_(False)
+        self.twin_q = bool(config.get("twin_q", False))
+
+        def network() -> torch.nn.Module:
+            return mlp(int(config["input_dim"]), list(config["hiddens"]), 1, config["activation"])
+
+        self.net, self.target_net = network(), network()
+        self.twin_net = network() if self.twin_q else None
+        self.target_twin_net = network() if self.twin_q else None
+        for online, target in self._pairs():
+            target.load_state_dict(online.state_dict())
+            target.requires_grad_(False)
+
+    def _pairs(self) -> list[tuple[torch.nn.Module, torch.nn.Module]]:
+        pairs = [(self.net, self.target_net)]
+        if self.twin_q:
+            pairs.append((self.twin_net, self.target_twin_net))
+        return pairs
 
     @override(TorchRLModule)
     def _forward(self, batch: dict[str, Any], **kwargs) -> dict[str, Any]:
         return {}
 
-    def value(self, inputs: torch.Tensor, *, target: bool = False) -> torch.Tensor:
-        """``(..., input_dim)`` -> ``(...)``."""
-        return (self.target_net if target else self.net)(inputs).squeeze(-1)
+    def value(self, inputs: torch.Tensor, *, target: bool = False, twin: bool = False):
+        """``(..., input_dim)`` -> ``(...)``; ``twin`` reads the second critic."""
+        online, target_net = self._pairs()[1 if twin else 0]
+        return (target_net if target else online)(inputs).squeeze(-1)
+
+    def target_value(self, inputs: torch.Tensor) -> torch.Tensor:
+        """The bootstrap value: the target critic's, the smaller of the two with
+        ``twin_q``."""
+        value = self.value(inputs, target=True)
+        if self.twin_q:
+            value = torch.minimum(value, self.value(inputs, target=True, twin=True))
+        return value
 
     def sync_target(self, tau: float) -> None:
-        polyak_update(self.target_net, self.net, tau)
+        for online, target in self._pairs():
+            polyak_update(target, online, tau)

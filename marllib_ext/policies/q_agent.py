@@ -120,7 +120,9 @@ class JointQMixer(TorchRLModule):
     moments of every state the learner has trained on (buffers, kept in checkpoints).
     Why: a state on a scale of several units (LBF's grid coordinates and levels, up to
     7) puts ``Q_tot`` at 8-19 at initialization through ``b1(s)``, a bias the
-    bootstrapped target removes only at ``1 - gamma`` per target copy."""
+    bootstrapped target removes only at ``1 - gamma`` per target copy.
+    ``twin`` (FACMAC with ``twin_q``): a second pair of hypernetworks mixing the twin
+    critics."""
 
     STATE_CLIP = 10.0  # standardized state bound, as RLlib's MeanStdFilter clips
 
@@ -146,23 +148,47 @@ class JointQMixer(TorchRLModule):
         self.register_buffer("state_count", torch.zeros(()))
         self.hypernetworks = hypernetworks() if self.mixer_name == "qmix" else None
         self.target_hypernetworks = hypernetworks() if self.mixer_name == "qmix" else None
-        if self.target_hypernetworks is not None:
-            self.target_hypernetworks.load_state_dict(self.hypernetworks.state_dict())
-            self.target_hypernetworks.requires_grad_(False)
+        twin = bool(config.get("twin", False)) and self.mixer_name == "qmix"
+        self.twin_hypernetworks = hypernetworks() if twin else None
+        self.target_twin_hypernetworks = hypernetworks() if twin else None
+        for online, target in self._hypernetwork_pairs():
+            target.load_state_dict(online.state_dict())
+            target.requires_grad_(False)
+
+    def _hypernetwork_pairs(self) -> list[tuple[nn.Module, nn.Module]]:
+        return [
+            (online, target)
+            for online, target in (
+                (self.hypernetworks, self.target_hypernetworks),
+                (self.twin_hypernetworks, self.target_twin_hypernetworks),
+            )
+            if online is not None
+        ]
 
     @override(TorchRLModule)
     def _forward(self, batch: dict[str, Any], **kwargs) -> dict[str, Any]:
         return {}
 
-    def mix(self, agent_values: torch.Tensor, state: torch.Tensor, *, target: bool = False):
-        """``(B, L, k)`` chosen per-agent values and ``(B, L, s)`` states -> ``(B, L)``."""
+    def mix(
+        self,
+        agent_values: torch.Tensor,
+        state: torch.Tensor,
+        *,
+        target: bool = False,
+        twin: bool = False,
+    ):
+        """``(B, L, k)`` chosen per-agent values and ``(B, L, s)`` states -> ``(B, L)``;
+        ``twin`` mixes with the second hypernetworks (built with ``twin``)."""
         if self.mixer_name == "none":
             raise RuntimeError("IQL has no mixer: each agent keeps its own TD target")
         batch, length, k = agent_values.shape
         flat = agent_values.reshape(batch * length, k)
         if self.mixer_name == "vdn":
             return vdn_mix(flat).view(batch, length)
-        hyper = self.target_hypernetworks if target else self.hypernetworks
+        if twin and self.twin_hypernetworks is None:
+            raise RuntimeError("this mixer was built without twin hypernetworks")
+        online, target_hyper = self._hypernetwork_pairs()[1 if twin else 0]
+        hyper = target_hyper if target else online
         state = state.reshape(batch * length, -1)
         if self.state_normalize:
             state = ((state - self.state_mean) / torch.sqrt(self.state_var + 1e-8)).clamp(
@@ -184,8 +210,8 @@ class JointQMixer(TorchRLModule):
 
     def sync_target(self, tau: float = 1.0) -> None:
         """``target <- tau * online + (1 - tau) * target`` (``tau = 1``: hard copy)."""
-        if self.hypernetworks is not None:
-            polyak_update(self.target_hypernetworks, self.hypernetworks, tau)
+        for online, target in self._hypernetwork_pairs():
+            polyak_update(target, online, tau)
 
 
 @torch.no_grad()
