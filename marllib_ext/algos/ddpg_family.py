@@ -345,6 +345,7 @@ class DDPGFamilyLearner(TorchLearner):
                 o = self._obs(obs, i)
                 policy_q.append(critic.value(torch.cat([o, policy_actions[:, i]], -1)))
             objective = mixer.mix(torch.stack(policy_q, -1)[:, None], state[:, None])[:, 0]
+
         def mixed(values, states, **kwargs):
             return mixer.mix(torch.stack(values, -1)[:, None], states[:, None], **kwargs)[:, 0]
 
