@@ -247,3 +247,95 @@ def test_two_teams_get_one_team_module_each(ray_session):
 def test_discrete_actions_are_refused_before_anything_starts(name):
     with pytest.raises(ConfigError, match="continuous"):
         algos.get(name).rllib_config(make_env("mpe:simple_spread"))
+
+
+def test_facmac_twin_critics_bootstrap_on_the_smaller_mixed_target(ray_session):
+    """With ``twin_q`` the target is r_team + gamma (1 - d) min(mixer'(Q'_i), twin
+    mixer'(twin Q'_i)), written out here from the target networks, and the critic loss
+    is the sum of both mixed critics' squared errors."""
+    algo = build("facmac", twin_q=True)
+    try:
+        algo.train()
+        learner = algo.learner_group._learner
+        _, columns = learner_batch(algo)
+        obs, next_obs, state, next_state, actions, rewards, done = columns_at_step(columns)
+        agents = learner.agents
+        critic = learner.module[critic_module_id("shared")]
+        target_actor = learner.module[target_module_id("shared")]
+        next_actions = torch.stack(
+            [target_actor.actions(next_obs[:, i]) for i in range(len(agents))], 1
+        ).detach()
+        policy_actions = torch.stack(
+            [learner.module["shared"].actions(obs[:, i]) for i in range(len(agents))], 1
+        )
+        (values, targets), _, td, q_tot = learner._mixed(
+            "ddpg_team",
+            [0, 1, 2],
+            obs,
+            next_obs,
+            state,
+            next_state,
+            actions,
+            policy_actions,
+            next_actions,
+            rewards,
+            done,
+        )
+        mixer = learner.module["ddpg_team"]
+        gamma = learner.settings.gamma
+        taken = [torch.cat([obs[:, i], actions[:, i]], -1) for i in range(3)]
+        following = [torch.cat([next_obs[:, i], next_actions[:, i]], -1) for i in range(3)]
+        with torch.no_grad():
+            first = torch.stack([critic.target_net(x)[:, 0] for x in following], -1)
+            second = torch.stack([critic.target_twin_net(x)[:, 0] for x in following], -1)
+            mixed_first = mixer.target_hypernetworks(first, next_state)
+            mixed_second = mixer.target_twin_hypernetworks(second, next_state)
+            twin_tot = mixer.twin_hypernetworks(
+                torch.stack([critic.twin_net(x)[:, 0] for x in taken], -1), state
+            )
+        assert not torch.allclose(mixed_first, mixed_second)  # two independent inits
+        expected = team_sum(rewards, [0, 1, 2]) + gamma * (1 - done) * torch.minimum(
+            mixed_first, mixed_second
+        )
+        assert values.shape == (len(rewards), 1, 2)
+        torch.testing.assert_close(targets[:, 0, 0], expected)
+        torch.testing.assert_close(targets[:, 0, 1], expected)
+        torch.testing.assert_close(values[:, 0, 0], q_tot)
+        torch.testing.assert_close(values[:, 0, 1].detach(), twin_tot)
+        torch.testing.assert_close(td[:, 0], (expected - q_tot).detach())
+    finally:
+        algo.stop()
+
+
+def test_iddpg_twin_targets_and_smoothed_target_actions(ray_session):
+    """``twin_q``: y_i = r_i + gamma (1 - d) min(Q'_i, twin Q'_i) at the target action;
+    ``smooth_target_policy``: the learner's target actions stay within the clip of the
+    target actor's action (in shares of half the range) and inside the box."""
+    algo = build("iddpg", twin_q=True, smooth_target_policy=True, target_noise_clip=0.3)
+    try:
+        algo.train()
+        learner = algo.learner_group._learner
+        _, columns = learner_batch(algo)
+        obs, next_obs, state, next_state, actions, rewards, done = columns_at_step(columns)
+        actor = learner.module[target_module_id("shared")]
+        plain = actor.actions(next_obs[:, 0]).detach()
+        smoothed = learner._target_action(0, next_obs[:, 0])
+        half = 0.5 * (actor.high - actor.low)
+        assert (smoothed - plain).abs().max() <= (0.3 * half).max() + 1e-6
+        assert not torch.allclose(smoothed, plain)
+        assert ((smoothed >= actor.low) & (smoothed <= actor.high)).all()
+        next_actions = torch.stack([plain] * 3, 1)
+        (values, targets), _, _ = learner._local(
+            [0, 1, 2], obs, next_obs, actions, next_actions, next_actions, rewards, done
+        )
+        critic = learner.module[critic_module_id("shared")]
+        for i in range(3):
+            x = torch.cat([next_obs[:, i], next_actions[:, i]], -1)
+            smaller = torch.minimum(critic.target_net(x), critic.target_twin_net(x))[:, 0]
+            y = rewards[:, i] + learner.settings.gamma * (1 - done) * smaller
+            torch.testing.assert_close(targets[:, 0, i], y.detach())
+            torch.testing.assert_close(targets[:, 0, 3 + i], y.detach())
+            x_taken = torch.cat([obs[:, i], actions[:, i]], -1)
+            torch.testing.assert_close(values[:, 0, 3 + i], critic.twin_net(x_taken)[:, 0])
+    finally:
+        algo.stop()
