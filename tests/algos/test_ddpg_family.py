@@ -339,3 +339,19 @@ def test_iddpg_twin_targets_and_smoothed_target_actions(ray_session):
             torch.testing.assert_close(values[:, 0, 3 + i], critic.twin_net(x_taken)[:, 0])
     finally:
         algo.stop()
+
+
+@pytest.mark.parametrize("name", ["maddpg", "facmac"])
+def test_trains_on_mamujoco_halfcheetah_2x3(ray_session, name):
+    pytest.importorskip("gymnasium_robotics", reason="the mamujoco extra is not installed")
+    env = make_env("mamujoco:HalfCheetah", agent_conf="2x3", max_episode_steps=50)
+    algo = build(name, env=env, share_policy="individual", hyperparam_source="default")
+    try:
+        for _ in range(2):
+            result = algo.train()
+        row = algos.get(name).spec.progress(result)
+        assert row["replay_buffer_episodes"] >= 2
+        assert np.isfinite(row["replay_td_error"]) and np.isfinite(row["replay_q"])
+        assert {"agent_0", "agent_1"} <= set(result["learners"])
+    finally:
+        algo.stop()
