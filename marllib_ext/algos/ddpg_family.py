@@ -354,9 +354,16 @@ class DDPGFamilyLearner(TorchLearner):
         with torch.no_grad():
             next_tot = mixed(next_q, next_state, target=True)
             if twin_q:  # clipped double Q on the mixed values
-                next_tot = torch.minimum(
+                clipped = torch.minimum(
                     next_tot, mixed(twin_next_q, next_state, target=True, twin=True)
                 )
+                # How far the min lowers the first target mixer's bootstrap: the twin acts.
+                self.metrics.log_value(
+                    key=(module_id, "twin_target_gap"),
+                    value=(next_tot - clipped).mean(),
+                    window=1,
+                )
+                next_tot = clipped
         targets = td_targets(team_sum(rewards, index), done, next_tot, self.settings.gamma)
         td = (targets - q_tot).detach().unsqueeze(-1)
         loss_pair = self._with_twin(q_tot.unsqueeze(1), twin_tot, targets.unsqueeze(1))

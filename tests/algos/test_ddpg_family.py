@@ -119,7 +119,7 @@ def test_maddpg_targets_and_own_action_gradients(ray_session):
 
 
 def test_facmac_actors_all_move_through_the_mixed_critic(ray_session):
-    algo = build("facmac", share_policy="individual")
+    algo = build("facmac", share_policy="individual", twin_q=False)
     try:
         algo.train()
         learner = algo.learner_group._learner
@@ -303,6 +303,10 @@ def test_facmac_twin_critics_bootstrap_on_the_smaller_mixed_target(ray_session):
         torch.testing.assert_close(values[:, 0, 0], q_tot)
         torch.testing.assert_close(values[:, 0, 1].detach(), twin_tot)
         torch.testing.assert_close(td[:, 0], (expected - q_tot).detach())
+        lowered = mixed_first - torch.minimum(mixed_first, mixed_second)
+        gap = learner.metrics.peek(("ddpg_team", "twin_target_gap"))
+        assert float(gap) == pytest.approx(float(lowered.mean()), rel=1e-5)
+        assert float(gap) > 0.0
     finally:
         algo.stop()
 
