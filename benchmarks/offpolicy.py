@@ -40,6 +40,7 @@ from pathlib import Path
 
 import numpy as np
 import ray
+from ray.rllib.utils.metrics import LEARNER_RESULTS
 from run_csv import finished_run, window_mean
 
 from marllib_ext import algos, make_env
@@ -56,6 +57,8 @@ LABELS: dict[str, tuple[str, dict]] = {
     "qmix_per": ("qmix", {"per_type": "PER"}),
     "maddpg": ("maddpg", {}),
     "facmac": ("facmac", {}),
+    # MARLlib's FACMAC: no twin critics, no target smoothing (diverged here, BENCHMARKS.md)
+    "facmac_marllib": ("facmac", {"twin_q": False, "smooth_target_policy": False}),
     "iddpg": ("iddpg", {}),
     "mappo": ("mappo", {}),
 }
@@ -78,6 +81,14 @@ def team_return(result: dict) -> float:
     return float(result.get("env_runners", {}).get("episode_return_mean", math.nan))
 
 
+def twin_target_gap(result: dict) -> float:
+    """How far ``twin_q``'s min lowered the bootstrap in the last update, averaged over
+    the teams that log it (``facmac``); NaN without twin mixers."""
+    learners = result.get(LEARNER_RESULTS, {})
+    gaps = [v["twin_target_gap"] for v in learners.values() if "twin_target_gap" in v]
+    return float(np.mean(gaps)) if gaps else math.nan
+
+
 def per_agent_return(result: dict) -> float:
     returns = result.get("env_runners", {}).get("agent_episode_returns_mean") or {}
     return float(np.mean(list(returns.values()))) if returns else math.nan
@@ -95,7 +106,7 @@ def learn(label: str, seed: int, args, out: Path) -> list[dict] | None:
     spec = algos.get_algo_spec(LABELS[label][0])
     algorithm = build(label, env_of(args), seed, parse_assignments(args.set, "--set"))
     fields = ["timesteps_total", "time_total_s", "team_return", "per_agent_return"]
-    fields += [column.name for column in spec.progress_columns]
+    fields += [column.name for column in spec.progress_columns] + ["twin_target_gap"]
     rows: list[dict] = []
     try:
         with open(path, "w", newline="") as f:
@@ -111,6 +122,7 @@ def learn(label: str, seed: int, args, out: Path) -> list[dict] | None:
                     "team_return": team_return(result),
                     "per_agent_return": per_agent_return(result),
                     **spec.progress(result),
+                    "twin_target_gap": twin_target_gap(result),
                 }
                 writer.writerow(row)
                 f.flush()
@@ -143,8 +155,11 @@ def report(args, out: Path) -> None:
             else f"mean of the last {args.window} iterations"
         )
     )
-    print("| label | seeds | team return | per-agent return | |TD error| | Q | exploration |")
-    print("|---|---|---|---|---|---|---|")
+    print(
+        "| label | seeds | team return | per-agent return | |TD error| | Q | exploration "
+        "| twin target gap |"
+    )
+    print("|---|---|---|---|---|---|---|---|")
     for label in args.labels:
         name = run_name(label, args)
         runs = [finished_run(out / name / f"seed{s}.csv", args.steps) for s in args.seeds]
@@ -153,10 +168,9 @@ def report(args, out: Path) -> None:
             continue
         cells = [spread([final_mean(r, "team_return", args) for r in runs])]
         cells.append(spread([final_mean(r, "per_agent_return", args) for r in runs]))
-        for column in ("replay_td_error", "replay_q", "replay_exploration"):
-            cells.append(
-                spread([final_mean(r, column, args) for r in runs]) if column in runs[0][0] else "-"
-            )
+        for column in ("replay_td_error", "replay_q", "replay_exploration", "twin_target_gap"):
+            values = [final_mean(r, column, args) for r in runs if column in r[0]]
+            cells.append(spread(values) if values and not np.isnan(values).all() else "-")
         print(f"| `{name}` | {len(runs)} | " + " | ".join(cells) + " |")
 
 
