@@ -306,6 +306,29 @@ def test_facmac_twin_critics_bootstrap_on_the_smaller_mixed_target(ray_session):
         lowered = mixed_first - torch.minimum(mixed_first, mixed_second)
         gap = learner.metrics.peek(("ddpg_team", "twin_target_gap"))
         assert float(gap) == pytest.approx(float(lowered.mean()), rel=1e-5)
+        # Which target is lower at init depends on the draw; pull the twin target critic
+        # down so the min binds on every row and the gap must be positive.
+        last = [m for m in critic.target_twin_net.modules() if isinstance(m, torch.nn.Linear)][-1]
+        with torch.no_grad():
+            last.bias -= 100.0
+            second = torch.stack([critic.target_twin_net(x)[:, 0] for x in following], -1)
+            mixed_second = mixer.target_twin_hypernetworks(second, next_state)
+        assert (mixed_second < mixed_first).all()
+        learner._mixed(
+            "ddpg_team",
+            [0, 1, 2],
+            obs,
+            next_obs,
+            state,
+            next_state,
+            actions,
+            policy_actions,
+            next_actions,
+            rewards,
+            done,
+        )
+        gap = learner.metrics.peek(("ddpg_team", "twin_target_gap"))
+        assert float(gap) == pytest.approx(float((mixed_first - mixed_second).mean()), rel=1e-5)
         assert float(gap) > 0.0
     finally:
         algo.stop()
