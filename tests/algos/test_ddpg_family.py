@@ -268,7 +268,7 @@ def test_facmac_twin_critics_bootstrap_on_the_smaller_mixed_target(ray_session):
         policy_actions = torch.stack(
             [learner.module["shared"].actions(obs[:, i]) for i in range(len(agents))], 1
         )
-        (values, targets), _, td, q_tot = learner._mixed(
+        mixed_inputs = (
             "ddpg_team",
             [0, 1, 2],
             obs,
@@ -281,6 +281,7 @@ def test_facmac_twin_critics_bootstrap_on_the_smaller_mixed_target(ray_session):
             rewards,
             done,
         )
+        (values, targets), _, td, q_tot = learner._mixed(*mixed_inputs)
         mixer = learner.module["ddpg_team"]
         gamma = learner.settings.gamma
         taken = [torch.cat([obs[:, i], actions[:, i]], -1) for i in range(3)]
@@ -314,19 +315,7 @@ def test_facmac_twin_critics_bootstrap_on_the_smaller_mixed_target(ray_session):
             second = torch.stack([critic.target_twin_net(x)[:, 0] for x in following], -1)
             mixed_second = mixer.target_twin_hypernetworks(second, next_state)
         assert (mixed_second < mixed_first).all()
-        learner._mixed(
-            "ddpg_team",
-            [0, 1, 2],
-            obs,
-            next_obs,
-            state,
-            next_state,
-            actions,
-            policy_actions,
-            next_actions,
-            rewards,
-            done,
-        )
+        learner._mixed(*mixed_inputs)
         gap = learner.metrics.peek(("ddpg_team", "twin_target_gap"))
         assert float(gap) == pytest.approx(float((mixed_first - mixed_second).mean()), rel=1e-5)
         assert float(gap) > 0.0
