@@ -24,7 +24,7 @@ from ray.tune.registry import register_env
 from timing import interleaved_seconds_per_iteration
 
 from marllib_ext import algos, make_env
-from marllib_ext.algos.ppo_family import actor_model_config
+from marllib_ext.algos.ppo.builders import actor_model_config
 
 N, CYCLES = 3, 25
 ENV = make_env("mpe:simple_spread", N=N, max_cycles=CYCLES)

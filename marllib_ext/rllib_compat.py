@@ -181,6 +181,29 @@ def hand_priorities_to_replay(metrics, module_id: str, priorities) -> None:
     metrics.log_value(key=(module_id, TD_ERROR_KEY), value=priorities, reduce="item_series")
 
 
+def local_learner(algorithm: Algorithm) -> Learner:
+    """The learner that runs in the driver (``num_learners`` 0); for tests and
+    diagnostics that read a learner's modules or call its losses.
+
+    Relies on: ``LearnerGroup`` keeps its local learner in ``_learner`` (``None`` when
+    the learners are remote)."""
+    learner = algorithm.learner_group._learner
+    if learner is None:
+        raise ValueError("the learners are remote (num_learners >= 1); no local learner")
+    return learner
+
+
+def priorities_from_learner(learner_results, module_id: str) -> np.ndarray:
+    """The priorities a learner handed over with ``hand_priorities_to_replay`` in its
+    last update, taken out of one learner's results (so they are not aggregated as a
+    metric).
+
+    Relies on: ``LearnerGroup.update`` returns each learner's ``MetricsLogger`` stats
+    (not reduced), and an ``item_series`` stat's ``peek()`` lists its items."""
+    logged = learner_results[module_id].pop(TD_ERROR_KEY)
+    return np.asarray(logged.peek()[-1])
+
+
 def learner_batch(learner, training_data):
     """The learner-connector output ``MultiAgentBatch`` of ``training_data`` (episodes
     or a batch), built once, for a learner that runs several ``update`` passes over
@@ -189,6 +212,23 @@ def learner_batch(learner, training_data):
     Relies on: ``Learner.update`` turns its ``TrainingData`` into that batch in
     ``_make_batch_if_necessary`` and passes a given batch through unchanged."""
     return learner._make_batch_if_necessary(training_data)
+
+
+class ObservesBatchBeforeLoss:
+    """Learner mixin (list it before the RLlib learner): ``observe(batch)`` sees every
+    update's tensor batch before the loss is taken, outside autograd's graph (running
+    statistics such as state moments belong there, not inside the loss).
+
+    Relies on: ``TorchLearner._update(batch)`` receives the update's batch as a dict of
+    tensors keyed by module id and runs the loss and the optimizer step."""
+
+    def observe(self, batch: dict[str, Any]) -> None:
+        raise NotImplementedError
+
+    @override(Learner)
+    def _update(self, batch: dict[str, Any]):
+        self.observe(batch)
+        return super()._update(batch)
 
 
 class CapturesTrainBatch:

@@ -11,18 +11,7 @@ from typing import Any
 import gymnasium as gym
 from ray.rllib.algorithms.algorithm_config import AlgorithmConfig
 
-from marllib_ext.algos import (
-    a2c,
-    coma,
-    ddpg_family,
-    efx,
-    happo,
-    joint_q,
-    ppo_family,
-    roer,
-    safe,
-    team_replay,
-)
+from marllib_ext.algos import coma, ddpg, efx, happo, joint_q, ppo, roer, safe, team_replay
 from marllib_ext.algos.config import (
     CentralCriticSettings,
     PPOSettings,
@@ -32,8 +21,7 @@ from marllib_ext.algos.config import (
     load_algo_yaml,
     merged_values,
 )
-from marllib_ext.algos.efx_budget import with_resolved_budget
-from marllib_ext.algos.efx_settings import EFXSettings, EFXVDSettings
+from marllib_ext.algos.efx.budget import with_resolved_budget
 from marllib_ext.algos.env_checks import log_nonfinite_reward, with_episode_end_callback
 from marllib_ext.algos.progress import ProgressColumn
 from marllib_ext.envs.handle import EnvHandle
@@ -176,24 +164,24 @@ ALGORITHMS: dict[str, AlgoSpec] = {
             "ippo",
             "IL",
             PPOSettings,
-            ppo_family.build_ippo,
+            ppo.build_ippo,
             Capabilities(multi_agent_only=False),
         ),
-        AlgoSpec("mappo", "CC", CentralCriticSettings, ppo_family.build_mappo),
+        AlgoSpec("mappo", "CC", CentralCriticSettings, ppo.build_mappo),
         AlgoSpec(
             "efx_mappo",
             "CC",
-            EFXSettings,
+            efx.EFXSettings,
             efx.build_efx_mappo,
             EFX_CAPABILITIES,
             resolve=with_resolved_budget,
             **EFX_PROGRESS,
         ),
-        AlgoSpec("vdppo", "VD", VDSettings, ppo_family.build_vdppo),
+        AlgoSpec("vdppo", "VD", VDSettings, ppo.build_vdppo),
         AlgoSpec(
             "efx_vdppo",
             "VD",
-            EFXVDSettings,
+            efx.EFXVDSettings,
             efx.build_efx_vdppo,
             EFX_CAPABILITIES,
             resolve=with_resolved_budget,
@@ -202,12 +190,12 @@ ALGORITHMS: dict[str, AlgoSpec] = {
         AlgoSpec(
             "ia2c",
             "IL",
-            a2c.A2CSettings,
-            a2c.build_ia2c,
+            ppo.A2CSettings,
+            ppo.build_ia2c,
             Capabilities(multi_agent_only=False),
         ),
-        AlgoSpec("maa2c", "CC", a2c.MAA2CSettings, a2c.build_maa2c),
-        AlgoSpec("vda2c", "VD", a2c.VDA2CSettings, a2c.build_vda2c),
+        AlgoSpec("maa2c", "CC", ppo.MAA2CSettings, ppo.build_maa2c),
+        AlgoSpec("vda2c", "VD", ppo.VDA2CSettings, ppo.build_vda2c),
         AlgoSpec(
             "coma",
             "CC",
@@ -219,7 +207,7 @@ ALGORITHMS: dict[str, AlgoSpec] = {
         AlgoSpec(
             "efx_happo",
             "CC",
-            EFXSettings,
+            efx.EFXSettings,
             efx.build_efx_happo,
             EFX_CAPABILITIES,
             resolve=with_resolved_budget,
@@ -298,24 +286,24 @@ ALGORITHMS: dict[str, AlgoSpec] = {
         AlgoSpec(
             "iddpg",
             "IL",
-            ddpg_family.DDPGSettings,
-            ddpg_family.build_iddpg,
+            ddpg.DDPGSettings,
+            ddpg.build_iddpg,
             DDPG_CAPABILITIES,
             **TEAM_REPLAY_PROGRESS,
         ),
         AlgoSpec(
             "maddpg",
             "CC",
-            ddpg_family.DDPGSettings,
-            ddpg_family.build_maddpg,
+            ddpg.DDPGSettings,
+            ddpg.build_maddpg,
             DDPG_CAPABILITIES,
             **TEAM_REPLAY_PROGRESS,
         ),
         AlgoSpec(
             "facmac",
             "VD",
-            ddpg_family.DDPGSettings,
-            ddpg_family.build_facmac,
+            ddpg.FACMACSettings,
+            ddpg.build_facmac,
             DDPG_CAPABILITIES,
             **TEAM_REPLAY_PROGRESS,
         ),

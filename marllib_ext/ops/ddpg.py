@@ -1,7 +1,7 @@
 """Deterministic actor-critic math (IDDPG, MADDPG, FACMAC), pure torch.
 
 Shapes: ``B`` team transitions, ``n`` agents (sorted id order), ``a`` action size.
-Critic targets use ``ops.joint_q.td_targets`` with the target actors' actions::
+Critic targets use ``ops.td.td_targets`` with the target actors' actions::
 
     IDDPG   y_i = r_i    + gamma (1 - d) Q'_i(o'_i, mu'_i(o'_i))
     MADDPG  y_i = r_team + gamma (1 - d) Q'_i(s', mu'_1(o'_1), ..., mu'_n(o'_n))

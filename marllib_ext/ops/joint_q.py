@@ -43,39 +43,6 @@ def double_q_next_values(next_q_online: torch.Tensor, next_q_target: torch.Tenso
     return chosen_action_values(next_q_target, greedy)
 
 
-def td_targets(
-    rewards: torch.Tensor, terminateds: torch.Tensor, next_values: torch.Tensor, gamma: float
-) -> torch.Tensor:
-    """``y = r + gamma * (1 - terminated) * next_values``, elementwise, no gradient."""
-    if not 0.0 <= gamma <= 1.0:
-        raise ValueError(f"gamma must be in [0, 1], got {gamma}")
-    with torch.no_grad():
-        return rewards + gamma * (1.0 - terminateds.float()) * next_values
-
-
-def masked_td_loss(
-    values: torch.Tensor,
-    targets: torch.Tensor,
-    mask: torch.Tensor,
-    weights: torch.Tensor | None = None,
-) -> torch.Tensor:
-    """``sum(w * mask * (values - sg(targets))^2) / sum(mask)``.
-
-    ``values``, ``targets`` ``(B, L)`` or ``(B, L, n)``; ``mask (B, L)`` marks real steps
-    (padding after an episode's end is 0); ``weights (B,)`` importance weights of the
-    sampled sequences (1 without prioritized replay). An all-padding batch gives 0."""
-    error = values - targets.detach()
-    mask = mask.float()
-    if error.dim() == mask.dim() + 1:  # per-agent values (IQL)
-        mask = mask.unsqueeze(-1).expand_as(error)
-    if error.shape != mask.shape:
-        raise ValueError(f"values {tuple(error.shape)} and mask {tuple(mask.shape)} differ")
-    squared = error.square() * mask
-    if weights is not None:
-        squared = squared * weights.view(-1, *([1] * (squared.dim() - 1)))
-    return squared.sum() / mask.sum().clamp(min=1.0)
-
-
 def linear_schedule(t: float, start: float, end: float, steps: float) -> float:
     """``start`` at ``t = 0``, linearly to ``end`` at ``t = steps``, ``end`` after
     (MARLlib's epsilon: 1.0 -> ``final_epsilon`` over ``epsilon_timesteps``)."""
@@ -93,53 +60,3 @@ def epsilon_greedy(
     ``random_actions (B,)`` uniform over actions -> ``(B,)`` int64."""
     greedy = q.argmax(dim=-1)
     return torch.where(explore_draws < epsilon, random_actions.long(), greedy)
-
-
-def standardized_rewards(
-    rewards: torch.Tensor, mask: torch.Tensor, eps: float = 1e-5
-) -> torch.Tensor:
-    """MARLlib's ``reward_standardize``: ``(r - mean) / (std + eps)`` over the batch's
-    real steps; padding stays 0. ``rewards (B, L[, n])``, ``mask (B, L)``."""
-    mask = mask.float()
-    if rewards.dim() == mask.dim() + 1:
-        mask = mask.unsqueeze(-1).expand_as(rewards)
-    count = mask.sum().clamp(min=1.0)
-    mean = (rewards * mask).sum() / count
-    var = ((rewards - mean).square() * mask).sum() / count
-    return (rewards - mean) / (var.sqrt() + eps) * mask
-
-
-def team_sum(values: torch.Tensor, agent_index: list[int]) -> torch.Tensor:
-    """``sum_{i in team} values[..., i]``: ``(..., n)`` -> ``(...)`` over the team's agents."""
-    return values[..., agent_index].sum(dim=-1)
-
-
-def merge_moments(
-    mean: torch.Tensor,
-    var: torch.Tensor,
-    count: float,
-    batch: torch.Tensor,
-) -> tuple[torch.Tensor, torch.Tensor, float]:
-    """Running per-feature mean and (population) variance after adding ``batch (N, d)``
-    to ``count`` earlier rows with moments ``mean (d,)``, ``var (d,)`` (Chan et al.'s
-    parallel update)::
-
-        n = count + N,  delta = mean_b - mean
-        mean' = mean + delta * N / n
-        var'  = (var * count + var_b * N + delta^2 * count * N / n) / n
-
-    Equal to the moments of all rows at once. Returns ``(mean', var', n)``."""
-    if batch.dim() != 2 or batch.shape[1] != mean.shape[0]:
-        raise ValueError(f"batch has shape {tuple(batch.shape)}, expected (N, {mean.shape[0]})")
-    n_batch = batch.shape[0]
-    if n_batch == 0:
-        return mean, var, count
-    batch_mean = batch.mean(0)
-    batch_var = batch.var(0, unbiased=False)
-    total = count + n_batch
-    delta = batch_mean - mean
-    new_mean = mean + delta * (n_batch / total)
-    new_var = (
-        var * count + batch_var * n_batch + delta.square() * (count * n_batch / total)
-    ) / total
-    return new_mean, new_var, float(total)

@@ -19,8 +19,9 @@ from ray.rllib.core.rl_module.torch import TorchRLModule
 from ray.rllib.utils.annotations import override
 from torch import nn
 
-from marllib_ext.ops.joint_q import epsilon_greedy, linear_schedule, merge_moments
+from marllib_ext.ops.joint_q import epsilon_greedy, linear_schedule
 from marllib_ext.ops.mixers import vdn_mix
+from marllib_ext.ops.td import merge_moments
 from marllib_ext.policies.joint_critic import ACTIVATIONS, mlp
 from marllib_ext.policies.vd_critic import QMixHypernetworks
 

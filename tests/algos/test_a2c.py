@@ -3,7 +3,7 @@
 import pytest
 
 from marllib_ext import algos
-from marllib_ext.algos import a2c
+from marllib_ext.algos.ppo import a2c
 from marllib_ext.errors import ConfigError
 from tests.algos.test_learning import RANDOM_AGENT_RETURN
 

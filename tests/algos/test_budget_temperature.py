@@ -11,6 +11,7 @@ from marllib_ext import algos, make_env
 from marllib_ext.errors import ConfigError
 from marllib_ext.ops.budget_temperature import gated_log_beta, scale_distribution_inputs
 from marllib_ext.policies.budget_actor import BudgetTemperatureActor
+from marllib_ext.rllib_compat import local_learner
 
 SMALL = {"train_batch_size": 200, "minibatch_size": 100, "num_epochs": 1}
 
@@ -37,7 +38,7 @@ def test_actor_starts_as_the_default_actor_and_the_budget_sets_its_temperature(r
     config = algos.get("efx_mappo", **SMALL).rllib_config(env, seed=0)  # on by default
     algo = config.build_algo()
     try:
-        module = algo.learner_group._learner.module["shared"]
+        module = local_learner(algo).module["shared"]
         assert isinstance(module, BudgetTemperatureActor)
         assert module.temperature[0].in_features == 2  # time left and budget
         obs = torch.rand(6, module.observation_space.shape[0])
@@ -67,10 +68,10 @@ def test_without_the_time_feature_the_actor_reads_the_budget_column_only(ray_ses
     ).rllib_config(env, seed=0)
     algo = config.build_algo()
     try:
-        module = algo.learner_group._learner.module["shared"]
+        module = local_learner(algo).module["shared"]
         assert module.temperature[0].in_features == 1
         assert module.temperature[0].out_features == 8
-        assert isinstance(algo.learner_group._learner.module["joint_critic"], torch.nn.Module)
+        assert isinstance(local_learner(algo).module["joint_critic"], torch.nn.Module)
     finally:
         algo.stop()
 

@@ -11,7 +11,7 @@ from ray.rllib.core.columns import Columns
 from ray.rllib.core.rl_module.rl_module import RLModuleSpec
 
 from marllib_ext import algos
-from marllib_ext.algos.ppo_family import actor_model_config
+from marllib_ext.algos.ppo.builders import actor_model_config
 from marllib_ext.envs.toy import ContinuousTargetEnv
 from marllib_ext.ops.efx import budget_path, intrinsic_rewards
 

@@ -15,7 +15,7 @@ from ray.rllib.utils.minibatch_utils import ShardEpisodesIterator
 from marllib_ext import algos
 from marllib_ext.algos.registry import ALGORITHMS
 from marllib_ext.errors import ConfigError
-from marllib_ext.rllib_compat import CapturesTrainBatch, learner_batch, plain_module
+from marllib_ext.rllib_compat import CapturesTrainBatch, learner_batch, local_learner, plain_module
 from tests.postprocessing.test_joint_advantage import CounterEnv  # noqa: F401 (registers)
 
 BATCH = 200
@@ -227,7 +227,7 @@ def test_two_learners_write_the_advantages_one_learner_writes_on_the_same_slices
         weights = algorithm.learner_group.foreach_learner(
             lambda learner: learner.module.get_state()
         )
-        local = single.learner_group._learner
+        local = local_learner(single)
         local.module.set_state(next(iter(weights)).get())
 
         algorithm.learner_group.update(

@@ -2,6 +2,7 @@
 step-by-step reference, where the actors' gradients flow, Polyak targets, ROER,
 teams, refusals."""
 
+import copy
 import dataclasses
 
 import numpy as np
@@ -9,10 +10,13 @@ import pytest
 import torch
 
 from marllib_ext import algos, make_env
+from marllib_ext.algos.team_replay import PROGRESS_KEY
 from marllib_ext.errors import ConfigError
-from marllib_ext.ops.joint_q import team_sum
+from marllib_ext.ops.roer import js_priority, kl_priority, per_priority
+from marllib_ext.ops.td import team_sum
 from marllib_ext.policies.ddpg import critic_module_id
 from marllib_ext.policies.q_agent import target_module_id
+from marllib_ext.rllib_compat import local_learner, priorities_from_learner
 
 SMALL = {
     "hyperparam_source": "mpe",
@@ -49,29 +53,31 @@ def clear_grads(learner):
             p.grad = None
 
 
-def columns_at_step(columns):
-    return (
-        columns["obs"][:, 0],
-        columns["obs"][:, 1],
-        columns["state"][:, 0],
-        columns["state"][:, 1],
-        columns["actions"][:, 0].float(),
-        columns["rewards"][:, 0],
-        columns["terminated"][:, 0],
-    )
+def team_terms(learner, view, module_id="ddpg_team"):
+    """The team loss of every agent's team on ``view`` (a ``DDPGBatch``)."""
+    return learner.team_loss(module_id=module_id, agent_index=[0, 1, 2], view=view)
 
 
 @pytest.mark.parametrize("name", ["iddpg", "maddpg", "facmac"])
-def test_one_iteration_trains_and_reports_progress(ray_session, name):
+def test_one_iteration_updates_every_network_once_per_episode(ray_session, name):
+    """learning_starts 2, 2 episodes per iteration, one update per episode: each
+    iteration takes 2 updates, which move every actor and critic; the progress columns
+    read the learner's own numbers."""
     algo = build(name)
     try:
+        learner = local_learner(algo)
+        trained = ["shared", critic_module_id("shared")]
+        before = {m: copy.deepcopy(learner.module[m].state_dict()) for m in trained}
         for _ in range(2):
             result = algo.train()
+            assert result[PROGRESS_KEY]["updates"] == 2
+        for module_id in trained:
+            after = learner.module[module_id].state_dict()
+            assert any(not torch.equal(before[module_id][k], after[k]) for k in after), module_id
         row = algos.get(name).spec.progress(result)
-        assert row["replay_buffer_episodes"] == 4.0 and row["replay_exploration"] == 0.1
-        assert np.isfinite(row["replay_td_error"]) and np.isfinite(row["replay_q"])
-        losses = result["learners"]["ddpg_team"]
-        assert np.isfinite(losses["critic_loss"]) and np.isfinite(losses["actor_loss"])
+        team = result["learners"]["ddpg_team"]
+        assert row["replay_buffer_episodes"] == 4.0
+        assert row["replay_q"] == pytest.approx(float(team["q_mean"]))
     finally:
         algo.stop()
 
@@ -82,30 +88,27 @@ def test_maddpg_targets_and_own_action_gradients(ray_session):
     algo = build("maddpg", share_policy="individual")
     try:
         algo.train()
-        learner = algo.learner_group._learner
+        learner = local_learner(algo)
         _, columns = learner_batch(algo)
-        obs, next_obs, state, next_state, actions, rewards, done = columns_at_step(columns)
+        view = learner.batch_view(columns)
         agents = learner.agents
-        policy_actions = torch.stack(
-            [learner.module[a].actions(obs[:, i]) for i, a in enumerate(agents)], dim=1
-        )
         next_actions = torch.stack(
             [
-                learner.module[target_module_id(a)].actions(next_obs[:, i])
+                learner.module[target_module_id(a)].actions(view.next_obs[:, i])
                 for i, a in enumerate(agents)
             ],
             dim=1,
         ).detach()
-        (values, targets), objective, _ = learner._central(
-            [0, 1, 2], state, next_state, actions, policy_actions, next_actions, rewards, done
-        )
+        torch.testing.assert_close(view.next_actions, next_actions)  # no smoothing in maddpg
+        terms = team_terms(learner, view).terms
+        targets, objective = terms["targets"], terms["objective"]
         gamma = learner.settings.gamma
         for b in range(8):
             for i, agent in enumerate(agents):
                 critic = learner.module[critic_module_id(agent)]
-                x = torch.cat([next_state[b], next_actions[b].flatten()])
-                y = rewards[b].sum() + gamma * (1 - done[b]) * critic.target_net(x)[0]
-                assert targets[b, 0, i].item() == pytest.approx(y.item(), rel=1e-5, abs=1e-6)
+                x = torch.cat([view.next_state[b], next_actions[b].flatten()])
+                y = view.rewards[b].sum() + gamma * (1 - view.done[b]) * critic.target_net(x)[0]
+                assert targets[b, i].item() == pytest.approx(y.item(), rel=1e-5, abs=1e-6)
         clear_grads(learner)
         objective[:, 1].sum().backward()
         for i, agent in enumerate(agents):
@@ -122,33 +125,14 @@ def test_facmac_actors_all_move_through_the_mixed_critic(ray_session):
     algo = build("facmac", share_policy="individual", twin_q=False)
     try:
         algo.train()
-        learner = algo.learner_group._learner
+        learner = local_learner(algo)
         _, columns = learner_batch(algo)
-        obs, next_obs, state, next_state, actions, rewards, done = columns_at_step(columns)
+        view = learner.batch_view(columns)
         agents = learner.agents
-        policy_actions = torch.stack(
-            [learner.module[a].actions(obs[:, i]) for i, a in enumerate(agents)], dim=1
-        )
-        next_actions = torch.stack(
-            [
-                learner.module[target_module_id(a)].actions(next_obs[:, i])
-                for i, a in enumerate(agents)
-            ],
-            dim=1,
-        ).detach()
-        (q_tot, targets), objective, _, _ = learner._mixed(
-            "ddpg_team",
-            [0, 1, 2],
-            obs,
-            next_obs,
-            state,
-            next_state,
-            actions,
-            policy_actions,
-            next_actions,
-            rewards,
-            done,
-        )
+        next_obs, next_state, next_actions = view.next_obs, view.next_state, view.next_actions
+        rewards, done = view.rewards, view.done
+        terms = team_terms(learner, view).terms
+        targets, objective = terms["targets"], terms["objective"]
         mixer = learner.module["ddpg_team"]
         # Target: r_team + gamma (1 - d) mixer'(Q'_i(o'_i, mu'_i(o'_i)); s')
         next_q = torch.stack(
@@ -184,7 +168,7 @@ def test_targets_follow_by_polyak_averaging(ray_session):
     algo = build("iddpg", tau=0.5, learning_starts=100)
     try:
         algo.train()
-        learner = algo.learner_group._learner
+        learner = local_learner(algo)
         actor = learner.module["shared"]
         target = learner.module[target_module_id("shared")]
         with torch.no_grad():
@@ -202,7 +186,7 @@ def test_reward_standardization_is_over_the_replayed_batch(ray_session):
     algo = build("iddpg", reward_standardize=True)
     try:
         algo.train()
-        learner = algo.learner_group._learner
+        learner = local_learner(algo)
         _, columns = learner_batch(algo)
         standardized = learner.compute_losses(fwd_out=None, batch={"ddpg_team": columns})
         rewards = columns["rewards"][:, 0].double()
@@ -221,13 +205,46 @@ def test_reward_standardization_is_over_the_replayed_batch(ray_session):
         algo.stop()
 
 
-def test_roer_priorities_on_maddpg(ray_session):
-    algo = build("maddpg", per_type="JS")
+@pytest.mark.parametrize("per_type", ["JS", "KL", "PER"])
+def test_priorities_follow_the_per_type_rule_on_maddpg(ray_session, per_type):
+    """The priorities handed to the store are the ``per_type`` rule on each step's TD
+    errors, averaged over the team's critics, written out here for JS, KL and PER; each
+    rule's numbers differ from the other two's."""
+    algo = build("maddpg", per_type=per_type, share_policy="individual")
     try:
-        for _ in range(3):
-            algo.train()
-        priorities = algo.store.arrays["priority"][algo.store.valid_steps()]
-        assert len(set(np.round(priorities, 6).tolist())) > 1
+        algo.train()
+        learner = local_learner(algo)
+        _, columns = learner_batch(algo)
+        learner.compute_losses(fwd_out=None, batch={"ddpg_team": columns})
+        handed = priorities_from_learner(
+            {"ddpg_team": learner.metrics.reduce()["ddpg_team"]}, "ddpg_team"
+        )
+        td = team_terms(learner, learner.batch_view(columns)).td_errors.double()  # (B, 1, 3)
+        settings = learner.settings
+        rules = {
+            "JS": lambda x: js_priority(
+                x,
+                temp=settings.temp,
+                max_clip=settings.max_clip,
+                js_min_weight=settings.js_min_weight,
+                js_max_weight=settings.js_max_weight,
+                normalize=settings.std_normalize,
+            )[0],
+            "KL": lambda x: kl_priority(
+                x,
+                temp=settings.temp,
+                min_clip=settings.min_clip,
+                max_clip=settings.max_clip,
+                normalize=settings.std_normalize,
+            )[0],
+            "PER": per_priority,
+        }
+        expected = {
+            name: rule(td.reshape(-1)).reshape(td.shape).mean(-1) for name, rule in rules.items()
+        }
+        np.testing.assert_allclose(handed, expected[per_type].numpy(), rtol=1e-5)
+        for other in set(rules) - {per_type}:
+            assert not np.allclose(handed, expected[other].numpy(), rtol=1e-3)
     finally:
         algo.stop()
 
@@ -252,58 +269,47 @@ def test_discrete_actions_are_refused_before_anything_starts(name):
 def test_facmac_twin_critics_bootstrap_on_the_smaller_mixed_target(ray_session):
     """With ``twin_q`` the target is r_team + gamma (1 - d) min(mixer'(Q'_i), twin
     mixer'(twin Q'_i)), written out here from the target networks, and the critic loss
-    is the sum of both mixed critics' squared errors."""
+    is the mean of both mixed critics' squared errors."""
     algo = build("facmac", twin_q=True)
     try:
         algo.train()
-        learner = algo.learner_group._learner
+        learner = local_learner(algo)
         _, columns = learner_batch(algo)
-        obs, next_obs, state, next_state, actions, rewards, done = columns_at_step(columns)
-        agents = learner.agents
+        view = learner.batch_view(columns)
+        obs, next_obs, state, next_state = view.obs, view.next_obs, view.state, view.next_state
         critic = learner.module[critic_module_id("shared")]
-        target_actor = learner.module[target_module_id("shared")]
-        next_actions = torch.stack(
-            [target_actor.actions(next_obs[:, i]) for i in range(len(agents))], 1
-        ).detach()
-        policy_actions = torch.stack(
-            [learner.module["shared"].actions(obs[:, i]) for i in range(len(agents))], 1
-        )
-        mixed_inputs = (
-            "ddpg_team",
-            [0, 1, 2],
-            obs,
-            next_obs,
-            state,
-            next_state,
-            actions,
-            policy_actions,
-            next_actions,
-            rewards,
-            done,
-        )
-        (values, targets), _, td, q_tot = learner._mixed(*mixed_inputs)
+        term = team_terms(learner, view)
+        values, twin_values, targets = (term.terms[k] for k in ("values", "twin_values", "targets"))
         mixer = learner.module["ddpg_team"]
         gamma = learner.settings.gamma
-        taken = [torch.cat([obs[:, i], actions[:, i]], -1) for i in range(3)]
-        following = [torch.cat([next_obs[:, i], next_actions[:, i]], -1) for i in range(3)]
+        taken = [torch.cat([obs[:, i], view.actions[:, i]], -1) for i in range(3)]
+        following = [torch.cat([next_obs[:, i], view.next_actions[:, i]], -1) for i in range(3)]
         with torch.no_grad():
             first = torch.stack([critic.target_net(x)[:, 0] for x in following], -1)
             second = torch.stack([critic.target_twin_net(x)[:, 0] for x in following], -1)
             mixed_first = mixer.target_hypernetworks(first, next_state)
             mixed_second = mixer.target_twin_hypernetworks(second, next_state)
+            q_tot = mixer.hypernetworks(
+                torch.stack([critic.net(x)[:, 0] for x in taken], -1), state
+            )
             twin_tot = mixer.twin_hypernetworks(
                 torch.stack([critic.twin_net(x)[:, 0] for x in taken], -1), state
             )
         assert not torch.allclose(mixed_first, mixed_second)  # two independent inits
-        expected = team_sum(rewards, [0, 1, 2]) + gamma * (1 - done) * torch.minimum(
+        expected = team_sum(view.rewards, [0, 1, 2]) + gamma * (1 - view.done) * torch.minimum(
             mixed_first, mixed_second
         )
-        assert values.shape == (len(rewards), 1, 2)
-        torch.testing.assert_close(targets[:, 0, 0], expected)
-        torch.testing.assert_close(targets[:, 0, 1], expected)
-        torch.testing.assert_close(values[:, 0, 0], q_tot)
-        torch.testing.assert_close(values[:, 0, 1].detach(), twin_tot)
-        torch.testing.assert_close(td[:, 0], (expected - q_tot).detach())
+        assert values.shape == twin_values.shape == (len(view.rewards), 1)
+        torch.testing.assert_close(targets[:, 0], expected)
+        torch.testing.assert_close(values[:, 0].detach(), q_tot)
+        torch.testing.assert_close(twin_values[:, 0].detach(), twin_tot)
+        torch.testing.assert_close(term.td_errors[:, 0, 0], (expected - q_tot).detach())
+        weights = view.weights * view.mask
+        first_error = (weights * (q_tot - expected).square()).sum() / view.mask.sum()
+        twin_error = (weights * (twin_tot - expected).square()).sum() / view.mask.sum()
+        assert float(term.metrics["critic_loss"]) == pytest.approx(
+            float(0.5 * (first_error + twin_error)), rel=1e-5
+        )
         lowered = mixed_first - torch.minimum(mixed_first, mixed_second)
         gap = learner.metrics.peek(("ddpg_team", "twin_target_gap"))
         assert float(gap) == pytest.approx(float(lowered.mean()), rel=1e-5)
@@ -315,7 +321,7 @@ def test_facmac_twin_critics_bootstrap_on_the_smaller_mixed_target(ray_session):
             second = torch.stack([critic.target_twin_net(x)[:, 0] for x in following], -1)
             mixed_second = mixer.target_twin_hypernetworks(second, next_state)
         assert (mixed_second < mixed_first).all()
-        learner._mixed(*mixed_inputs)
+        team_terms(learner, view)
         gap = learner.metrics.peek(("ddpg_team", "twin_target_gap"))
         assert float(gap) == pytest.approx(float((mixed_first - mixed_second).mean()), rel=1e-5)
         assert float(gap) > 0.0
@@ -330,29 +336,28 @@ def test_iddpg_twin_targets_and_smoothed_target_actions(ray_session):
     algo = build("iddpg", twin_q=True, smooth_target_policy=True, target_noise_clip=0.3)
     try:
         algo.train()
-        learner = algo.learner_group._learner
+        learner = local_learner(algo)
         _, columns = learner_batch(algo)
-        obs, next_obs, state, next_state, actions, rewards, done = columns_at_step(columns)
+        view = learner.batch_view(columns)
+        obs, next_obs, actions, rewards = view.obs, view.next_obs, view.actions, view.rewards
         actor = learner.module[target_module_id("shared")]
         plain = actor.actions(next_obs[:, 0]).detach()
-        smoothed = learner._target_action(0, next_obs[:, 0])
+        smoothed = learner.target_action(0, next_obs[:, 0])
         half = 0.5 * (actor.high - actor.low)
         assert (smoothed - plain).abs().max() <= (0.3 * half).max() + 1e-6
         assert not torch.allclose(smoothed, plain)
         assert ((smoothed >= actor.low) & (smoothed <= actor.high)).all()
         next_actions = torch.stack([plain] * 3, 1)
-        (values, targets), _, _ = learner._local(
-            [0, 1, 2], obs, next_obs, actions, next_actions, next_actions, rewards, done
-        )
+        view = dataclasses.replace(view, next_actions=next_actions)
+        terms = team_terms(learner, view).terms
         critic = learner.module[critic_module_id("shared")]
         for i in range(3):
             x = torch.cat([next_obs[:, i], next_actions[:, i]], -1)
             smaller = torch.minimum(critic.target_net(x), critic.target_twin_net(x))[:, 0]
-            y = rewards[:, i] + learner.settings.gamma * (1 - done) * smaller
-            torch.testing.assert_close(targets[:, 0, i], y.detach())
-            torch.testing.assert_close(targets[:, 0, 3 + i], y.detach())
+            y = rewards[:, i] + learner.settings.gamma * (1 - view.done) * smaller
+            torch.testing.assert_close(terms["targets"][:, i], y.detach())
             x_taken = torch.cat([obs[:, i], actions[:, i]], -1)
-            torch.testing.assert_close(values[:, 0, 3 + i], critic.twin_net(x_taken)[:, 0])
+            torch.testing.assert_close(terms["twin_values"][:, i], critic.twin_net(x_taken)[:, 0])
     finally:
         algo.stop()
 

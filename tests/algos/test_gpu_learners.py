@@ -5,7 +5,7 @@ import pytest
 import torch
 
 from marllib_ext import algos
-from marllib_ext.rllib_compat import CapturesTrainBatch
+from marllib_ext.rllib_compat import CapturesTrainBatch, local_learner
 
 pytestmark = pytest.mark.skipif(
     not torch.cuda.is_available(), reason="needs CUDA (no GPU on this machine)"
@@ -47,7 +47,7 @@ def test_learner_batches_and_modules_are_on_the_gpu(gpu_ray, name):
     algorithm = config.learners(learner_class=capturing).build_algo()
     try:
         algorithm.train()
-        learner = algorithm.learner_group._learner
+        learner = local_learner(algorithm)
         for module_id, rows in learner.last_train_batch.policy_batches.items():
             for column, value in rows.items():
                 if isinstance(value, torch.Tensor):

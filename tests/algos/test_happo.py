@@ -9,6 +9,7 @@ from ray.rllib.core.columns import Columns
 from marllib_ext import algos
 from marllib_ext.algos.happo import HAPPO_FACTOR, TEAM_ROW, HAPPOLearner
 from marllib_ext.errors import ConfigError
+from marllib_ext.rllib_compat import local_learner
 from tests.helpers import counter_config
 from tests.postprocessing.test_joint_advantage import CounterEnv  # noqa: F401 (registers)
 
@@ -53,7 +54,7 @@ def test_each_policy_is_updated_after_the_previous_ones_with_their_new_ratios(ra
     algorithm = config.build_algo()
     try:
         algorithm.train()
-        learner = algorithm.learner_group._learner
+        learner = local_learner(algorithm)
         order = list(learner.last_order)
         critic_part, *actor_parts = PARTS
         assert all(m.startswith("joint_critic") for m in critic_part)  # the critic first
@@ -89,7 +90,7 @@ def test_the_order_is_drawn_afresh_each_iteration(ray_session):
         orders = set()
         for _ in range(6):
             algorithm.train()
-            orders.add(tuple(algorithm.learner_group._learner.last_order))
+            orders.add(tuple(local_learner(algorithm).last_order))
     finally:
         algorithm.stop()
     assert len(orders) > 1
@@ -127,7 +128,7 @@ def test_efx_happo_applies_the_conservative_advantage_sequentially(ray_session):
     algorithm = config.build_algo()
     try:
         result = algorithm.train()
-        learner = algorithm.learner_group._learner
+        learner = local_learner(algorithm)
         assert isinstance(learner, EFXHAPPOLearner) and len(learner.last_order) == 2
     finally:
         algorithm.stop()

@@ -10,6 +10,7 @@ from marllib_ext import algos, make_env
 from marllib_ext.envs import register_env
 from marllib_ext.errors import ConfigError
 from marllib_ext.policies.q_agent import target_module_id
+from marllib_ext.rllib_compat import local_learner, priorities_from_learner
 from tests.helpers import EPISODE_LENGTH, CounterEnv, reward_of
 from tests.postprocessing.test_team_critics import TwoTeamCounterEnv
 
@@ -104,15 +105,45 @@ def test_stored_team_transitions_pair_agents_at_one_env_step(ray_session):
         algo.stop()
 
 
-def test_gru_agents_train_on_whole_episodes_with_roer_priorities(ray_session):
+def test_gru_agents_train_on_whole_episodes_with_js_priorities(ray_session):
+    """GRU agents replay whole episodes; the priorities handed to the store are JS's
+    rule on each step's team TD error (written out here), not KL's or PER's, and the
+    store blends them into the old ones with ROER's EMA step per_beta."""
     algo = build("qmix", use_rnn=True, per_type="JS", batch_episode=2)
     try:
         for _ in range(3):
             algo.train()
-        priorities = algo.store.arrays["priority"][algo.store.valid_steps()]
-        assert len(set(np.round(priorities, 6).tolist())) > 1  # priorities were updated
-        batch = algo.store.sample_episodes(2)
-        assert batch.mask.shape[1] == EPISODE_LENGTH
+        learner = local_learner(algo)
+        sampled = algo.store.sample_episodes(2)
+        assert sampled.mask.shape[1] == EPISODE_LENGTH
+        batch = {"joint_q": {k: torch.as_tensor(v) for k, v in sampled.columns().items()}}
+        with torch.no_grad():
+            learner.compute_losses(fwd_out={}, batch=batch)
+            view = learner.batch_view(batch["joint_q"])
+            td = learner.team_loss(module_id="joint_q", agent_index=[0, 1, 2], view=view)
+        handed = priorities_from_learner(
+            {"joint_q": learner.metrics.reduce()["joint_q"]}, "joint_q"
+        )
+        s = learner.settings
+        flat = td.td_errors.double().reshape(-1)
+        js = s.js_min_weight + torch.sigmoid(
+            torch.clamp(flat / s.temp, -s.max_clip, s.max_clip)
+        ) * (s.js_max_weight - s.js_min_weight)
+        js = (js / js.mean()).reshape(td.td_errors.shape).mean(-1).numpy()
+        np.testing.assert_allclose(handed, js, rtol=1e-5)
+        kl = torch.clamp(torch.exp(flat / s.temp), s.min_clip, s.max_clip)
+        assert not np.allclose(handed, (kl / kl.mean()).reshape(js.shape).numpy(), rtol=1e-3)
+        assert not np.allclose(handed, (flat.abs() + 1e-6).reshape(js.shape).numpy(), rtol=1e-3)
+        length = sampled.mask.shape[1]
+        old = algo.store.arrays["priority"][sampled.slots, :length].copy()
+        algo.store.update_priorities(sampled, handed)
+        new = algo.store.arrays["priority"][sampled.slots, :length]
+        once = np.unique(sampled.slots, return_counts=True)
+        single = np.isin(sampled.slots, once[0][once[1] == 1])
+        steps = (sampled.mask > 0) & single[:, None]
+        np.testing.assert_allclose(
+            new[steps], ((1 - s.per_beta) * old + s.per_beta * handed)[steps], rtol=1e-5
+        )
     finally:
         algo.stop()
 
@@ -123,7 +154,7 @@ def test_hard_target_update_copies_online_networks(ray_session):
     try:
         for _ in range(3):
             algo.train()
-        learner = algo.learner_group._learner
+        learner = local_learner(algo)
         online = learner.module["shared"].state_dict()
         target = learner.module[target_module_id("shared")].state_dict()
         for key in online:
@@ -137,7 +168,7 @@ def test_targets_lag_without_a_due_update(ray_session):
     try:
         for _ in range(3):
             algo.train()
-        learner = algo.learner_group._learner
+        learner = local_learner(algo)
         online = learner.module["shared"].state_dict()
         target = learner.module[target_module_id("shared")].state_dict()
         assert any(not torch.equal(online[k], target[k]) for k in online)
@@ -148,7 +179,7 @@ def test_targets_lag_without_a_due_update(ray_session):
 def test_state_normalize_standardizes_the_mixer_state_with_running_moments(ray_session):
     algo = build("qmix", state_normalize=True)
     try:
-        mixer = algo.learner_group._learner.module["joint_q"]
+        mixer = local_learner(algo).module["joint_q"]
         assert mixer.state_normalize and float(mixer.state_count) == 0.0
         algo.train()
         algo.train()
@@ -175,7 +206,7 @@ def test_two_teams_get_one_mixer_each(ray_session):
         result = algo.train()
         learners = result["learners"]
         assert {"joint_q_blue", "joint_q_red"} <= set(learners)
-        assert set(algo.learner_group._learner.module.keys()) >= {"blue", "red"}
+        assert set(local_learner(algo).module.keys()) >= {"blue", "red"}
     finally:
         algo.stop()
 
@@ -220,7 +251,7 @@ def test_vdn_learner_loss_matches_a_step_by_step_reference(ray_session):
     try:
         for _ in range(3):
             algo.train()
-        learner = algo.learner_group._learner
+        learner = local_learner(algo)
         sampled = algo.store.sample_transitions(64)
         batch = {"joint_q": {k: torch.as_tensor(v) for k, v in sampled.columns().items()}}
         with torch.no_grad():
@@ -250,7 +281,7 @@ def test_remote_env_runners_act_with_the_learners_weights(ray_session):
         for _ in range(3):
             algo.train()
         assert len(algo.store) == 6
-        learner_weights = algo.learner_group._learner.module["shared"].state_dict()
+        learner_weights = local_learner(algo).module["shared"].state_dict()
         (runner_weights,) = algo.env_runner_group.foreach_env_runner(
             lambda runner: {k: v.clone() for k, v in runner.module["shared"].state_dict().items()},
             local_env_runner=False,
@@ -259,3 +290,22 @@ def test_remote_env_runners_act_with_the_learners_weights(ray_session):
             torch.testing.assert_close(runner_weights[key], value)
     finally:
         algo.stop()
+
+
+@pytest.mark.parametrize(
+    ("name", "key", "value"), [("vdn", "mixer", "qmix"), ("iql", "mixer", "vdn")]
+)
+def test_the_mixer_is_the_algorithms_not_a_key(name, key, value):
+    with pytest.raises(ConfigError, match=key):
+        algos.get(name, **{key: value}).settings("mpe:simple_spread")
+
+
+@pytest.mark.parametrize(
+    ("name", "learner", "mixer"),
+    [("iql", "IQLLearner", "none"), ("vdn", "VDNLearner", "vdn"), ("qmix", "QMIXLearner", "qmix")],
+)
+def test_each_algorithm_trains_its_own_learner_and_mixer(name, learner, mixer):
+    config = algos.get(name).rllib_config("mpe:simple_spread")
+    assert config.learner_class.__name__ == learner
+    team = config.rl_module_spec.rl_module_specs["joint_q"]
+    assert team.model_config["mixer"] == mixer

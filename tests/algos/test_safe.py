@@ -10,6 +10,7 @@ from marllib_ext.algos.safe import RESULT_KEY, log_episode_cost
 from marllib_ext.envs import register_env
 from marllib_ext.errors import ConfigError
 from marllib_ext.policies import CRITIC_MODULE_ID
+from marllib_ext.rllib_compat import local_learner
 from tests.helpers import CostTradeoffEnv
 
 SAFE_ALGOS = tuple(algos.algorithms_that(needs_costs=True))
@@ -95,7 +96,7 @@ def test_checkpoint_restore_keeps_the_multiplier(ray_session, tmp_path, name):
     assert multiplier != pytest.approx(0.3)
     restored = Algorithm.from_checkpoint(str(tmp_path / "checkpoint"))
     try:
-        learner = restored.learner_group._learner
+        learner = local_learner(restored)
         assert learner.multiplier.multiplier == pytest.approx(multiplier)
         restored.train()
     finally:

@@ -6,7 +6,7 @@ import torch
 from ray.rllib.core.learner.learner import VF_LOSS_KEY
 
 from marllib_ext import algos
-from marllib_ext.algos.learners import masked_value_loss
+from marllib_ext.algos.ppo.learners import masked_value_loss
 from marllib_ext.policies import CRITIC_MODULE_ID
 
 

@@ -10,13 +10,15 @@ from marllib_ext.ops.joint_q import (
     double_q_next_values,
     epsilon_greedy,
     linear_schedule,
+)
+from marllib_ext.ops.mixers import vdn_mix
+from marllib_ext.ops.td import (
     masked_td_loss,
     merge_moments,
     standardized_rewards,
     td_targets,
     team_sum,
 )
-from marllib_ext.ops.mixers import vdn_mix
 
 
 def test_chosen_action_values_literal():

@@ -10,7 +10,7 @@ import pytest
 import torch
 from ray.rllib.core.columns import Columns
 
-from marllib_ext.algos.learners import JointCriticPPOLearner
+from marllib_ext.algos.ppo.learners import JointCriticPPOLearner
 from marllib_ext.envs import register_env
 from marllib_ext.policies import CRITIC_MODULE_ID, STATE
 from marllib_ext.postprocessing import JointAdvantageConnector

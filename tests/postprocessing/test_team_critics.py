@@ -10,7 +10,7 @@ import torch
 from ray.rllib.core.columns import Columns
 
 from marllib_ext import algos
-from marllib_ext.algos.learners import JointCriticPPOLearner
+from marllib_ext.algos.ppo.learners import JointCriticPPOLearner
 from marllib_ext.envs import make_env, register_env
 from marllib_ext.errors import ConfigError
 from marllib_ext.policies import STATE, critic_module_id

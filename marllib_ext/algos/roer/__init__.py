@@ -19,11 +19,10 @@ from marllib_ext.algos.roer.buffers import (
 )
 from marllib_ext.algos.roer.builders import build_isac_roer, build_sac_roer
 from marllib_ext.algos.roer.learner import VALUE_LOSS_KEY, ROERSACLearner
-from marllib_ext.algos.roer.settings import PER_TYPES, ROERSettings
+from marllib_ext.algos.roer.settings import ROERSettings
 from marllib_ext.policies.roer_sac import ROERSACTorchRLModule
 
 __all__ = [
-    "PER_TYPES",
     "ROERSAC",
     "VALUE_LOSS_KEY",
     "ROERMultiAgentPrioritizedEpisodeReplayBuffer",

@@ -17,7 +17,7 @@ class ROERSAC(BuildsReplayBuffer, SAC):
 
     def replay_buffer(self, default, buffer_config: dict):
         settings = settings_of(self.config)
-        if settings.per_type not in ("KL", "JS"):
+        if not settings.priority_rule.roer:
             return default
         multi_agent = buffer_config.pop("type").startswith("MultiAgent")
         buffer_class = (

@@ -22,22 +22,16 @@ from marllib_ext.policies.roer_sac import ROERSACTorchRLModule
 def _replay_buffer_config(settings: ROERSettings, multi_agent: bool) -> dict:
     prefix = "MultiAgent" if multi_agent else ""
     capacity = settings.buffer_capacity
-    if settings.per_type == "uniform":
+    rule = settings.priority_rule
+    if not rule.prioritized:
         return {"type": f"{prefix}EpisodeReplayBuffer", "capacity": capacity}
-    if settings.per_type == "PER":
-        return {
-            "type": f"{prefix}PrioritizedEpisodeReplayBuffer",
-            "capacity": capacity,
-            "alpha": settings.per_alpha,
-            "beta": settings.per_importance_beta,
-        }
-    # SACConfig.validate accepts only RLlib's buffer names; ROERSAC swaps in the ROER
-    # subclass of this type when the buffer is built.
+    # KL / JS: SACConfig.validate accepts only RLlib's buffer names; ROERSAC swaps in
+    # the ROER subclass of this type when the buffer is built.
     return {
         "type": f"{prefix}PrioritizedEpisodeReplayBuffer",
         "capacity": capacity,
-        "alpha": 1.0,
-        "beta": 0.0,
+        "alpha": rule.sampling_alpha(settings),
+        "beta": rule.importance_beta(settings),
     }
 
 

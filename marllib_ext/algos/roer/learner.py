@@ -10,11 +10,6 @@ from ray.rllib.core.columns import Columns
 from ray.rllib.utils.annotations import override
 
 from marllib_ext.ops.roer import (
-    gumbel_value_loss,
-    js_priority,
-    js_value_loss,
-    kl_priority,
-    squared_value_loss,
     state_value_td_error,
 )
 from marllib_ext.rllib_compat import (
@@ -62,16 +57,10 @@ class ROERSACLearner(SameModuleOrderOnEveryLearner, SACTorchLearner):
         values = module.compute_state_values(batch[Columns.OBS])
         q = self._q_of_taken_actions(module, batch, fwd_out).detach()
         diff = q - values
-        if roer.per_type == "KL":
-            value_loss, norm = gumbel_value_loss(
-                diff, temp=roer.temp, gumbel_max_clip=roer.gumbel_max_clip
-            )
-        elif roer.per_type == "JS":
-            value_loss, norm = js_value_loss(
-                diff, temp=roer.temp, gumbel_max_clip=roer.gumbel_max_clip
-            )
-        else:
-            value_loss, norm = squared_value_loss(diff), torch.ones((), device=diff.device)
+        rule = roer.priority_rule
+        value_loss, norm = rule.value_loss(
+            diff, temp=roer.temp, gumbel_max_clip=roer.gumbel_max_clip
+        )
         value_loss = value_loss.mean()
 
         with torch.no_grad():
@@ -88,24 +77,8 @@ class ROERSACLearner(SameModuleOrderOnEveryLearner, SACTorchLearner):
             "td_error_mean": td_error.mean(),
             "v_mean": values.mean(),
         }
-        if roer.per_type in ("KL", "JS"):
-            if roer.per_type == "KL":
-                priority, weight = kl_priority(
-                    td_error,
-                    temp=roer.temp,
-                    min_clip=roer.min_clip,
-                    max_clip=roer.max_clip,
-                    normalize=roer.std_normalize,
-                )
-            else:
-                priority, weight = js_priority(
-                    td_error,
-                    temp=roer.temp,
-                    max_clip=roer.max_clip,
-                    js_min_weight=roer.js_min_weight,
-                    js_max_weight=roer.js_max_weight,
-                    normalize=roer.std_normalize,
-                )
+        if rule.roer:  # PER's priorities are RLlib's own |TD error| of the Q loss
+            priority, weight = rule.priorities(td_error, roer)
             hand_priorities_to_replay(self.metrics, module_id, priority)
             metrics.update({"priority_mean": priority.mean(), "per_weight": weight.mean()})
         self.metrics.log_dict(metrics, key=module_id, window=1)

@@ -1,45 +1,19 @@
-"""ROER's settings: SAC core plus the prioritization hyperparameters (seed 003)."""
+"""ROER's settings: SAC core plus the shared prioritization fields (seed 003)."""
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 
 from marllib_ext.algos.config import ACTIVATION_NAMES, Check, Settings, divisible_by_learners
-
-PER_TYPES = ("KL", "JS", "PER", "uniform")
-
-
-def priority_checks(settings) -> list[Check]:
-    """Checks of the prioritization fields shared by every replay algorithm
-    (``per_type``, ``temp``, the clips, the JS weights, ``per_beta``)."""
-    return [
-        (settings.per_type in PER_TYPES, "per_type", f"one of {PER_TYPES}"),
-        (settings.temp > 0, "temp", "must be > 0"),
-        (0 < settings.min_clip <= settings.max_clip, "min_clip", "need 0 < min_clip <= max_clip"),
-        (
-            0 < settings.js_min_weight <= settings.js_max_weight,
-            "js_min_weight",
-            "need 0 < js_min_weight <= js_max_weight",
-        ),
-        (0 < settings.per_beta <= 1, "per_beta", "must be in (0, 1]"),
-    ]
+from marllib_ext.replay.prioritization import PrioritizedReplayFields
 
 
 @dataclass(frozen=True)
-class ROERSettings(Settings):
-    """SAC core plus ROER's hyperparameters (seed 003 tables)."""
+class ROERSettings(Settings, PrioritizedReplayFields):
+    """SAC core plus ROER's hyperparameters (seed 003 tables); the prioritization
+    fields are ``PrioritizedReplayFields``."""
 
-    per_type: str
-    temp: float
-    min_clip: float
-    max_clip: float
     gumbel_max_clip: float
-    js_min_weight: float
-    js_max_weight: float
-    per_beta: float
-    std_normalize: bool
-    per_alpha: float
-    per_importance_beta: float
     gamma: float
     actor_lr: float
     critic_lr: float
@@ -62,7 +36,6 @@ class ROERSettings(Settings):
 
     def checks(self) -> list[Check]:
         return [
-            *priority_checks(self),
             (self.gumbel_max_clip > 0, "gumbel_max_clip", "must be > 0"),
             (0 <= self.gamma <= 1, "gamma", "must be in [0, 1]"),
             (self.train_batch_size > 0, "train_batch_size", "must be > 0"),

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from marllib_ext.algos.ppo_family import build_joint_critic_ppo, central_critic_spec
+from marllib_ext.algos.ppo.builders import build_joint_critic_ppo, central_critic_spec
 from marllib_ext.algos.safe.callbacks import log_episode_cost, update_cost_multiplier
 from marllib_ext.algos.safe.cup import CUPLearner
 from marllib_ext.algos.safe.focops import FOCOPSLearner

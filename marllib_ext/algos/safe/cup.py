@@ -10,7 +10,7 @@ from ray.rllib.core.learner.training_data import TrainingData
 from ray.rllib.policy.sample_batch import MultiAgentBatch, SampleBatch
 from ray.rllib.utils.annotations import override
 
-from marllib_ext.algos.learners import masked_mean
+from marllib_ext.algos.ppo.learners import masked_mean
 from marllib_ext.algos.safe.learner import SafeJointCriticLearner, ratio_kl_entropy
 from marllib_ext.ops.lagrange import cup_coefficient, cup_projection_loss
 from marllib_ext.policies.joint_critic import is_critic_module

@@ -7,7 +7,7 @@ from ray.rllib.core.columns import Columns
 from ray.rllib.core.learner.learner import POLICY_LOSS_KEY
 from ray.rllib.utils.annotations import override
 
-from marllib_ext.algos.learners import masked_mean
+from marllib_ext.algos.ppo.learners import masked_mean
 from marllib_ext.algos.safe.learner import SafeJointCriticLearner, ratio_kl_entropy
 from marllib_ext.ops.lagrange import focops_loss
 from marllib_ext.rllib_compat import plain_module

@@ -11,7 +11,7 @@ from ray.rllib.algorithms.ppo.torch.ppo_torch_learner import PPOTorchLearner
 from ray.rllib.core.columns import Columns
 from ray.rllib.utils.annotations import override
 
-from marllib_ext.algos.learners import JointCriticPPOLearner, masked_value_loss
+from marllib_ext.algos.ppo.learners import JointCriticPPOLearner, masked_value_loss
 from marllib_ext.ops.lagrange import Lagrange, PIDLagrangian
 from marllib_ext.policies.joint_critic import COST_VF_PREDS, team_critic_ids
 from marllib_ext.postprocessing.cost_advantage import (

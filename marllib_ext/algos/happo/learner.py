@@ -8,21 +8,14 @@ from __future__ import annotations
 
 import numpy as np
 import torch
-from ray.rllib.algorithms.ppo import PPOConfig
 from ray.rllib.algorithms.ppo.torch.ppo_torch_learner import PPOTorchLearner
 from ray.rllib.core.columns import Columns
 from ray.rllib.policy.sample_batch import SampleBatch
 from ray.rllib.utils.annotations import override
 
-from marllib_ext.algos.config import CentralCriticSettings
-from marllib_ext.algos.learners import JointCriticPPOLearner
-from marllib_ext.algos.policy_sharing import policy_mapping
-from marllib_ext.algos.ppo_family import build_mappo
-from marllib_ext.envs.handle import EnvHandle
-from marllib_ext.errors import ConfigError
+from marllib_ext.algos.ppo.learners import JointCriticPPOLearner
 from marllib_ext.ops.happo import team_row_log_ratio
 from marllib_ext.policies.joint_critic import is_critic_module
-from marllib_ext.postprocessing.efx_advantage import EFXJointAdvantageConnector
 from marllib_ext.postprocessing.joint_advantage import JointAdvantageConnector
 from marllib_ext.rllib_compat import first_learners_array, learner_batch, plain_module
 
@@ -44,10 +37,6 @@ class TeamRowColumn:
 
 class HAPPOAdvantageConnector(TeamRowColumn, JointAdvantageConnector):
     """MAPPO's team GAE plus the team-row column."""
-
-
-class EFXHAPPOAdvantageConnector(TeamRowColumn, EFXJointAdvantageConnector):
-    """EFX's conservative advantage (``efx_mappo``'s hook) plus the team-row column."""
 
 
 class HAPPOLearner(JointCriticPPOLearner):
@@ -126,38 +115,3 @@ class HAPPOLearner(JointCriticPPOLearner):
             self.metrics.log_value((module_id, FACTOR_MEAN), factor.mean(), window=1)
             batch = {**batch, Columns.ADVANTAGES: batch[Columns.ADVANTAGES] * factor}
         return super().actor_loss(module_id=module_id, config=config, batch=batch, fwd_out=fwd_out)
-
-
-def check_heterogeneous(env: EnvHandle, share_policy: str) -> None:
-    """HAPPO needs several policies in a team to update one after another."""
-    mapping = policy_mapping(env, share_policy)
-    for team, agents in env.layout.teams.items():
-        policies = {mapping[agent] for agent in agents}
-        if len(agents) > 1 and len(policies) == 1:
-            raise ConfigError(
-                f"happo updates policies one after another; share_policy={share_policy!r} "
-                f"gives team {team!r} of env {env.name!r} one policy. Use "
-                "share_policy='individual' (or 'group' where the team has several groups)"
-            )
-
-
-def build_happo(
-    settings: CentralCriticSettings,
-    env: EnvHandle,
-    share_policy: str,
-    seed: int | None,
-    *,
-    learner_class: type[HAPPOLearner] = HAPPOLearner,
-    extra_inputs: int = 0,
-) -> PPOConfig:
-    """HAPPO: MAPPO's central critic, actors updated sequentially with the factor M."""
-    check_heterogeneous(env, share_policy)
-    return build_mappo(
-        settings, env, share_policy, seed, learner_class=learner_class, extra_inputs=extra_inputs
-    )
-
-
-class EFXHAPPOLearner(HAPPOLearner):
-    """``efx_happo``: HAPPO on EFX's conservative advantage."""
-
-    advantage_connector_class = EFXHAPPOAdvantageConnector

@@ -1,11 +1,6 @@
-"""EFXplorer conservative exploration on the joint-critic pipelines (``efx_mappo``,
-``efx_vdppo``): learners and config builders.
-
-Settings: :mod:`marllib_ext.algos.efx_settings`; budget range:
-:mod:`marllib_ext.algos.efx_budget`; callbacks and outer loop:
-:mod:`marllib_ext.algos.efx_outer_loop`; connectors: ``postprocessing.budget`` and
-``postprocessing.efx_advantage``.
-"""
+"""The EFX configs (``efx_mappo``, ``efx_vdppo``, ``efx_happo``): the joint-critic
+pipeline's config with the budget connector on the env runners, the EFX learner, the
+outer-loop callbacks and, with ``budget_temperature``, the budget-scaled actors."""
 
 from __future__ import annotations
 
@@ -17,19 +12,11 @@ from ray.rllib.algorithms.ppo import PPOConfig
 from ray.rllib.algorithms.ppo.torch.default_ppo_torch_rl_module import DefaultPPOTorchRLModule
 from ray.rllib.core.rl_module.multi_rl_module import MultiRLModuleSpec
 
-from marllib_ext.algos.efx_outer_loop import (
-    PROGRESS_COLUMNS,
-    RESULT_KEY,
-    budget_connector,
-    episode_team_logp,
-    log_episode_returns,
-    progress,
-    update_budget,
-)
-from marllib_ext.algos.efx_settings import EFXFields
-from marllib_ext.algos.happo import EFXHAPPOLearner, build_happo
-from marllib_ext.algos.learners import JointCriticPPOLearner
-from marllib_ext.algos.ppo_family import build_mappo, build_vdppo
+from marllib_ext.algos.efx.learners import EFXHAPPOLearner, EFXJointCriticLearner, EFXVDLearner
+from marllib_ext.algos.efx.outer_loop import log_episode_returns, update_budget
+from marllib_ext.algos.efx.settings import EFXFields
+from marllib_ext.algos.happo.builders import build_happo
+from marllib_ext.algos.ppo.builders import build_mappo, build_vdppo
 from marllib_ext.envs.handle import EnvHandle
 from marllib_ext.envs.time_feature import TIME_FEATURE_ARG
 from marllib_ext.policies.budget_actor import (
@@ -39,39 +26,9 @@ from marllib_ext.policies.budget_actor import (
 )
 from marllib_ext.postprocessing.budget import BudgetObservationConnector
 from marllib_ext.postprocessing.budget_input import BudgetInput
-from marllib_ext.postprocessing.efx_advantage import (
-    EFXJointAdvantageConnector,
-    EFXVDJointAdvantageConnector,
-)
-
-__all__ = [
-    "PROGRESS_COLUMNS",
-    "RESULT_KEY",
-    "EFXJointCriticLearner",
-    "EFXVDJointAdvantageConnector",
-    "EFXVDLearner",
-    "budget_connector",
-    "build_efx_happo",
-    "build_efx_mappo",
-    "build_efx_vdppo",
-    "episode_team_logp",
-    "progress",
-]
 
 
-class EFXJointCriticLearner(JointCriticPPOLearner):
-    """MAPPO learner whose advantage connector applies the conservative advantage."""
-
-    advantage_connector_class = EFXJointAdvantageConnector
-
-
-class EFXVDLearner(EFXJointCriticLearner):
-    """VDPPO learner with the conservative advantage."""
-
-    advantage_connector_class = EFXVDJointAdvantageConnector
-
-
-def _budget_connector_factory(env, spaces, device, *, settings, seed):
+def budget_connector_factory(env, spaces, device, *, settings, seed):
     return [BudgetObservationConnector(settings=settings, seed=seed)]
 
 
@@ -98,9 +55,7 @@ def with_budget_temperature(config: PPOConfig, env: EnvHandle, hidden: int) -> N
     config.rl_module(rl_module_spec=MultiRLModuleSpec(rl_module_specs=specs))
 
 
-def _with_budget(
-    base_builder, learner_class: type[JointCriticPPOLearner], name: str
-) -> Callable[..., PPOConfig]:
+def _with_budget(base_builder, learner_class: type, name: str) -> Callable[..., PPOConfig]:
     """A registry builder: ``base_builder`` + z-conditioned actors + budget outer loop.
 
     ``settings`` arrive with the budget range resolved (the registry's ``resolve``)."""
@@ -120,7 +75,7 @@ def _with_budget(
             with_budget_temperature(config, env, settings.budget_temperature_hidden)
         return config.env_runners(
             env_to_module_connector=functools.partial(
-                _budget_connector_factory, settings=settings, seed=seed
+                budget_connector_factory, settings=settings, seed=seed
             )
         ).callbacks(on_episode_end=log_episode_returns, on_train_result=update_budget)
 

@@ -17,14 +17,14 @@ from ray.rllib.core.learner.learner import ENTROPY_KEY, POLICY_LOSS_KEY, VF_LOSS
 from ray.rllib.utils.annotations import override
 
 from marllib_ext.algos.config import CentralCriticSettings, Check, PPOSettings, VDSettings
-from marllib_ext.algos.learners import (
+from marllib_ext.algos.ppo.builders import build_ippo, build_mappo, build_vdppo
+from marllib_ext.algos.ppo.learners import (
     JointCriticPPOLearner,
     VDPPOLearner,
     WholeBatchSteps,
     masked_mean,
     masked_value_loss,
 )
-from marllib_ext.algos.ppo_family import build_ippo, build_mappo, build_vdppo
 from marllib_ext.ops.a2c import a2c_policy_loss
 from marllib_ext.rllib_compat import SameModuleOrderOnEveryLearner, plain_module
 

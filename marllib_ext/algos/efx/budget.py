@@ -9,7 +9,7 @@ from typing import Protocol, TypeVar
 import gymnasium as gym
 import numpy as np
 
-from marllib_ext.algos.efx_settings import Z_BOUNDS_MODES
+from marllib_ext.algos.efx.settings import Z_BOUNDS_MODES
 from marllib_ext.envs.handle import EnvHandle
 from marllib_ext.errors import ConfigError
 from marllib_ext.ops.efx import (

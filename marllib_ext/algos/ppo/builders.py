@@ -16,8 +16,8 @@ from marllib_ext.algos.config import (
     VDSettings,
     learner_share,
 )
-from marllib_ext.algos.learners import JointCriticPPOLearner, PPOLearner, VDPPOLearner
 from marllib_ext.algos.policy_sharing import PolicyMappingFn, policy_mapping
+from marllib_ext.algos.ppo.learners import JointCriticPPOLearner, PPOLearner, VDPPOLearner
 from marllib_ext.envs.handle import EnvHandle
 from marllib_ext.errors import ConfigError
 from marllib_ext.policies.joint_critic import (

@@ -1,0 +1,161 @@
+"""Joint Q-learning learners: ``iql``, ``vdn``, ``qmix`` (MARLlib / PyMARL).
+
+Every agent's online and target Q network runs once per replayed batch
+(``JointQLearner.batch_view``); each team then takes its TD loss (``team_loss``):
+
+- ``IQLLearner``: every agent its own double-Q target on its own reward;
+- ``MixedQLearner`` (``VDNLearner``, ``QMIXLearner``): the team's mixer module mixes the
+  chosen values into ``Q_tot`` (the sum for VDN, the hypernetwork mixer on the state for
+  QMIX; the builder gives each algorithm its mixer) and the joint double-Q target on
+  the team reward.
+
+Targets: a hard copy every ``target_network_update_freq`` sampled episodes (MARLlib),
+or Polyak averaging with ``tau`` after every update. The math is in ``ops.joint_q`` and
+``ops.td``.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+import torch
+from ray.rllib.utils.annotations import override
+
+from marllib_ext.algos.team_replay.algorithm import EPISODES_SAMPLED
+from marllib_ext.algos.team_replay.learner import TeamLoss, TeamReplayLearner
+from marllib_ext.ops.joint_q import chosen_action_values, double_q_next_values
+from marllib_ext.ops.td import masked_td_loss, standardized_rewards, td_targets, team_sum
+from marllib_ext.policies.q_agent import JointQMixer, target_module_id
+
+
+@dataclass
+class JointQBatch:
+    """One replayed batch seen by every team: ``chosen (B, L, n)`` online values of the
+    taken actions, ``next_values (B, L, n)`` double-Q bootstrap values, rewards
+    ``(B, L, n)`` (standardized with ``reward_standardize``), ``mask (B, L)``."""
+
+    columns: dict[str, torch.Tensor]
+    chosen: torch.Tensor
+    next_values: torch.Tensor
+    rewards: torch.Tensor
+    mask: torch.Tensor
+
+    @property
+    def length(self) -> int:
+        return self.mask.shape[1]
+
+
+class JointQLearner(TeamReplayLearner):
+    """Agent Q networks on the team batch; ``team_loss`` is the algorithm's."""
+
+    @override(TeamReplayLearner)
+    def build(self) -> None:
+        super().build()
+        self.last_target_sync = 0
+
+    @override(TeamReplayLearner)
+    def optimizer_for(self, module_id, params):
+        settings = self.settings
+        if settings.optimizer == "rmsprop":  # PyMARL's RMSprop settings
+            return torch.optim.RMSprop(params, lr=settings.lr, alpha=0.99, eps=1e-5), settings.lr
+        return torch.optim.Adam(params, lr=settings.lr), settings.lr
+
+    def agent_q_values(self, obs: torch.Tensor, *, target: bool) -> torch.Tensor:
+        """``(B, L + 1, n, d)`` observations -> ``(B, L + 1, n, A)`` per-agent values."""
+        values = []
+        for index, agent in enumerate(self.agents):
+            policy = self.policy_of[agent]
+            network = self.module[target_module_id(policy) if target else policy]
+            values.append(network.q_sequence(obs[:, :, index, : self.obs_dim_of[agent]]))
+        return torch.stack(values, dim=2)
+
+    @override(TeamReplayLearner)
+    def batch_view(self, columns: dict[str, torch.Tensor]) -> JointQBatch:
+        obs, mask, rewards = columns["obs"], columns["mask"], columns["rewards"]
+        if self.settings.reward_standardize:
+            rewards = standardized_rewards(rewards, mask)
+        length = mask.shape[1]
+        q = self.agent_q_values(obs, target=False)  # (B, L + 1, n, A)
+        with torch.no_grad():
+            next_values = double_q_next_values(
+                q[:, 1:].detach(), self.agent_q_values(obs, target=True)[:, 1:]
+            )  # (B, L, n)
+        chosen = chosen_action_values(q[:, :length], columns["actions"])  # (B, L, n)
+        return JointQBatch(columns, chosen, next_values, rewards, mask)
+
+    def _team_loss(self, values, targets, view: JointQBatch, td_errors) -> TeamLoss:
+        loss = masked_td_loss(values, targets, view.mask, view.columns["weights"])
+        valid = view.mask.bool()
+        return TeamLoss(
+            loss=loss,
+            td_errors=td_errors,
+            valid=valid,
+            terms={"values": values, "targets": targets},
+            metrics={
+                "q_mean": (values if values.dim() == 2 else values.sum(-1))[valid].mean(),
+                "target_mean": (targets if targets.dim() == 2 else targets.sum(-1))[valid].mean(),
+                "td_loss": loss.detach(),
+            },
+        )
+
+    @override(TeamReplayLearner)
+    def target_step(self, timesteps: dict[str, Any]) -> float | None:
+        if self.settings.tau is not None:
+            return self.settings.tau
+        episodes = int(timesteps.get(EPISODES_SAMPLED, 0))
+        if episodes - self.last_target_sync >= self.settings.target_network_update_freq:
+            self.last_target_sync = episodes
+            return 1.0
+        return None
+
+
+class IQLLearner(JointQLearner):
+    """``iql``: every agent its own double-Q target ``r_i + gamma Q_i'(o_i', a*_i)``."""
+
+    @override(TeamReplayLearner)
+    def team_loss(self, *, module_id, agent_index, view: JointQBatch) -> TeamLoss:
+        values = view.chosen[..., agent_index]
+        targets = td_targets(
+            view.rewards[..., agent_index],
+            view.columns["terminated"].unsqueeze(-1),
+            view.next_values[..., agent_index],
+            self.settings.gamma,
+        )
+        return self._team_loss(values, targets, view, (targets - values).detach())
+
+
+class MixedQLearner(JointQLearner):
+    """The team's mixer mixes the chosen values into ``Q_tot``; the target mixer mixes
+    the bootstrap values; one TD target on the team reward."""
+
+    @override(TeamReplayLearner)
+    def team_loss(self, *, module_id, agent_index, view: JointQBatch) -> TeamLoss:
+        mixer: JointQMixer = self.module[module_id]
+        state = view.columns["state"]
+        values = mixer.mix(view.chosen[..., agent_index], state[:, : view.length])
+        with torch.no_grad():
+            next_total = mixer.mix(view.next_values[..., agent_index], state[:, 1:], target=True)
+        targets = td_targets(
+            team_sum(view.rewards, agent_index),
+            view.columns["terminated"],
+            next_total,
+            self.settings.gamma,
+        )
+        return self._team_loss(values, targets, view, (targets - values).detach().unsqueeze(-1))
+
+    @override(TeamReplayLearner)
+    def observe_batch(self, columns: dict[str, torch.Tensor]) -> None:
+        mask = columns["mask"].bool()
+        states = columns["state"][:, : mask.shape[1]][mask]
+        for module_id in self.teams:
+            self.module[module_id].observe_states(states)
+
+
+class VDNLearner(MixedQLearner):
+    """``vdn``: ``Q_tot = sum_i Q_i`` (its team modules are VDN mixers)."""
+
+
+class QMIXLearner(MixedQLearner):
+    """``qmix``: ``Q_tot`` from the monotonic hypernetwork mixer on the state (its team
+    modules are QMIX mixers, whose state moments ``observe_batch`` updates)."""

@@ -1,0 +1,55 @@
+"""Joint Q-learning hyperparameters (``_joint_q.yaml``: MARLlib's iql / vdn / qmix)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from marllib_ext.algos.config import ACTIVATION_NAMES, Check
+from marllib_ext.algos.team_replay.settings import TeamReplaySettings
+from marllib_ext.ops.joint_q import linear_schedule
+
+OPTIMIZERS = ("rmsprop", "adam")
+
+
+@dataclass(frozen=True)
+class JointQSettings(TeamReplaySettings):
+    """MARLlib's joint-Q hyperparameters. The mixer is the algorithm's (``iql``: none,
+    ``vdn``: the sum, ``qmix``: the hypernetwork mixer), not a key."""
+
+    lr: float
+    optimizer: str
+    target_network_update_freq: int
+    tau: float | None
+    initial_epsilon: float
+    final_epsilon: float
+    epsilon_timesteps: int
+    reward_standardize: bool
+    use_rnn: bool
+    rnn_hidden_dim: int
+    hiddens: list[int]
+    activation: str
+    mixer_embed_dim: int
+    hypernet_embed_dim: int
+    state_normalize: bool
+    grad_clip: float | None
+
+    def checks(self) -> list[Check]:
+        return [
+            (self.lr > 0, "lr", "must be > 0"),
+            (self.optimizer in OPTIMIZERS, "optimizer", f"one of {OPTIMIZERS}"),
+            (self.target_network_update_freq > 0, "target_network_update_freq", "must be > 0"),
+            (self.tau is None or 0 < self.tau <= 1, "tau", "null (hard updates) or in (0, 1]"),
+            (
+                0 <= self.final_epsilon <= self.initial_epsilon <= 1,
+                "final_epsilon",
+                "need 0 <= final_epsilon <= initial_epsilon <= 1",
+            ),
+            (self.epsilon_timesteps >= 0, "epsilon_timesteps", "must be >= 0"),
+            (self.rnn_hidden_dim > 0, "rnn_hidden_dim", "must be > 0"),
+            (self.activation in ACTIVATION_NAMES, "activation", f"one of {ACTIVATION_NAMES}"),
+        ]
+
+    def exploration_at(self, env_steps: int) -> float:
+        return linear_schedule(
+            env_steps, self.initial_epsilon, self.final_epsilon, self.epsilon_timesteps
+        )

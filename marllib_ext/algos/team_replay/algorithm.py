@@ -1,0 +1,195 @@
+"""Off-policy MARL on replayed team episodes: shared by joint Q-learning (``iql``,
+``vdn``, ``qmix``) and the deterministic actor-critics (``iddpg``, ``maddpg``,
+``facmac``).
+
+Data flow:
+
+1. Env runners act with the algorithm's agent modules and return complete episodes
+   (``batch_mode="complete_episodes"``).
+2. ``TeamReplayAlgorithm.training_step`` turns each ``MultiAgentEpisode`` into a
+   time-aligned ``TeamEpisode`` (``team_episode``) and stores it in a
+   ``TeamEpisodeStore`` (``replay/team_episodes.py`` says why not RLlib's buffer).
+3. It samples team transitions (feed-forward agents) or whole episodes (GRU agents) and
+   hands them to the learner as one batch under each team's module (``team_modules``).
+4. The learner (``TeamReplayLearner``) turns its per-step TD errors into priorities by
+   the ``per_type`` rule (``replay.prioritization``) and hands them back through
+   ``rllib_compat.hand_priorities_to_replay``; they go to the store.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+from ray.rllib.algorithms.algorithm import Algorithm
+from ray.rllib.algorithms.algorithm_config import AlgorithmConfig
+from ray.rllib.execution.rollout_ops import synchronous_parallel_sample
+from ray.rllib.policy.sample_batch import MultiAgentBatch, SampleBatch
+from ray.rllib.utils.annotations import override
+from ray.rllib.utils.metrics import (
+    ENV_RUNNER_RESULTS,
+    LEARNER_RESULTS,
+    NUM_ENV_STEPS_SAMPLED_LIFETIME,
+)
+
+from marllib_ext.algos.team_replay.progress import PROGRESS_KEY
+from marllib_ext.algos.team_replay.settings import TeamReplaySettings
+from marllib_ext.envs.adapter import STATE_KEY
+from marllib_ext.replay.team_episodes import SampledTeamBatch, TeamEpisode, TeamEpisodeStore
+from marllib_ext.rllib_compat import learner_value, priorities_from_learner, settings_of
+
+LAYOUT_KEY = "team_replay_layout"  # learner_config_dict key of the agent/team layout
+EPISODES_SAMPLED = "num_episodes_sampled_lifetime"  # timesteps key for target updates
+
+
+# ---- episodes -> team episodes ------------------------------------------------------------
+def team_episode(episode, agents: tuple[str, ...], obs_dim: int) -> TeamEpisode:
+    """A finished ``MultiAgentEpisode`` as a time-aligned ``TeamEpisode``: row ``t`` of
+    every array is env step ``t`` for every agent (agents in ``agents`` order,
+    observations zero-padded to ``obs_dim``, the state from ``info["state"]``)."""
+    if episode.env_t_started != 0:
+        raise ValueError(
+            f"episode {episode.id_!r} starts at env step {episode.env_t_started}; team "
+            "replay stores whole episodes (batch_mode='complete_episodes')"
+        )
+    lengths = {aid: len(episode.agent_episodes[aid]) for aid in agents}
+    if len(set(lengths.values())) != 1:
+        raise ValueError(
+            f"agents of episode {episode.id_!r} acted on different numbers of steps "
+            f"{lengths}; team replay needs every agent to act on every env step"
+        )
+    length = next(iter(lengths.values()))
+    obs = np.zeros((length + 1, len(agents), obs_dim), np.float32)
+    rewards = np.zeros((length, len(agents)), np.float32)
+    actions = []
+    for index, aid in enumerate(agents):
+        agent_episode = episode.agent_episodes[aid]
+        agent_obs = np.asarray(agent_episode.get_observations(), np.float32)
+        obs[:, index, : agent_obs[0].size] = agent_obs.reshape(length + 1, -1)
+        rewards[:, index] = np.asarray(agent_episode.get_rewards(), np.float32)
+        actions.append(np.asarray(agent_episode.get_actions()))
+    infos = episode.agent_episodes[agents[0]].get_infos()
+    state = np.stack([np.asarray(info[STATE_KEY], np.float32).reshape(-1) for info in infos])
+    return TeamEpisode(
+        obs=obs,
+        state=state,
+        actions=np.stack(actions, axis=1),
+        rewards=rewards,
+        terminated=bool(episode.is_terminated),
+    )
+
+
+# ---- algorithm ----------------------------------------------------------------------------
+class TeamReplayAlgorithm(Algorithm):
+    """Samples complete episodes, stores team episodes, trains on replayed batches."""
+
+    @override(Algorithm)
+    def setup(self, config: AlgorithmConfig) -> None:
+        super().setup(config)
+        settings: TeamReplaySettings = settings_of(self.config)
+        self.replay_settings = settings
+        layout = learner_value(self.config, LAYOUT_KEY)
+        self.team_agents: tuple[str, ...] = tuple(layout["agents"])
+        self.team_obs_dim = max(layout["obs_dim_of"].values())
+        self.team_modules = list(layout["teams"])
+        self.agent_policies = sorted(set(layout["policy_of"].values()))
+        rule = settings.priority_rule
+        self.store = TeamEpisodeStore(
+            settings.buffer_size,
+            prioritized=rule.prioritized,
+            alpha=rule.sampling_alpha(settings),
+            importance_beta=rule.importance_beta(settings),
+            per_beta=rule.ema_step(settings),
+            seed=self.config.seed,
+        )
+        self.episodes_sampled = 0
+        self.update_credit = 0.0
+        self.last_td_error = float("nan")
+
+    @override(Algorithm)
+    def training_step(self) -> None:
+        settings = self.replay_settings
+        episodes, runner_results = synchronous_parallel_sample(
+            worker_set=self.env_runner_group,
+            concat=True,
+            sample_timeout_s=self.config.sample_timeout_s,
+            _uses_new_env_runners=True,
+            _return_metrics=True,
+        )
+        self.metrics.aggregate(runner_results, key=ENV_RUNNER_RESULTS)
+        for episode in episodes:
+            self.store.add(team_episode(episode, self.team_agents, self.team_obs_dim))
+        self.episodes_sampled += len(episodes)
+        env_steps = self.metrics.peek(
+            (ENV_RUNNER_RESULTS, NUM_ENV_STEPS_SAMPLED_LIFETIME), default=0
+        )
+
+        self.update_credit += len(episodes) * settings.training_intensity
+        updates = int(self.update_credit)
+        self.update_credit -= updates
+        if len(self.store) < settings.episodes_before_learning:
+            updates = 0
+        for _ in range(updates):
+            sampled = self._sample()
+            policy_batch = SampleBatch(sampled.columns())
+            learner_results = self.learner_group.update(
+                batch=MultiAgentBatch(
+                    {mid: policy_batch for mid in self.team_modules},
+                    env_steps=int(sampled.mask.sum()),
+                ),
+                timesteps={
+                    NUM_ENV_STEPS_SAMPLED_LIFETIME: env_steps,
+                    EPISODES_SAMPLED: self.episodes_sampled,
+                },
+            )
+            # One learner: this update's (B, L) priorities and its mean |TD error|.
+            priorities = priorities_from_learner(learner_results[0], self.team_modules[0])
+            self.store.update_priorities(sampled, priorities)
+            self.last_td_error = float(
+                np.nanmean(
+                    [learner_results[0][mid]["td_error_abs"].peek() for mid in self.team_modules]
+                )
+            )
+            self.metrics.aggregate(learner_results, key=LEARNER_RESULTS)
+        if updates:
+            self.env_runner_group.sync_weights(
+                from_worker_or_learner_group=self.learner_group,
+                policies=self.agent_policies,
+                inference_only=True,
+            )
+        self.metrics.log_dict(
+            {
+                "exploration": settings.exploration_at(env_steps),
+                "buffer_episodes": len(self.store),
+                "episodes_sampled": self.episodes_sampled,
+                "updates": updates,
+                "td_error_abs": self.last_td_error,
+            },
+            key=PROGRESS_KEY,
+            window=1,
+        )
+
+    def _sample(self) -> SampledTeamBatch:
+        settings = self.replay_settings
+        if settings.samples_whole_episodes:
+            return self.store.sample_episodes(settings.batch_episode)
+        # Feed-forward agents: as many single transitions as batch_episode episodes hold.
+        mean_length = self.store.num_transitions / max(1, len(self.store))
+        return self.store.sample_transitions(max(1, round(settings.batch_episode * mean_length)))
+
+    @override(Algorithm)
+    def get_state(self, components=None, *, not_components=None, **kwargs) -> dict:
+        state = super().get_state(components, not_components=not_components, **kwargs)
+        state["team_replay"] = {
+            "store": self.store.get_state(),
+            "episodes_sampled": self.episodes_sampled,
+            "update_credit": self.update_credit,
+        }
+        return state
+
+    @override(Algorithm)
+    def set_state(self, state: dict) -> None:
+        replay = state.get("team_replay")
+        if replay is not None:
+            self.store.set_state(replay["store"])
+            self.episodes_sampled = int(replay["episodes_sampled"])
+            self.update_credit = float(replay["update_credit"])
+        super().set_state(state)

@@ -1,0 +1,59 @@
+"""Fields every team-replay algorithm shares: sampling, the episode store and its
+prioritization (``replay.prioritization``), and where it runs."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from marllib_ext.algos.config import Check, Settings
+from marllib_ext.replay.prioritization import PrioritizedReplayFields
+
+
+@dataclass(frozen=True)
+class TeamReplaySettings(Settings, PrioritizedReplayFields):
+    """Replay, sampling and placement fields of every team-replay algorithm."""
+
+    batch_episode: int
+    gamma: float
+    buffer_size: int
+    training_intensity: float
+    learning_starts: int | None
+    num_env_runners: int
+    num_envs_per_env_runner: int
+    num_cpus_per_env_runner: float
+    num_learners: int
+    num_gpus_per_learner: float
+
+    def checks(self) -> list[Check]:
+        return [
+            (self.batch_episode > 0, "batch_episode", "must be > 0"),
+            (0 <= self.gamma <= 1, "gamma", "must be in [0, 1]"),
+            (self.buffer_size >= self.batch_episode, "buffer_size", "must be >= batch_episode"),
+            (self.training_intensity > 0, "training_intensity", "must be > 0"),
+            (
+                self.learning_starts is None or self.learning_starts >= 1,
+                "learning_starts",
+                "null (batch_episode) or >= 1 episode",
+            ),
+            (
+                self.num_learners <= 1,
+                "num_learners",
+                "team-replay algorithms train on one learner (0 or 1): their loss couples "
+                "every agent network and the team's mixer or critics in one backward pass "
+                "outside the modules' forward_train, which data-parallel (DDP) learners "
+                "would not synchronize",
+            ),
+        ]
+
+    @property
+    def episodes_before_learning(self) -> int:
+        return self.batch_episode if self.learning_starts is None else self.learning_starts
+
+    @property
+    def samples_whole_episodes(self) -> bool:
+        """Recurrent agents train on whole episodes, feed-forward ones on transitions."""
+        return bool(getattr(self, "use_rnn", False))
+
+    def exploration_at(self, env_steps: int) -> float:
+        """The exploration level at ``env_steps`` (epsilon, or the action-noise scale)."""
+        raise NotImplementedError
