@@ -13,9 +13,11 @@ from marllib_ext.algos.api import (
     Algo,
     check_cluster_resources,
     check_stop,
+    mlflow_store,
     progress_row,
     should_stop,
 )
+from marllib_ext.algos.tracking import numeric_entries, tune_callbacks
 from marllib_ext.envs.handle import EnvHandle
 from marllib_ext.envs.registry import EnvSpec, register_spec
 from marllib_ext.errors import ConfigError
@@ -51,8 +53,10 @@ def _trial(
     algorithm = algo.rllib_config(env, share_policy=share_policy, seed=seed).build_algo()
     try:
         while True:
-            row = progress_row(algorithm.train(), algo.spec)
-            tune.report(row)
+            result = algorithm.train()
+            row = progress_row(result, algo.spec)
+            # Every numeric result entry too, for the W&B / MLflow callbacks.
+            tune.report({**numeric_entries(result), **row})
             if should_stop(row, stop):
                 break
     finally:
@@ -70,6 +74,8 @@ def sweep(
     seed: int | None = None,
     hyperparam_source: str | None = None,
     local_dir: str | Path = "runs",
+    wandb: str | None = None,
+    mlflow: str | bool | None = None,
     **overrides: Any,
 ) -> list[TrialSummary]:
     """Runs one Tune trial per grid point (times ``num_samples``) and summarizes them.
@@ -77,7 +83,8 @@ def sweep(
     ``grid`` maps YAML keys to the values to try (``tune.grid_search``). Every grid
     point is validated before Tune starts, so a typo costs nothing. Each trial
     reserves RLlib's own resource request (driver + env runners), so trials only run
-    side by side when the cluster has room.
+    side by side when the cluster has room. ``wandb`` / ``mlflow`` (as in ``fit``) add
+    Ray's Tune logger callbacks: one W&B or MLflow run per trial.
     """
     from ray import tune
 
@@ -103,14 +110,20 @@ def sweep(
         overrides=dict(overrides),
         stop=stop,
     )
+    name = f"{algo_name}_{env.name.replace(':', '-')}_sweep"
+    storage = Path(local_dir).resolve()
+    callbacks = tune_callbacks(
+        wandb_project=wandb,
+        mlflow_uri=mlflow_store(mlflow),
+        storage=storage / name,
+        experiment=name,
+    )
     tuner = tune.Tuner(
         tune.with_resources(trainable, config.algo_class.default_resource_request(config)),
         param_space={key: tune.grid_search(list(values)) for key, values in grid.items()},
         tune_config=tune.TuneConfig(num_samples=num_samples),
         run_config=tune.RunConfig(
-            name=f"{algo_name}_{env.name.replace(':', '-')}_sweep",
-            storage_path=str(Path(local_dir).resolve()),
-            verbose=0,
+            name=name, storage_path=str(storage), verbose=0, callbacks=callbacks
         ),
     )
     results = tuner.fit()

@@ -17,7 +17,22 @@ def test_readme_tables_match_the_registries():
     assert table_names() == set(ALGORITHMS) | set(BUILTIN_ENVS)
 
 
-def test_readme_env_table_is_the_generated_one():
-    from marllib_ext.cli import env_table_markdown
+def test_readme_tables_are_the_generated_ones():
+    from marllib_ext.cli import algorithm_table_markdown, env_table_markdown
 
+    assert algorithm_table_markdown() in README.read_text()
     assert env_table_markdown() in README.read_text()
+
+
+def test_readme_is_a_short_guide_with_the_two_commands():
+    text = README.read_text()
+    assert len(text.splitlines()) <= 350
+    assert 'pip install -c constraints.txt -e . && marllib-ext train mappo' in text
+    assert 'pip install -c constraints.txt -e ".[test]" && python -m pytest' in text
+    ci = (README.parent / ".ci" / "run").read_text()
+    assert 'pip install -c constraints.txt -e ".[test]" && python -m pytest' in ci
+
+
+def test_readme_links_point_to_files_that_exist():
+    for target in re.findall(r"\]\(([^)#]+)\)", README.read_text()):
+        assert (README.parent / target).exists(), target

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import csv
+import dataclasses
 import math
 import os
 import time
@@ -11,13 +12,19 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-import numpy as np
 from ray.rllib.algorithms.algorithm_config import AlgorithmConfig
 
 from marllib_ext.algos.env_checks import raise_on_env_errors, with_episode_end_callback  # noqa: F401
 from marllib_ext.algos.registry import AlgoSpec, get_algo_spec, progress_columns
+from marllib_ext.algos.tracking import (
+    Trackers,
+    check_wandb_credentials,
+    is_finite_number,
+    require_mlflow,
+)
 from marllib_ext.envs.handle import EnvHandle, make_env
 from marllib_ext.errors import ConfigError, EnvError
+from marllib_ext.rllib_compat import settings_of
 
 # stop key -> (where in the progress row, what it means)
 STOP_KEYS = {
@@ -151,6 +158,8 @@ class Algo:
         checkpoint_freq: int = 0,
         resume_from: str | Path | None = None,
         tensorboard: bool = True,
+        wandb: str | None = None,
+        mlflow: str | bool | None = None,
         on_iteration: Callable[[dict[str, float]], None] | None = None,
         on_start: Callable[[Any], None] | None = None,
         **overrides: Any,
@@ -163,7 +172,10 @@ class Algo:
         ``on_iteration``), TensorBoard event files under ``tb/`` with every numeric
         result entry (the algorithm's custom metrics included), a checkpoint every
         ``checkpoint_freq`` iterations (``checkpoint_<iteration>``) and one at the end
-        (``checkpoint``). ``resume_from`` restores a checkpoint of the same algorithm
+        (``checkpoint``). ``wandb="PROJECT"`` and ``mlflow=True`` (a store under the
+        run directory) or ``mlflow="URI"`` also log every iteration's numbers, the
+        config and the final checkpoint path there (``algos.tracking``).
+        ``resume_from`` restores a checkpoint of the same algorithm
         first: iteration count, env-step counters, weights, optimizer states and
         connector states (EFX's budget) continue from there. ``on_start`` gets the
         built RLlib ``Algorithm`` before the first iteration.
@@ -177,6 +189,11 @@ class Algo:
         if resume_from is not None and not Path(resume_from).exists():
             raise ConfigError(f"resume checkpoint {str(resume_from)!r} does not exist")
         config = self.rllib_config(env, share_policy=share_policy, seed=seed, **overrides)
+        mlflow_uri = mlflow_store(mlflow)
+        if wandb:
+            check_wandb_credentials()
+        if mlflow_uri is not None:
+            require_mlflow()
         if not ray.is_initialized():
             ray.init(address=ray_address(), include_dashboard=False, configure_logging=False)
         check_cluster_resources(config)
@@ -184,6 +201,13 @@ class Algo:
         algorithm = config.build_algo()
         fit_result = FitResult(run_dir=run_dir, checkpoint_path=None)
         writer = _tensorboard_writer(run_dir) if tensorboard else None
+        trackers = Trackers.start(
+            run_dir,
+            self.run_config(config, env, share_policy=share_policy, seed=seed),
+            wandb_project=wandb,
+            mlflow_uri=mlflow_uri,
+        )
+        failed = True
         try:
             if resume_from is not None:
                 algorithm.restore_from_path(str(Path(resume_from).resolve()))
@@ -203,6 +227,7 @@ class Algo:
                     f.flush()
                     if writer is not None:
                         _write_scalars(writer, result, row["training_iteration"])
+                    trackers.log(result, row, row["training_iteration"])
                     fit_result.progress.append(row)
                     fit_result.last_result = result
                     if on_iteration is not None:
@@ -216,13 +241,39 @@ class Algo:
                 checkpoint = run_dir / "checkpoint"
                 algorithm.save_to_path(str(checkpoint.resolve()))
                 fit_result.checkpoint_path = checkpoint
+            failed = False
         except EnvError as error:
             raise EnvError(f"{error}; run directory kept: {run_dir}") from error
         finally:
             if writer is not None:
                 writer.close()
+            trackers.finish(fit_result.checkpoint_path, failed=failed)
             algorithm.stop()
         return fit_result
+
+    def run_config(
+        self, config: AlgorithmConfig, env: EnvHandle, *, share_policy: str, seed: int | None
+    ) -> dict[str, Any]:
+        """What a tracker records of the run: algorithm, env, sharing, seed and every
+        (resolved) setting."""
+        settings = settings_of(config)
+        return {
+            "algorithm": self.name,
+            "env": env.name,
+            "env_args": dict(env.env_args),
+            "share_policy": share_policy,
+            "seed": seed,
+            "hyperparam_source": self.hyperparam_source or env.hyperparam_source,
+            **dataclasses.asdict(settings),
+        }
+
+
+def mlflow_store(mlflow: str | bool | None) -> str | None:
+    """``fit``'s ``mlflow`` as a tracking URI: ``True`` -> ``""`` (the default store
+    under the run directory), ``None``/``False`` -> off."""
+    if mlflow is True:
+        return ""
+    return str(mlflow) if mlflow else None
 
 
 def check_cluster_resources(config: AlgorithmConfig) -> None:
@@ -254,13 +305,8 @@ def _write_scalars(writer, result: Mapping[str, Any], step: int, prefix: str = "
         name = f"{prefix}{key}"
         if isinstance(value, Mapping):
             _write_scalars(writer, value, step, prefix=f"{name}/")
-        elif _is_finite_number(value):
+        elif is_finite_number(value):
             writer.add_scalar(name, float(value), step)
-
-
-def _is_finite_number(value: Any) -> bool:
-    numeric = isinstance(value, int | float | np.floating | np.integer)
-    return numeric and not isinstance(value, bool) and bool(np.isfinite(value))
 
 
 def _new_run_dir(root: Path, stem: str) -> Path:

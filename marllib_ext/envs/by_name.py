@@ -8,7 +8,7 @@ import functools
 import importlib
 from dataclasses import dataclass
 
-from marllib_ext.envs.registry import EnvSpec, PolicyMappingInfo
+from marllib_ext.envs.spec import EnvSpec, PolicyMappingInfo
 from marllib_ext.errors import ConfigError
 
 PZ_PREFIX = "pz:"

@@ -468,7 +468,7 @@ def test_tracked_budget_range_floor_follows_the_no_demand_return(ray_session, tm
     """budget_range: tracked: the floor steps toward the team intrinsic return of the
     z_low episodes, reaches runners and learners (demand_range = z_high - floor), draws
     start above it, and a checkpoint keeps it."""
-    from marllib_ext.ops.efx_outer_loop import FLOOR_RATE
+    from marllib_ext.ops.efx.outer_loop import FLOOR_RATE
     from marllib_ext.postprocessing.budget import Z0_KEY
 
     config = build(budget_range="tracked", efx_advantage="demand_push", lr_z=0.0)

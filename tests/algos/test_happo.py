@@ -118,8 +118,7 @@ def test_happo_learns_coordination_beyond_random(ray_session, tmp_path):
 
 
 def test_efx_happo_applies_the_conservative_advantage_sequentially(ray_session):
-    from marllib_ext.algos.efx import RESULT_KEY
-    from marllib_ext.algos.happo import EFXHAPPOLearner
+    from marllib_ext.algos.efx import RESULT_KEY, EFXHAPPOLearner
     from marllib_ext.postprocessing.efx_advantage import BINDING_FRACTION
 
     config = algos.efx_happo(hyperparam_source="toy", num_env_runners=0).rllib_config(

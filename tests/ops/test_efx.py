@@ -229,7 +229,7 @@ def test_initial_budget_sampling_above_a_tracked_floor():
 
 def test_budget_controller_tracks_its_floor_and_keeps_it_in_state():
     from marllib_ext.ops.efx import BudgetController
-    from marllib_ext.ops.efx_outer_loop import FLOOR_RATE, MIN_DEMAND_RANGE
+    from marllib_ext.ops.efx.outer_loop import FLOOR_RATE, MIN_DEMAND_RANGE
 
     controller = BudgetController(z=0.0, z_low=0.0, z_high=100.0, lr=0.1)
     assert controller.floor == 0.0 and controller.demand_range == 100.0

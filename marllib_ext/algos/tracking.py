@@ -1,0 +1,175 @@
+"""Experiment tracking with Weights & Biases and MLflow, beside TensorBoard.
+
+``fit(..., wandb=PROJECT, mlflow=URI)`` and ``marllib-ext train --wandb PROJECT
+--mlflow [URI]`` log, per iteration, every numeric entry of RLlib's result (keys
+joined by ``/``) and the progress row (``agent_return_mean``, ...), plus the run's
+full config at the start and the final checkpoint path at the end. ``tune`` runs go
+through Ray's own Tune callbacks (``ray.air.integrations.wandb`` / ``mlflow``); the
+plain training loop uses the same libraries directly.
+
+- W&B: ``WANDB_MODE=offline`` (or ``disabled``) runs without an account; the offline
+  run lands under the run directory's ``wandb/`` (``wandb sync`` uploads it later).
+- MLflow: the default store is ``sqlite:///<run dir>/mlflow.db``. MLflow 3 refuses a
+  plain file store unless ``MLFLOW_ALLOW_FILE_STORE=true`` (its issues #18534,
+  #23634), so the default is SQLite, which ``mlflow-skinny`` with ``sqlalchemy`` and
+  ``alembic`` serves.
+
+Both ship as extras: ``pip install -e ".[wandb]"`` / ``".[mlflow]"``.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+import re
+from collections.abc import Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from marllib_ext.errors import ConfigError
+
+WANDB_OFFLINE_MODES = ("offline", "disabled")
+MLFLOW_EXPERIMENT = "marllib-ext"
+_MLFLOW_KEY = re.compile(r"[^0-9A-Za-z_\-. /]")
+
+
+def _require(module: str, extra: str):
+    try:
+        return __import__(module)
+    except ImportError:
+        raise ConfigError(
+            f'--{extra} needs the {module!r} package: pip install -e ".[{extra}]" '
+            f"(or pip install marllib-ext[{extra}])"
+        ) from None
+
+
+def require_mlflow() -> None:
+    """MLflow (with SQLAlchemy for the default SQLite store) is installed."""
+    _require("mlflow", "mlflow")
+    _require("sqlalchemy", "mlflow")
+
+
+def default_mlflow_uri(directory: str | Path) -> str:
+    """``sqlite:///<directory>/mlflow.db`` (absolute)."""
+    return f"sqlite:///{(Path(directory).resolve() / 'mlflow.db')}"
+
+
+def check_wandb_credentials() -> None:
+    """W&B online needs an API key; say how to run without one."""
+    wandb = _require("wandb", "wandb")
+    if os.environ.get("WANDB_MODE") in WANDB_OFFLINE_MODES:
+        return
+    if os.environ.get("WANDB_API_KEY") or wandb.api.api_key:
+        return
+    raise ConfigError(
+        "--wandb: no W&B API key (set WANDB_API_KEY or run `wandb login`), or set "
+        "WANDB_MODE=offline to keep the run on disk"
+    )
+
+
+def numeric_entries(result: Mapping[str, Any], prefix: str = "") -> dict[str, float]:
+    """Every finite numeric entry of a nested result dict, keyed by its ``/`` path."""
+    flat: dict[str, float] = {}
+    for key, value in result.items():
+        name = f"{prefix}{key}"
+        if isinstance(value, Mapping):
+            flat.update(numeric_entries(value, prefix=f"{name}/"))
+        elif is_finite_number(value):
+            flat[name] = float(value)
+    return flat
+
+
+def is_finite_number(value: Any) -> bool:
+    numeric = isinstance(value, int | float | np.floating | np.integer)
+    return numeric and not isinstance(value, bool) and math.isfinite(float(value))
+
+
+def plain_config(config: Mapping[str, Any]) -> dict[str, Any]:
+    """The run config with every value JSON-serializable (others as their ``str``)."""
+    return json.loads(json.dumps(dict(config), default=str))
+
+
+@dataclass
+class Trackers:
+    """The plain training loop's W&B and MLflow runs (each ``None`` when off)."""
+
+    wandb_run: Any = None
+    mlflow: Any = None
+
+    @classmethod
+    def start(
+        cls,
+        run_dir: Path,
+        config: Mapping[str, Any],
+        *,
+        wandb_project: str | None,
+        mlflow_uri: str | None,
+    ) -> Trackers:
+        trackers = cls()
+        if wandb_project:
+            wandb = _require("wandb", "wandb")
+            trackers.wandb_run = wandb.init(
+                project=wandb_project,
+                name=run_dir.name,
+                dir=str(run_dir),
+                config=plain_config(config),
+            )
+        if mlflow_uri is not None:
+            require_mlflow()
+            mlflow = _require("mlflow", "mlflow")
+            mlflow.set_tracking_uri(mlflow_uri or default_mlflow_uri(run_dir))
+            mlflow.set_experiment(MLFLOW_EXPERIMENT)
+            mlflow.start_run(run_name=run_dir.name)
+            plain = plain_config(config)
+            # Params are short strings; the whole config goes in as a JSON artifact too.
+            mlflow.log_params({k: str(v)[:500] for k, v in plain.items()})
+            mlflow.log_dict(plain, "config.json")
+            trackers.mlflow = mlflow
+        return trackers
+
+    def log(self, result: Mapping[str, Any], row: Mapping[str, float], step: int) -> None:
+        metrics = {**numeric_entries(result), **numeric_entries(row)}
+        if self.wandb_run is not None:
+            self.wandb_run.log(metrics, step=step)
+        if self.mlflow is not None:
+            self.mlflow.log_metrics(
+                {_MLFLOW_KEY.sub("_", k): v for k, v in metrics.items()}, step=step
+            )
+
+    def finish(self, checkpoint_path: Path | None, *, failed: bool = False) -> None:
+        path = "" if checkpoint_path is None else str(Path(checkpoint_path).resolve())
+        if self.wandb_run is not None:
+            self.wandb_run.summary["checkpoint_path"] = path
+            self.wandb_run.finish(exit_code=1 if failed else 0)
+        if self.mlflow is not None:
+            self.mlflow.set_tag("checkpoint_path", path)
+            self.mlflow.end_run(status="FAILED" if failed else "FINISHED")
+
+
+def tune_callbacks(
+    *, wandb_project: str | None, mlflow_uri: str | None, storage: Path, experiment: str
+) -> list:
+    """Ray's own Tune logger callbacks for a sweep (each trial one W&B / MLflow run)."""
+    callbacks = []
+    if wandb_project:
+        check_wandb_credentials()
+        from ray.air.integrations.wandb import WandbLoggerCallback
+
+        callbacks.append(WandbLoggerCallback(project=wandb_project, group=experiment))
+    if mlflow_uri is not None:
+        require_mlflow()
+        from ray.air.integrations.mlflow import MLflowLoggerCallback
+
+        storage.mkdir(parents=True, exist_ok=True)
+        callbacks.append(
+            MLflowLoggerCallback(
+                tracking_uri=mlflow_uri or default_mlflow_uri(storage),
+                experiment_name=experiment,
+                save_artifact=False,
+            )
+        )
+    return callbacks

@@ -1,0 +1,174 @@
+"""The argument parser: one sub-command per module of this package."""
+
+from __future__ import annotations
+
+import argparse
+
+from marllib_ext.cli import listing, tune
+
+DEFAULT_ENV = "mpe:simple_spread"
+
+
+def _add_training_arguments(train: argparse.ArgumentParser) -> None:
+    train.add_argument("algo", help="registered algorithm, see `marllib-ext list`")
+    train.add_argument("--env", default=DEFAULT_ENV, help=f"env name (default {DEFAULT_ENV})")
+    train.add_argument(
+        "--set",
+        action="append",
+        default=[],
+        metavar="KEY=VALUE",
+        help="override a hyperparameter from the algorithm's YAML",
+    )
+    train.add_argument(
+        "--env-arg",
+        action="append",
+        default=[],
+        metavar="KEY=VALUE",
+        help="env constructor argument, e.g. N=4",
+    )
+    train.add_argument(
+        "--hyperparam-source", default=None, help="YAML section to use (default: the env's family)"
+    )
+    train.add_argument("--share-policy", default="all", choices=["all", "group", "individual"])
+    stop = train.add_argument_group("stop (any reached ends training; default 10 iterations)")
+    stop.add_argument("--stop-iters", type=int, default=None)
+    stop.add_argument("--stop-timesteps", type=int, default=None)
+    stop.add_argument("--stop-reward", type=float, default=None)
+    train.add_argument("--seed", type=int, default=None)
+    tracking = train.add_argument_group("experiment tracking (besides TensorBoard)")
+    tracking.add_argument(
+        "--wandb",
+        default=None,
+        metavar="PROJECT",
+        help="log to this Weights & Biases project (WANDB_MODE=offline: no account needed)",
+    )
+    tracking.add_argument(
+        "--mlflow",
+        nargs="?",
+        const="",
+        default=None,
+        metavar="TRACKING_URI",
+        help="log to MLflow (default: sqlite:///<run dir>/mlflow.db)",
+    )
+    train.add_argument("--local-dir", default="runs", help="where run directories go")
+
+
+def _add_ray_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--num-cpus", type=int, default=None, help="CPUs for the local Ray")
+    parser.add_argument(
+        "--address",
+        default=None,
+        help="existing Ray cluster to join (default: $RAY_ADDRESS, else local)",
+    )
+    parser.add_argument("--verbose", action="store_true", help="show Ray worker logs")
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="marllib-ext", description="MARLlib-style multi-agent RL on Ray RLlib"
+    )
+    parser.add_argument(
+        "--import",
+        dest="imports",
+        action="append",
+        default=[],
+        metavar="MODULE",
+        help="import a module first (e.g. one that registers your own env)",
+    )
+    commands = parser.add_subparsers(dest="command", required=True)
+
+    train = commands.add_parser("train", help="train an algorithm and save a checkpoint")
+    _add_training_arguments(train)
+    train.add_argument(
+        "--checkpoint-freq",
+        type=int,
+        default=0,
+        metavar="N",
+        help="also checkpoint every N iterations (always at the end)",
+    )
+    train.add_argument(
+        "--resume",
+        default=None,
+        metavar="CHECKPOINT",
+        help="continue from a checkpoint of the same algorithm",
+    )
+    _add_ray_arguments(train)
+    train.set_defaults(func=train.cmd_train)
+
+    tune_cmd = commands.add_parser("tune", help="grid sweep with Ray Tune, then a results table")
+    _add_training_arguments(tune_cmd)
+    tune_cmd.add_argument(
+        "--grid",
+        action="append",
+        default=[],
+        metavar="KEY=V1,V2",
+        help="values to try (default: the algorithm YAML's search section)",
+    )
+    tune_cmd.add_argument("--num-samples", type=int, default=1, help="repeats of each point")
+    _add_ray_arguments(tune_cmd)
+    tune_cmd.set_defaults(func=tune.cmd_tune)
+
+    evaluate = commands.add_parser("evaluate", help="run a trained team from a checkpoint")
+    evaluate.add_argument("checkpoint", help="checkpoint directory written by train")
+    evaluate.add_argument("--episodes", type=int, default=10)
+    evaluate.add_argument(
+        "--z",
+        type=evaluate.budget_argument,
+        default=None,
+        help="EFX algorithms: fixed budget z at every episode start (default: the trained "
+        "deployment budget), or 'auto': the largest z whose team return stays within "
+        "--tolerance of the return at z_low (bisection)",
+    )
+    evaluate.add_argument(
+        "--tolerance",
+        type=float,
+        default=None,
+        help="--z auto: allowed drop in team return (default: 5%% of the return at z_low)",
+    )
+    evaluate.add_argument(
+        "--bisect-iters", type=int, default=6, help="--z auto: bisection steps (default 6)"
+    )
+    evaluate.add_argument(
+        "--z-sweep",
+        type=int,
+        default=None,
+        metavar="K",
+        help="EFX algorithms: play K budgets spread over [z_low, z_high] (--episodes each) "
+        "and print extrinsic and intrinsic return; --out FILE.png plots them",
+    )
+    evaluate.add_argument(
+        "--deterministic",
+        action="store_true",
+        help="greedy actions (z then stays at its start value)",
+    )
+    evaluate.add_argument(
+        "--render", default=None, choices=["rgb_array"], help="render every step of one env"
+    )
+    evaluate.add_argument(
+        "--out", default=None, help="directory for rendered frames; with --z-sweep, the plot"
+    )
+    _add_ray_arguments(evaluate)
+    evaluate.set_defaults(func=evaluate.cmd_evaluate)
+
+    plot = commands.add_parser("plot", help="learning curves (mean, min-max over runs)")
+    plot.add_argument(
+        "run_dirs",
+        nargs="+",
+        metavar="RUN_DIR",
+        help="a run directory, or a folder of runs (one curve each)",
+    )
+    plot.add_argument("--out", default="curves.png", help="image file to write")
+    plot.add_argument("--title", default=None, help="figure title")
+    plot.add_argument(
+        "--metric", default="agent_return_mean", help="progress.csv column on the y axis"
+    )
+    plot.set_defaults(func=plot.cmd_plot)
+
+    list_cmd = commands.add_parser("list", help="list algorithms and envs")
+    list_cmd.add_argument(
+        "--markdown",
+        action="store_true",
+        help="print the algorithm and env tables as in the README",
+    )
+    list_cmd.set_defaults(func=listing.cmd_list)
+    return parser

@@ -1,0 +1,42 @@
+"""The progress line printed per training iteration."""
+
+from __future__ import annotations
+
+import math
+from collections import Counter
+
+
+def format_row(row: dict[str, float], columns=()) -> str:
+    """The progress line; ``columns``: the algorithm's own progress columns, shown once
+    the first of them has a value."""
+    extra = ""
+    if columns and not math.isnan(row.get(columns[0].name, math.nan)):
+        extra = " | " + " ".join(f"{c.label} {row[c.name]:{c.fmt}}" for c in columns)
+    return (
+        f"iter {row['training_iteration']:4d} | env steps {row['timesteps_total']:8d} | "
+        f"episode return {row['episode_return_mean']:9.3f} "
+        f"(per agent {row['agent_return_mean']:8.3f}) | "
+        f"{row['time_this_iter_s']:6.2f} s/iter, {row['time_total_s']:7.1f} s total{extra}"
+        + _runner_health(row)
+    )
+
+
+def _runner_health(row: dict[str, float]) -> str:
+    total = row.get("env_runners", math.nan)
+    if not total or math.isnan(total):
+        return ""
+    return f" | env runners {int(row['env_runners_healthy'])}/{int(total)} healthy"
+
+
+def print_runner_nodes(algorithm) -> None:
+    """Which Ray node serves each remote env runner (a multi-node run shows several)."""
+    import ray
+
+    counts = Counter(
+        algorithm.env_runner_group.foreach_env_runner(
+            lambda runner: ray.get_runtime_context().get_node_id(), local_env_runner=False
+        )
+    )
+    if counts:
+        served = ", ".join(f"{node} x{count}" for node, count in sorted(counts.items()))
+        print(f"env runners on nodes: {served}", flush=True)
