@@ -27,7 +27,7 @@ def test_readme_tables_are_the_generated_ones():
 def test_readme_is_a_short_guide_with_the_two_commands():
     text = README.read_text()
     assert len(text.splitlines()) <= 350
-    assert 'pip install -c constraints.txt -e . && marllib-ext train mappo' in text
+    assert "pip install -c constraints.txt -e . && marllib-ext train mappo" in text
     assert 'pip install -c constraints.txt -e ".[test]" && python -m pytest' in text
     ci = (README.parent / ".ci" / "run").read_text()
     assert 'pip install -c constraints.txt -e ".[test]" && python -m pytest' in ci

@@ -43,6 +43,7 @@ class Capabilities:
     has_budget: bool = False  # EFX's team budget z (evaluate --z, outer loop)
     off_policy: bool = False  # replay buffer
     multi_team: bool = True  # mixed/competitive envs (one joint critic per team)
+    data_parallel: bool = True  # num_learners >= 2 (torch DDP); False: refused with the reason
 
 
 def _no_progress(result: Mapping[str, Any]) -> dict[str, float]:
@@ -150,8 +151,8 @@ SAFE_PROGRESS = {
 }
 EFX_CAPABILITIES = Capabilities(has_budget=True)
 SAFE_CAPABILITIES = Capabilities(needs_costs=True)
-JOINT_Q_CAPABILITIES = Capabilities(continuous_actions=False, off_policy=True)
-DDPG_CAPABILITIES = Capabilities(discrete_actions=False, off_policy=True)
+JOINT_Q_CAPABILITIES = Capabilities(continuous_actions=False, off_policy=True, data_parallel=False)
+DDPG_CAPABILITIES = Capabilities(discrete_actions=False, off_policy=True, data_parallel=False)
 TEAM_REPLAY_PROGRESS = {
     "progress_columns": team_replay.PROGRESS_COLUMNS,
     "progress": team_replay.progress,

@@ -4,7 +4,11 @@ from __future__ import annotations
 
 import argparse
 
-from marllib_ext.cli import listing, tune
+from marllib_ext.cli import evaluate as evaluate_command
+from marllib_ext.cli import listing as list_command
+from marllib_ext.cli import plot as plot_command
+from marllib_ext.cli import train as train_command
+from marllib_ext.cli import tune as tune_command
 
 DEFAULT_ENV = "mpe:simple_spread"
 
@@ -93,7 +97,7 @@ def build_parser() -> argparse.ArgumentParser:
         help="continue from a checkpoint of the same algorithm",
     )
     _add_ray_arguments(train)
-    train.set_defaults(func=train.cmd_train)
+    train.set_defaults(func=train_command.cmd_train)
 
     tune_cmd = commands.add_parser("tune", help="grid sweep with Ray Tune, then a results table")
     _add_training_arguments(tune_cmd)
@@ -106,14 +110,14 @@ def build_parser() -> argparse.ArgumentParser:
     )
     tune_cmd.add_argument("--num-samples", type=int, default=1, help="repeats of each point")
     _add_ray_arguments(tune_cmd)
-    tune_cmd.set_defaults(func=tune.cmd_tune)
+    tune_cmd.set_defaults(func=tune_command.cmd_tune)
 
     evaluate = commands.add_parser("evaluate", help="run a trained team from a checkpoint")
     evaluate.add_argument("checkpoint", help="checkpoint directory written by train")
     evaluate.add_argument("--episodes", type=int, default=10)
     evaluate.add_argument(
         "--z",
-        type=evaluate.budget_argument,
+        type=evaluate_command.budget_argument,
         default=None,
         help="EFX algorithms: fixed budget z at every episode start (default: the trained "
         "deployment budget), or 'auto': the largest z whose team return stays within "
@@ -148,7 +152,7 @@ def build_parser() -> argparse.ArgumentParser:
         "--out", default=None, help="directory for rendered frames; with --z-sweep, the plot"
     )
     _add_ray_arguments(evaluate)
-    evaluate.set_defaults(func=evaluate.cmd_evaluate)
+    evaluate.set_defaults(func=evaluate_command.cmd_evaluate)
 
     plot = commands.add_parser("plot", help="learning curves (mean, min-max over runs)")
     plot.add_argument(
@@ -162,7 +166,7 @@ def build_parser() -> argparse.ArgumentParser:
     plot.add_argument(
         "--metric", default="agent_return_mean", help="progress.csv column on the y axis"
     )
-    plot.set_defaults(func=plot.cmd_plot)
+    plot.set_defaults(func=plot_command.cmd_plot)
 
     list_cmd = commands.add_parser("list", help="list algorithms and envs")
     list_cmd.add_argument(
@@ -170,5 +174,5 @@ def build_parser() -> argparse.ArgumentParser:
         action="store_true",
         help="print the algorithm and env tables as in the README",
     )
-    list_cmd.set_defaults(func=listing.cmd_list)
+    list_cmd.set_defaults(func=list_command.cmd_list)
     return parser

@@ -97,10 +97,19 @@ def test_one_algorithm_per_family_trains_with_two_learners(ray_session, name):
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("name", sorted(set(ALGORITHMS) - set(FAMILIES) - set(STATE_TESTED)))
+@pytest.mark.parametrize(
+    "name",
+    sorted(set(algos.algorithms_that(data_parallel=True)) - set(FAMILIES) - set(STATE_TESTED)),
+)
 def test_every_other_algorithm_trains_with_two_learners(ray_session, name):
     algorithm, _ = train_and_check(name)
     algorithm.stop()
+
+
+@pytest.mark.parametrize("name", algos.algorithms_that(data_parallel=False))
+def test_algorithms_without_data_parallel_learners_refuse_them_with_the_reason(name):
+    with pytest.raises(ConfigError, match="num_learners.*one learner"):
+        two_learner_config(name)
 
 
 @pytest.mark.parametrize("name", ["mappo", "efx_vdppo"])

@@ -5,6 +5,8 @@ for the others a mixer-less module that keys the team batch)."""
 
 from __future__ import annotations
 
+import functools
+
 import numpy as np
 from ray.rllib.core.rl_module.rl_module import RLModuleSpec
 
@@ -118,33 +120,16 @@ def build_ddpg(
     )
 
 
-def build_iddpg(settings, env, share_policy, seed):
-    return build_ddpg(
-        settings,
-        env,
-        share_policy,
-        seed,
-        algo="iddpg",
-        central_critic=False,
-        mixer="none",
-        learner_class=IDDPGLearner,
-    )
-
-
-def build_maddpg(settings, env, share_policy, seed):
-    return build_ddpg(
-        settings,
-        env,
-        share_policy,
-        seed,
-        algo="maddpg",
-        central_critic=True,
-        mixer="none",
-        learner_class=MADDPGLearner,
-    )
+build_iddpg = functools.partial(
+    build_ddpg, algo="iddpg", central_critic=False, mixer="none", learner_class=IDDPGLearner
+)
+build_maddpg = functools.partial(
+    build_ddpg, algo="maddpg", central_critic=True, mixer="none", learner_class=MADDPGLearner
+)
 
 
 def build_facmac(settings, env, share_policy, seed):
+    """FACMAC mixes with its settings' ``mixer`` (qmix, or vdn for FACMAC-vdn)."""
     return build_ddpg(
         settings,
         env,

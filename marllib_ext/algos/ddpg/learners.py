@@ -169,6 +169,16 @@ class DDPGLearner(TeamReplayLearner):
             },
         )
 
+    def _per_critic_loss(self, values, twins, targets, objective, batch) -> TeamLoss:
+        """``_team_loss`` of per-critic lists of ``(B,)`` columns (twins may be empty)."""
+        return self._team_loss(
+            torch.stack(values, -1),
+            torch.stack(twins, -1) if twins else None,
+            torch.stack(targets, -1),
+            torch.stack(objective, -1),
+            batch,
+        )
+
 
 class IDDPGLearner(DDPGLearner):
     """``iddpg``: ``Q_i(o_i, a_i)`` on each agent's own reward."""
@@ -188,13 +198,7 @@ class IDDPGLearner(DDPGLearner):
             targets.append(td_targets(view.rewards[:, i], view.done, next_q, self.settings.gamma))
             with held_fixed(critic):
                 objective.append(critic.value(torch.cat([o, view.policy_actions[:, i]], -1)))
-        return self._team_loss(
-            torch.stack(values, -1),
-            torch.stack(twins, -1) if twins else None,
-            torch.stack(targets, -1),
-            torch.stack(objective, -1),
-            view,
-        )
+        return self._per_critic_loss(values, twins, targets, objective, view)
 
 
 class MADDPGLearner(DDPGLearner):
@@ -218,13 +222,7 @@ class MADDPGLearner(DDPGLearner):
             joint = joint_actions_with_own(team_actions, view.policy_actions[:, agent_index], k)
             with held_fixed(critic):
                 objective.append(critic.value(torch.cat([view.state, joint.flatten(1)], -1)))
-        return self._team_loss(
-            torch.stack(values, -1),
-            torch.stack(twins, -1) if twins else None,
-            torch.stack(targets, -1),
-            torch.stack(objective, -1),
-            view,
-        )
+        return self._per_critic_loss(values, twins, targets, objective, view)
 
 
 class FACMACLearner(DDPGLearner):

@@ -10,6 +10,9 @@ from marllib_ext.algos.happo.learner import (
     HAPPOLearner,
     TeamRowColumn,
 )
+from marllib_ext.legacy_paths import legacy_getattr
+
+__getattr__ = legacy_getattr(__name__)  # names of the flat layout's module, for checkpoints
 
 __all__ = [
     "FACTOR_MEAN",

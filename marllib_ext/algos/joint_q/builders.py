@@ -4,6 +4,8 @@ learner-only mixer module per team carrying the algorithm's mixer."""
 
 from __future__ import annotations
 
+import functools
+
 import gymnasium as gym
 from ray.rllib.core.rl_module.rl_module import RLModuleSpec
 
@@ -98,19 +100,6 @@ def build_joint_q(
     )
 
 
-def build_iql(settings, env, share_policy, seed):
-    return build_joint_q(
-        settings, env, share_policy, seed, algo="iql", mixer="none", learner_class=IQLLearner
-    )
-
-
-def build_vdn(settings, env, share_policy, seed):
-    return build_joint_q(
-        settings, env, share_policy, seed, algo="vdn", mixer="vdn", learner_class=VDNLearner
-    )
-
-
-def build_qmix(settings, env, share_policy, seed):
-    return build_joint_q(
-        settings, env, share_policy, seed, algo="qmix", mixer="qmix", learner_class=QMIXLearner
-    )
+build_iql = functools.partial(build_joint_q, algo="iql", mixer="none", learner_class=IQLLearner)
+build_vdn = functools.partial(build_joint_q, algo="vdn", mixer="vdn", learner_class=VDNLearner)
+build_qmix = functools.partial(build_joint_q, algo="qmix", mixer="qmix", learner_class=QMIXLearner)

@@ -104,7 +104,7 @@ def test_one_shared_policy_is_a_clear_error(name):
 
 @pytest.mark.slow
 def test_happo_learns_coordination_beyond_random(ray_session, tmp_path):
-    from tests.algos.test_learning import RANDOM_AGENT_RETURN
+    from tests.algos.ppo.test_learning import RANDOM_AGENT_RETURN
 
     result = algos.happo().fit(
         "toy:coordination",

@@ -9,7 +9,7 @@ from marllib_ext.envs import make_env, register_env
 from marllib_ext.envs.adapter import TEAM_COST_KEY
 from marllib_ext.policies import critic_module_id
 from marllib_ext.postprocessing.cost_advantage import TEAM_COST_MEAN
-from tests.algos.test_safe import FAST_MULTIPLIER, TRADEOFF
+from tests.algos.safe.test_safe import FAST_MULTIPLIER, TRADEOFF
 from tests.helpers import CostTradeoffEnv
 
 

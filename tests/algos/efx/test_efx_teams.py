@@ -12,7 +12,7 @@ from marllib_ext.policies import critic_module_id
 from marllib_ext.postprocessing.budget import budget_controllers
 from marllib_ext.postprocessing.efx_advantage import EFXJointAdvantageConnector
 from marllib_ext.rllib_compat import settings_of
-from tests.algos.test_efx import rows_by_step
+from tests.algos.efx.test_efx import rows_by_step
 from tests.helpers import EPISODE_LENGTH, counter_config
 from tests.postprocessing.test_team_critics import TwoTeamCounterEnv
 

@@ -3,7 +3,7 @@
 import pytest
 
 from marllib_ext import algos
-from tests.algos.test_continuous import random_team_return
+from tests.algos.ppo.test_continuous import random_team_return
 
 # toy:coordination (2 agents, 3 targets, 10 steps): random team 10/9 per agent, best 10.
 RANDOM_COORDINATION = 10 / 9

@@ -5,7 +5,7 @@ import pytest
 from marllib_ext import algos
 from marllib_ext.algos.ppo import a2c
 from marllib_ext.errors import ConfigError
-from tests.algos.test_learning import RANDOM_AGENT_RETURN
+from tests.algos.ppo.test_learning import RANDOM_AGENT_RETURN
 
 A2C_ALGOS = ("ia2c", "maa2c", "vda2c")
 

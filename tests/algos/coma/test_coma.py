@@ -13,7 +13,7 @@ from marllib_ext import algos
 from marllib_ext.algos.coma import COMAAdvantageConnector, COMALearner
 from marllib_ext.errors import ConfigError
 from marllib_ext.ops.coma import critic_inputs
-from tests.algos.test_learning import RANDOM_AGENT_RETURN
+from tests.algos.ppo.test_learning import RANDOM_AGENT_RETURN
 from tests.helpers import N_AGENTS, counter_config
 from tests.postprocessing.test_joint_advantage import CounterEnv  # noqa: F401 (registers)
 
