@@ -109,7 +109,7 @@ def test_every_other_algorithm_trains_with_two_learners(ray_session, name):
 @pytest.mark.parametrize("name", algos.algorithms_that(data_parallel=False))
 def test_algorithms_without_data_parallel_learners_refuse_them_with_the_reason(name):
     with pytest.raises(ConfigError, match="num_learners.*one learner"):
-        two_learner_config(name)
+        algos.get(name, num_learners=2).settings("toy:coordination")
 
 
 @pytest.mark.parametrize("name", ["mappo", "efx_vdppo"])

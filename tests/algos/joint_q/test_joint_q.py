@@ -1,14 +1,18 @@
 """iql / vdn / qmix on RLlib: one iteration each, alignment of stored team transitions,
 targets, ROER priorities, GRU agents, checkpoints, refusals."""
 
+import copy
+
 import numpy as np
 import pytest
 import torch
 from gymnasium import spaces
 
 from marllib_ext import algos, make_env
+from marllib_ext.algos.team_replay import PROGRESS_KEY
 from marllib_ext.envs import register_env
 from marllib_ext.errors import ConfigError
+from marllib_ext.ops.joint_q import linear_schedule
 from marllib_ext.policies.q_agent import target_module_id
 from marllib_ext.rllib_compat import local_learner, priorities_from_learner
 from tests.helpers import EPISODE_LENGTH, CounterEnv, reward_of
@@ -70,15 +74,30 @@ def build(name, env="test:jq_echo", share_policy="all", **overrides):
 
 
 @pytest.mark.parametrize("name", ["iql", "vdn", "qmix"])
-def test_one_iteration_trains_and_reports_progress(ray_session, name):
+def test_iterations_update_once_per_episode_on_the_epsilon_schedule(ray_session, name):
+    """2 episodes per iteration, batch_episode 4: no update in the first iteration, then
+    one per sampled episode, which moves the agent network; epsilon follows MARLlib's
+    linear schedule at the env steps sampled."""
     algo = build(name, env="mpe:simple_spread")
     try:
+        learner = local_learner(algo)
+        before = copy.deepcopy(learner.module["shared"].state_dict())
+        updates = []
         for _ in range(3):
             result = algo.train()
+            updates.append(result[PROGRESS_KEY]["updates"])
+        assert updates == [0, 2, 2]
+        after = learner.module["shared"].state_dict()
+        assert any(not torch.equal(before[k], after[k]) for k in after)
         row = algos.get(name).spec.progress(result)
-        assert row["replay_buffer_episodes"] == 6.0  # 2 episodes per iteration
-        assert 0 < row["replay_exploration"] < 1
-        assert np.isfinite(row["replay_td_error"]) and np.isfinite(row["replay_q"])
+        assert row["replay_buffer_episodes"] == 6.0
+        settings = learner.settings
+        steps = result["env_runners"]["num_env_steps_sampled_lifetime"]
+        expected = linear_schedule(
+            steps, settings.initial_epsilon, settings.final_epsilon, settings.epsilon_timesteps
+        )
+        assert row["replay_exploration"] == pytest.approx(expected)
+        assert 0 < expected < 1
     finally:
         algo.stop()
 
