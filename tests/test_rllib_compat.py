@@ -139,6 +139,17 @@ def test_private_hooks_that_mixins_override_exist():
     parameters = inspect.signature(Learner._make_batch_if_necessary).parameters
     assert [p for p in parameters if p != "_ray_trace_ctx"] == ["self", "training_data"]
     assert CapturesTrainBatch.last_train_batch is None
+    # ObservesBatchBeforeLoss: TorchLearner._update(batch) takes the update's tensor batch
+    # and runs the loss (through the possibly compiled update).
+    from ray.rllib.core.learner.torch.torch_learner import TorchLearner
+
+    parameters = inspect.signature(TorchLearner._update).parameters
+    assert [p for p in parameters if p != "_ray_trace_ctx"] == ["self", "batch"]
+    assert "compute_losses" in inspect.getsource(TorchLearner._uncompiled_update)
+    # local_learner: the learner group keeps its local learner in _learner.
+    from ray.rllib.core.learner.learner_group import LearnerGroup
+
+    assert "self._learner = " in inspect.getsource(LearnerGroup.__init__)
 
 
 def test_priority_trees_of_both_buffers():
@@ -159,7 +170,8 @@ def test_no_private_rllib_name_outside_the_compat_module():
             "-E",
             r"learner_config_dict\[|\._(learner_connector|env_to_module|make_batch_if_necessary"
             r"|temp_losses|sum_segment|module_to_sum_segment|last_sampled_indices"
-            r"|create_local_replay_buffer_if_necessary|check_component|alpha)\b|TD_ERROR_KEY",
+            r"|create_local_replay_buffer_if_necessary|check_component|alpha|update|learner)\b"
+            r"|TD_ERROR_KEY",
             "--",
             str(PACKAGE),
         ],

@@ -28,6 +28,9 @@ ENV_OF = {
 # One algorithm per family: IL, CC, VD, HAPPO, COMA here; EFX (efx_mappo) and safe
 # (mappo_lag) in the 3-iteration state tests below.
 FAMILIES = ("ippo", "mappo", "vdppo", "happo", "coma")
+# The default run keeps the CC and COMA learners; the others are the slow tier's.
+DEFAULT_FAMILIES = ("mappo", "coma")
+SECOND_FAMILIES = tuple(f for f in FAMILIES if f not in DEFAULT_FAMILIES)
 STATE_TESTED = ("efx_mappo", "mappo_lag")
 
 
@@ -90,7 +93,9 @@ def train_and_check(name, iterations=1):
         raise
 
 
-@pytest.mark.parametrize("name", FAMILIES)
+@pytest.mark.parametrize(
+    "name", [*DEFAULT_FAMILIES, *(pytest.param(n, marks=pytest.mark.slow) for n in SECOND_FAMILIES)]
+)
 def test_one_algorithm_per_family_trains_with_two_learners(ray_session, name):
     algorithm, _ = train_and_check(name)
     algorithm.stop()
@@ -112,7 +117,7 @@ def test_algorithms_without_data_parallel_learners_refuse_them_with_the_reason(n
         algos.get(name, num_learners=2).settings("toy:coordination")
 
 
-@pytest.mark.parametrize("name", ["mappo", "efx_vdppo"])
+@pytest.mark.parametrize("name", ["mappo", pytest.param("efx_vdppo", marks=pytest.mark.slow)])
 def test_multi_team_env_trains_with_two_learners(ray_session, name):
     """One joint critic per team (good agents vs adversary), each synced."""
     config = algos.get(
@@ -218,7 +223,14 @@ def test_shards_never_split_one_env_step_between_learners(ray_session):
         algorithm.stop()
 
 
-@pytest.mark.parametrize("name", ["mappo", "vdppo", "efx_mappo"])
+@pytest.mark.parametrize(
+    "name",
+    [
+        "mappo",
+        pytest.param("vdppo", marks=pytest.mark.slow),
+        pytest.param("efx_mappo", marks=pytest.mark.slow),
+    ],
+)
 def test_two_learners_write_the_advantages_one_learner_writes_on_the_same_slices(ray_session, name):
     """The advantages and value targets each of 2 learners computes in a real update
     equal those of one local learner (same weights) fed the same time slices: a slice

@@ -36,7 +36,11 @@ def test_a_flat_layout_checkpoint_evaluates(ray_session, checkpoint):
     assert np.isfinite(result.team_return_mean)
 
 
-@pytest.mark.parametrize("checkpoint", ["mappo", "efx_mappo", "qmix"], indirect=True)
+@pytest.mark.parametrize(
+    "checkpoint",
+    ["mappo", pytest.param("efx_mappo", marks=pytest.mark.slow), "qmix"],
+    indirect=True,
+)
 def test_a_flat_layout_checkpoint_resumes_where_it_stopped(ray_session, checkpoint, tmp_path):
     name = checkpoint.name
     result = algos.get(name).fit(

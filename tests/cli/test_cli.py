@@ -122,6 +122,7 @@ def test_evaluate_an_efx_checkpoint_at_a_chosen_budget(tmp_path):
     assert "team return mean" in result.stdout
 
 
+@pytest.mark.slow  # tests/test_sweeps.py runs the sweep in-process by default
 def test_tune_sweep_prints_a_results_table(tmp_path):
     result = run_cli(
         "tune",

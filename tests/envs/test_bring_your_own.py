@@ -105,7 +105,7 @@ class NaNRewardEnv(CoordinationEnv):
 register_env("test:nan_reward", NaNRewardEnv, max_episode_steps=25)
 
 
-@pytest.mark.parametrize("num_env_runners", [0, 1])
+@pytest.mark.parametrize("num_env_runners", [0, pytest.param(1, marks=pytest.mark.slow)])
 def test_nan_reward_names_env_agent_and_step_and_keeps_the_run(
     ray_session, tmp_path, num_env_runners
 ):

@@ -205,7 +205,11 @@ def test_reward_standardization_is_over_the_replayed_batch(ray_session):
         algo.stop()
 
 
-@pytest.mark.parametrize("per_type", ["JS", "KL", "PER"])
+# Each rule's numbers are unit-tested in tests/replay/test_prioritization.py; the slow
+# tier runs KL and PER through the learner too.
+@pytest.mark.parametrize(
+    "per_type", ["JS", *(pytest.param(t, marks=pytest.mark.slow) for t in ("KL", "PER"))]
+)
 def test_priorities_follow_the_per_type_rule_on_maddpg(ray_session, per_type):
     """The priorities handed to the store are the ``per_type`` rule on each step's TD
     errors, averaged over the team's critics, written out here for JS, KL and PER; each

@@ -202,7 +202,10 @@ def test_metrics_are_reported(ray_session):
 
 @pytest.mark.parametrize(
     "env,share_policy",
-    [("toy:coordination", "individual"), ("mpe:simple_spread", "group")],
+    [
+        ("toy:coordination", "individual"),
+        pytest.param("mpe:simple_spread", "group", marks=pytest.mark.slow),
+    ],
 )
 def test_runs_with_sharing_modes_and_continuous_actions(ray_session, env, share_policy):
     from marllib_ext import make_env
@@ -250,7 +253,10 @@ def test_evaluate_z_needs_an_efx_checkpoint(ray_session, tmp_path):
     "env_name,env_args,batch",
     # Early episodes miss their budget only 5-19% of the time (the budget temperature
     # explores); 64 and 160 episodes keep "none missed" out of reach of chance.
-    [("grid:pass", {"size": 5, "max_steps": 125}, 8000), ("mpe:simple_spread", {}, 4000)],
+    [
+        pytest.param("grid:pass", {"size": 5, "max_steps": 125}, 8000, marks=pytest.mark.slow),
+        ("mpe:simple_spread", {}, 4000),
+    ],
 )
 def test_default_settings_make_the_demand_bind(ray_session, env_name, env_args, batch):
     """With the default budget units and z_0 sampling, one iteration already has rows

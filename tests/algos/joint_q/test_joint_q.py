@@ -204,6 +204,12 @@ def test_state_normalize_standardizes_the_mixer_state_with_running_moments(ray_s
         algo.train()
         count = float(mixer.state_count)
         assert count > 0
+        # The moments move with each update, before the loss, never inside it.
+        learner = local_learner(algo)
+        sampled = algo.store.sample_transitions(16)
+        batch = {"joint_q": {k: torch.as_tensor(v) for k, v in sampled.columns().items()}}
+        learner.compute_losses(fwd_out={}, batch=batch)
+        assert float(mixer.state_count) == count
         # The echo env's state carries the step counter t: its running mean is > 0 and
         # a state at the running mean reaches the hypernetworks as zeros.
         assert mixer.state_mean.abs().max() > 0

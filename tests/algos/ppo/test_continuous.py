@@ -70,7 +70,14 @@ def test_negative_intrinsic_reward_of_a_peaked_density_raises_the_budget():
     np.testing.assert_allclose(z, [0.0, 2.0, 4.0])
 
 
-@pytest.mark.parametrize("name", ["ippo", "efx_mappo", "vdppo"])
+@pytest.mark.parametrize(
+    "name",
+    [
+        pytest.param("ippo", marks=pytest.mark.slow),
+        "efx_mappo",
+        pytest.param("vdppo", marks=pytest.mark.slow),
+    ],
+)
 def test_continuous_actions_run_for_every_pipeline(ray_session, tmp_path, name):
     result = algos.get(name, num_env_runners=0, free_log_std=True).fit(
         "toy:continuous_target",

@@ -9,7 +9,10 @@ from marllib_ext import algos
 RANDOM_AGENT_RETURN = 10 / 9
 
 
-@pytest.mark.parametrize("name,share_policy", [("mappo", "all"), ("ippo", "individual")])
+@pytest.mark.parametrize(
+    "name,share_policy",
+    [("mappo", "all"), pytest.param("ippo", "individual", marks=pytest.mark.slow)],
+)
 def test_learns_coordination_beyond_random(ray_session, tmp_path, name, share_policy):
     result = algos.get(name).fit(
         "toy:coordination",

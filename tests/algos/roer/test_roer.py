@@ -61,7 +61,11 @@ def test_ema_blends_new_priorities_into_stored_ones():
     assert tree[index] == pytest.approx(0.75 * before + 0.25 * 5.0)
 
 
-@pytest.mark.parametrize("per_type", ["JS", "KL", "PER", "uniform"])
+# The rules themselves are unit-tested (replay/prioritization, ops.roer); one full run
+# per type beyond JS is the slow tier's.
+@pytest.mark.parametrize(
+    "per_type", ["JS", *(pytest.param(t, marks=pytest.mark.slow) for t in ("KL", "PER", "uniform"))]
+)
 def test_sac_roer_trains_on_pendulum_and_reports_roer_metrics(ray_session, per_type):
     config = algos.sac_roer(per_type=per_type, **TINY).rllib_config("Pendulum-v1", seed=0)
     algorithm = config.build_algo()
