@@ -19,7 +19,7 @@ from marllib_ext.algos.registry import AlgoSpec, get_algo_spec, progress_columns
 from marllib_ext.algos.tracking import (
     Trackers,
     check_wandb_credentials,
-    is_finite_number,
+    numeric_entries,
     require_mlflow,
 )
 from marllib_ext.envs.handle import EnvHandle, make_env
@@ -299,14 +299,10 @@ def _tensorboard_writer(run_dir: Path):
     return SummaryWriter(str(run_dir / "tb"))
 
 
-def _write_scalars(writer, result: Mapping[str, Any], step: int, prefix: str = "") -> None:
+def _write_scalars(writer, result: Mapping[str, Any], step: int) -> None:
     """Every finite numeric entry of the (nested) result dict, keyed by its path."""
-    for key, value in result.items():
-        name = f"{prefix}{key}"
-        if isinstance(value, Mapping):
-            _write_scalars(writer, value, step, prefix=f"{name}/")
-        elif is_finite_number(value):
-            writer.add_scalar(name, float(value), step)
+    for name, value in numeric_entries(result).items():
+        writer.add_scalar(name, value, step)
 
 
 def _new_run_dir(root: Path, stem: str) -> Path:
