@@ -58,6 +58,18 @@ def default_mlflow_uri(directory: str | Path) -> str:
     return f"sqlite:///{(Path(directory).resolve() / 'mlflow.db')}"
 
 
+def create_local_experiment(tracking_uri: str, name: str, directory: Path) -> None:
+    """Creates experiment ``name`` in the default store with its artifacts under
+    ``<directory>/mlartifacts`` (MLflow's own default is ``./mlruns`` of the working
+    directory, which would scatter artifacts wherever training was started)."""
+    from mlflow import MlflowClient
+
+    client = MlflowClient(tracking_uri=tracking_uri)
+    if client.get_experiment_by_name(name) is None:
+        location = (Path(directory).resolve() / "mlartifacts").as_uri()
+        client.create_experiment(name, artifact_location=location)
+
+
 def check_wandb_credentials() -> None:
     """W&B online needs an API key; say how to run without one."""
     wandb = _require("wandb", "wandb")
@@ -121,7 +133,10 @@ class Trackers:
         if mlflow_uri is not None:
             require_mlflow()
             mlflow = _require("mlflow", "mlflow")
-            mlflow.set_tracking_uri(mlflow_uri or default_mlflow_uri(run_dir))
+            uri = mlflow_uri or default_mlflow_uri(run_dir)
+            if not mlflow_uri:
+                create_local_experiment(uri, MLFLOW_EXPERIMENT, run_dir)
+            mlflow.set_tracking_uri(uri)
             mlflow.set_experiment(MLFLOW_EXPERIMENT)
             mlflow.start_run(run_name=run_dir.name)
             plain = plain_config(config)
@@ -165,9 +180,12 @@ def tune_callbacks(
         from ray.air.integrations.mlflow import MLflowLoggerCallback
 
         storage.mkdir(parents=True, exist_ok=True)
+        uri = mlflow_uri or default_mlflow_uri(storage)
+        if not mlflow_uri:
+            create_local_experiment(uri, experiment, storage)
         callbacks.append(
             MLflowLoggerCallback(
-                tracking_uri=mlflow_uri or default_mlflow_uri(storage),
+                tracking_uri=uri,
                 experiment_name=experiment,
                 save_artifact=False,
             )

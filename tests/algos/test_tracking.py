@@ -22,23 +22,25 @@ SMALL = [
 
 @pytest.fixture(scope="module")
 def tracked_run(tmp_path_factory):
-    """One ``train mappo --wandb demo --mlflow sqlite:///...`` run (W&B offline)."""
+    """One ``train mappo --wandb demo --mlflow`` run (W&B offline, MLflow's default
+    store), started in an empty working directory."""
     pytest.importorskip("wandb", reason="the wandb extra is not installed")
     pytest.importorskip("mlflow", reason="the mlflow extra is not installed")
     root = tmp_path_factory.mktemp("tracked")
-    uri = f"sqlite:///{root / 'mlflow.db'}"
     # Its own process: the CLI starts and stops its own Ray.
     done = subprocess.run(
         [sys.executable, "-m", "marllib_ext.cli", "train", "mappo", *SMALL,
-         "--local-dir", str(root / "runs"), "--wandb", "demo", "--mlflow", uri],
+         "--local-dir", str(root / "runs"), "--wandb", "demo", "--mlflow"],
         env={**os.environ, "WANDB_MODE": "offline"},
+        cwd=root,
         capture_output=True,
         text=True,
         timeout=600,
     )  # fmt: skip
     assert done.returncode == 0, done.stderr[-3000:]
+    assert sorted(p.name for p in root.iterdir()) == ["runs"]  # nothing left in the cwd
     (run_dir,) = (root / "runs").iterdir()
-    return run_dir, uri
+    return run_dir, f"sqlite:///{run_dir / 'mlflow.db'}"
 
 
 def wandb_records(path: str):
@@ -102,6 +104,9 @@ def test_mlflow_run_has_every_iteration_the_config_and_the_checkpoint(tracked_ru
     assert run.data.params["algorithm"] == "mappo" and run.data.params["train_batch_size"] == "200"
     assert run.data.tags["checkpoint_path"] == str((run_dir / "checkpoint").resolve())
     assert run.info.status == "FINISHED"
+    artifacts = Path(run.info.artifact_uri.removeprefix("file://"))
+    assert artifacts.is_relative_to(run_dir / "mlartifacts")
+    assert (artifacts / "config.json").is_file()
 
 
 @pytest.mark.parametrize(("flag", "module"), [("--wandb", "wandb"), ("--mlflow", "mlflow")])
@@ -134,6 +139,7 @@ def test_tune_logs_each_trial_to_mlflow_through_rays_callback(tmp_path):
     done = subprocess.run(
         [sys.executable, "-m", "marllib_ext.cli", "tune", "mappo", *SMALL,
          "--grid", "lr=0.001,0.0003", "--local-dir", str(tmp_path / "runs"), "--mlflow", uri],
+        cwd=tmp_path,
         capture_output=True,
         text=True,
         timeout=900,
