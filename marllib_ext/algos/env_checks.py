@@ -1,7 +1,8 @@
 """Env contract checks that must stop training with a clear error, also when the env
 runs in a remote env runner (whose exceptions RLlib's fault tolerance only restarts).
 
-The env adapter ends an episode at a non-finite reward and reports it in the infos;
+The env adapter ends an episode at a non-finite reward or an all-zero action mask and
+reports it in the infos;
 an ``on_episode_end`` callback (on every registered algorithm) turns the report into
 env-runner metrics, and :func:`raise_on_env_errors` raises in the driver."""
 
@@ -14,12 +15,22 @@ from typing import Any
 from ray.rllib.algorithms.algorithm_config import AlgorithmConfig
 from ray.rllib.env.multi_agent_episode import MultiAgentEpisode
 
-from marllib_ext.envs.adapter import NONFINITE_REWARD_KEY
+from marllib_ext.envs.adapter import EMPTY_ACTION_MASK_KEY, NONFINITE_REWARD_KEY
 from marllib_ext.errors import EnvError
 
-NONFINITE_EPISODES = "env_nonfinite_reward_episodes"
-NONFINITE_AGENT_INDEX = "env_nonfinite_reward_agent_index"
-NONFINITE_ENV_STEP = "env_nonfinite_reward_env_step"
+# report key in the infos -> what the agent did wrong, as the error says it
+CONTRACT_BREACHES = {
+    NONFINITE_REWARD_KEY: "got a non-finite reward (NaN or inf)",
+    EMPTY_ACTION_MASK_KEY: "has no legal action (an all-zero action mask)",
+}
+
+
+def breach_metric(key: str, field: str) -> str:
+    """Env-runner metric name of one report field, e.g. ``env_nonfinite_reward_episodes``."""
+    return f"env_{key}_{field}"
+
+
+NONFINITE_EPISODES = breach_metric(NONFINITE_REWARD_KEY, "episodes")
 
 
 def with_episode_end_callback(config: AlgorithmConfig, callback) -> AlgorithmConfig:
@@ -29,29 +40,36 @@ def with_episode_end_callback(config: AlgorithmConfig, callback) -> AlgorithmCon
     return config.callbacks(on_episode_end=[*existing, callback])
 
 
-def log_nonfinite_reward(*, episode, metrics_logger=None, **kwargs) -> None:
-    """``on_episode_end``: the adapter's report of a non-finite reward, if any."""
+def log_contract_breaches(*, episode, metrics_logger=None, **kwargs) -> None:
+    """``on_episode_end``: the adapter's reports of a broken env contract, if any."""
     if not isinstance(episode, MultiAgentEpisode):
         return
     for info in episode.get_infos(-1).values():
-        report = (info or {}).get(NONFINITE_REWARD_KEY)
-        if report is not None:
-            metrics_logger.log_value(NONFINITE_EPISODES, 1, reduce="sum")
-            metrics_logger.log_value(NONFINITE_AGENT_INDEX, report["agent_index"], reduce="min")
-            metrics_logger.log_value(NONFINITE_ENV_STEP, report["env_step"], reduce="min")
-            return
+        for key in CONTRACT_BREACHES:
+            report = (info or {}).get(key)
+            if report is None:
+                continue
+            metrics_logger.log_value(breach_metric(key, "episodes"), 1, reduce="sum")
+            for field in ("agent_index", "env_step"):
+                metrics_logger.log_value(breach_metric(key, field), report[field], reduce="min")
+        return
+
+
+# The callback's name when it checked rewards only; checkpoints pickle it by name.
+log_nonfinite_reward = log_contract_breaches
 
 
 def raise_on_env_errors(result: Mapping[str, Any], env) -> None:
     """Raises ``EnvError`` naming the env, the agent and the env step when an episode of
-    this iteration met a non-finite reward."""
+    this iteration broke the env contract (a non-finite reward, an empty action mask)."""
     stats = result.get("env_runners", {})
-    episodes = stats.get(NONFINITE_EPISODES)
-    if episodes is None or math.isnan(episodes) or episodes <= 0:
-        return
-    agent = env.layout.agents[int(stats[NONFINITE_AGENT_INDEX])]
-    raise EnvError(
-        f"env {env.name!r}: agent {agent!r} got a non-finite reward (NaN or inf) at env "
-        f"step {int(stats[NONFINITE_ENV_STEP])} of an episode ({int(episodes)} episode(s) "
-        "this iteration)"
-    )
+    for key, breach in CONTRACT_BREACHES.items():
+        episodes = stats.get(breach_metric(key, "episodes"))
+        if episodes is None or math.isnan(episodes) or episodes <= 0:
+            continue
+        agent = env.layout.agents[int(stats[breach_metric(key, "agent_index")])]
+        step = int(stats[breach_metric(key, "env_step")])
+        raise EnvError(
+            f"env {env.name!r}: agent {agent!r} {breach} at env step {step} of an episode "
+            f"({int(episodes)} episode(s) this iteration)"
+        )

@@ -22,10 +22,11 @@ from marllib_ext.algos.config import (
     merged_values,
 )
 from marllib_ext.algos.efx.budget import with_resolved_budget
-from marllib_ext.algos.env_checks import log_nonfinite_reward, with_episode_end_callback
+from marllib_ext.algos.env_checks import log_contract_breaches, with_episode_end_callback
 from marllib_ext.algos.progress import ProgressColumn
 from marllib_ext.envs.handle import EnvHandle
 from marllib_ext.errors import ConfigError
+from marllib_ext.policies.masked_actor import with_masked_actors
 from marllib_ext.rllib_compat import with_settings
 
 Builder = Callable[[Any, EnvHandle, str, "int | None"], AlgorithmConfig]
@@ -136,8 +137,16 @@ class AlgoSpec:
         self.check_env(env)
         settings = self.resolve(settings, env)
         config = with_settings(self.build(settings, env, share_policy, seed), settings)
+        if env.is_multi_agent and env.layout.has_action_masks:
+            try:
+                config = with_masked_actors(config, self.name)
+            except ValueError as e:
+                raise ConfigError(f"{e}; env {env.name!r} has action masks") from None
+            # RLlib's env pre-check steps with unmasked random actions, which envs with
+            # illegal moves reject.
+            config.environment(disable_env_checking=True)
         return (
-            with_episode_end_callback(config, log_nonfinite_reward)
+            with_episode_end_callback(config, log_contract_breaches)
             if env.is_multi_agent
             else config
         )

@@ -16,6 +16,11 @@ STATE_KEY = "state"
 COST_KEY = "cost"
 TEAM_COST_KEY = "team_cost"
 STATE_SOURCES = ("auto", "env", "observations")
+# PettingZoo's action-mask convention: a dict observation {"observation", "action_mask"}
+# or the mask in the agent's info. The adapter always hands RLlib the dict form.
+OBSERVATION_KEY = "observation"
+ACTION_MASK_KEY = "action_mask"
+MASK_SOURCES = ("auto", "observation", "info", "none")
 
 
 def _env_has_state(env: ParallelEnv) -> bool:
@@ -26,8 +31,36 @@ def _env_has_state(env: ParallelEnv) -> bool:
     return True
 
 
-# info entry of the step where an agent got a non-finite reward (the episode ends there).
+# info entries of the step where an agent broke the env contract (the episode ends
+# there): a non-finite reward, or an action mask with no legal action.
 NONFINITE_REWARD_KEY = "nonfinite_reward"
+EMPTY_ACTION_MASK_KEY = "empty_action_mask"
+
+
+def has_action_mask(space: gym.Space) -> bool:
+    """Whether ``space`` is the adapter's masked observation space."""
+    return isinstance(space, gym.spaces.Dict) and ACTION_MASK_KEY in space.spaces
+
+
+def plain_observation_space(space: gym.Space) -> gym.Space:
+    """The observation part of a masked observation space; other spaces unchanged."""
+    return space[OBSERVATION_KEY] if has_action_mask(space) else space
+
+
+def masked_observation_space(observation: gym.Space, n_actions: int) -> gym.spaces.Dict:
+    """``Dict(observation=<flat Box>, action_mask=Box(0, 1, (n_actions,)))``."""
+    if not (isinstance(observation, gym.spaces.Box) and len(observation.shape) == 1):
+        observation = gym.spaces.flatten_space(observation)
+    return gym.spaces.Dict(
+        {
+            OBSERVATION_KEY: gym.spaces.Box(
+                observation.low.astype(np.float32),
+                observation.high.astype(np.float32),
+                dtype=np.float32,
+            ),
+            ACTION_MASK_KEY: gym.spaces.Box(0.0, 1.0, (n_actions,), np.float32),
+        }
+    )
 
 
 class ParallelEnvAdapter(ParallelPettingZooEnv):
@@ -39,13 +72,20 @@ class ParallelEnvAdapter(ParallelPettingZooEnv):
     (``state_source="observations"``). Critics on the learner read it from the
     episodes, so the actors never see it.
 
+    Action masks: with ``action_mask="auto"`` an env whose observations are dicts with an
+    ``action_mask`` entry (``"observation"``), or whose reset infos carry one
+    (``"info"``), gets masked observations ``{"observation": flat float32,
+    "action_mask": float32 0/1}``. An agent left with no legal action ends the episode
+    with a report in the infos (``empty_action_mask``) that the driver turns into an
+    error naming the agent and the env step.
+
     When the env reports a per-agent cost in ``info["cost"]``, every agent's info also
     gets ``info["team_cost"]``, the sum over the agents of its team (``team_of``; one
     team by default) that reported one (non-finite or non-numeric costs raise a
     ``ValueError`` naming the agent).
 
-    Agents must stay alive until the episode ends (MARLlib's convention for its
-    cooperative envs): the centralized critic aligns agents by env step.
+    Agents may be absent from a step's observations (dead, not yet arrived, or waiting
+    for their turn); the spaces cover every ``possible_agents`` entry.
     """
 
     def __init__(
@@ -55,39 +95,130 @@ class ParallelEnvAdapter(ParallelPettingZooEnv):
         state_source: str = "auto",
         env_name: str | None = None,
         team_of: Mapping[str, str] | None = None,
+        action_mask: str = "auto",
     ) -> None:
         if state_source not in STATE_SOURCES:
             raise ValueError(f"state_source must be one of {STATE_SOURCES}, got {state_source!r}")
+        if action_mask not in MASK_SOURCES:
+            raise ValueError(f"action_mask must be one of {MASK_SOURCES}, got {action_mask!r}")
         super().__init__(env)
+        self.env_name = env_name or type(env).__name__
+        self.env_t = 0
         self._sorted_agents = sorted(self.par_env.possible_agents)
+        self.mask_source = self._mask_source(action_mask)
+        self._raw_spaces = {a: self.par_env.observation_space(a) for a in self._sorted_agents}
+        self.observation_space = gym.spaces.Dict(
+            {a: self._observation_space(a) for a in self._sorted_agents}
+        )
+        self.action_space = gym.spaces.Dict(
+            {a: self.par_env.action_space(a) for a in self._sorted_agents}
+        )
         if state_source == "auto":
             state_source = "env" if _env_has_state(self.par_env) else "observations"
         elif state_source == "env" and not _env_has_state(self.par_env):
             raise ValueError(f"state_source='env' but {type(env).__name__} has no state()")
         self.state_source = state_source
         self.state_space = self._build_state_space()
-        self.env_name = env_name or type(env).__name__
         self.team_of = dict(team_of or {})
         self.env_t = 0
 
+    # ---- action masks ---------------------------------------------------------------
+    def _mask_source(self, requested: str) -> str:
+        spaces = {a: self.par_env.observation_space(a) for a in self._sorted_agents}
+        in_observation = [
+            a
+            for a, space in spaces.items()
+            if isinstance(space, gym.spaces.Dict) and ACTION_MASK_KEY in space.spaces
+        ]
+        if requested == "auto":
+            if in_observation:
+                requested = "observation"
+            else:
+                _, infos = self.par_env.reset()
+                has_info_mask = any(ACTION_MASK_KEY in (info or {}) for info in infos.values())
+                requested = "info" if has_info_mask else "none"
+        if requested == "observation" and len(in_observation) != len(spaces):
+            missing = sorted(set(spaces) - set(in_observation))
+            raise ValueError(
+                f"action_mask='observation' but the observations of {missing} are not dicts "
+                f"with an {ACTION_MASK_KEY!r} entry"
+            )
+        if requested != "none":
+            for agent in self._sorted_agents:
+                if not isinstance(self.par_env.action_space(agent), gym.spaces.Discrete):
+                    raise ValueError(
+                        f"action masks need Discrete action spaces; agent {agent!r} has "
+                        f"{self.par_env.action_space(agent)}"
+                    )
+        return requested
+
+    def _inner_space(self, agent: str) -> gym.Space:
+        raw = self._raw_spaces[agent]
+        return raw[OBSERVATION_KEY] if self.mask_source == "observation" else raw
+
+    def _observation_space(self, agent: str) -> gym.Space:
+        if self.mask_source == "none":
+            return self._raw_spaces[agent]
+        n_actions = int(self.par_env.action_space(agent).n)
+        return masked_observation_space(self._inner_space(agent), n_actions)
+
+    def _masked(self, agent: str, observation: Any, info: Mapping | None) -> dict[str, Any]:
+        if self.mask_source == "observation":
+            plain, mask = observation[OBSERVATION_KEY], observation[ACTION_MASK_KEY]
+        else:
+            plain = observation
+            mask = (info or {}).get(ACTION_MASK_KEY)
+            if mask is None:
+                raise ValueError(
+                    f"env {self.env_name!r}: agent {agent!r} has no info['action_mask'] at "
+                    f"env step {self.env_t} (its other steps carry one)"
+                )
+        return {
+            OBSERVATION_KEY: gym.spaces.flatten(self._inner_space(agent), plain).astype(np.float32),
+            ACTION_MASK_KEY: np.asarray(mask, dtype=np.float32).reshape(-1),
+        }
+
+    def _with_masks(self, observations: dict[str, Any], infos: Mapping) -> dict[str, Any]:
+        if self.mask_source == "none":
+            return observations
+        return {a: self._masked(a, obs, infos.get(a)) for a, obs in observations.items()}
+
+    def _empty_masks(
+        self, observations: dict[str, Any], terminateds: Mapping, truncateds: Mapping
+    ) -> list[str]:
+        """Agents that must act next and have no legal action."""
+        if self.mask_source == "none":
+            return []
+        return [
+            agent
+            for agent, obs in observations.items()
+            if not (terminateds.get(agent) or truncateds.get(agent))
+            and not obs[ACTION_MASK_KEY].any()
+        ]
+
+    # ---- global state -----------------------------------------------------------------
     def _build_state_space(self) -> gym.spaces.Box:
         if self.state_source == "env":
             dim = int(np.prod(np.shape(self.par_env.state())))
         else:
             dim = sum(
-                gym.spaces.flatdim(self.par_env.observation_space(agent))
+                gym.spaces.flatdim(plain_observation_space(self._observation_space(agent)))
                 for agent in self._sorted_agents
             )
         return gym.spaces.Box(-np.inf, np.inf, (dim,), np.float32)
 
     def _global_state(self, observations: dict[str, Any]) -> np.ndarray:
+        """``observations``: as handed to RLlib (masked dicts where the env has masks)."""
         if self.state_source == "env":
             return np.asarray(self.par_env.state(), dtype=np.float32).reshape(-1)
         parts = []
         for agent in self._sorted_agents:
-            space = self.par_env.observation_space(agent)
+            space = plain_observation_space(self._observation_space(agent))
             if agent in observations:
-                parts.append(gym.spaces.flatten(space, observations[agent]))
+                observation = observations[agent]
+                if self.mask_source != "none":
+                    observation = observation[OBSERVATION_KEY]
+                parts.append(gym.spaces.flatten(space, observation))
             else:
                 parts.append(np.zeros(gym.spaces.flatdim(space), np.float32))
         return np.concatenate(parts).astype(np.float32)
@@ -118,28 +249,44 @@ class ParallelEnvAdapter(ParallelPettingZooEnv):
     def reset(self, *, seed: int | None = None, options: dict | None = None):
         observations, infos = super().reset(seed=seed, options=options)
         self.env_t = 0
+        observations = self._with_masks(observations, infos)
+        empty = self._empty_masks(observations, {}, {})
+        if empty:
+            raise ValueError(
+                f"env {self.env_name!r}: agent {empty[0]!r} has no legal action (all-zero "
+                "action mask) at env step 0 (reset)"
+            )
         return observations, self._add_state(observations, infos)
 
     @override(ParallelPettingZooEnv)
     def step(self, action_dict):
         observations, rewards, terminateds, truncateds, infos = self.par_env.step(action_dict)
+        infos = dict(infos or {})
+        observations = self._with_masks(observations, infos)
         bad = [agent for agent, reward in rewards.items() if not np.isfinite(reward)]
         if bad:
-            # End the episode here; the report travels in the infos to the driver, which
-            # stops training with an error naming the env, the agent and the step
-            # (an exception in a remote env runner would only restart the runner).
-            report = {
-                "agent_index": self._sorted_agents.index(bad[0]),
-                "env_step": self.env_t,
-                "reward": float(rewards[bad[0]]),
-            }
             rewards = {a: 0.0 if a in bad else r for a, r in rewards.items()}
-            terminateds = {a: False for a in rewards}
-            truncateds = {a: True for a in rewards}
-            infos = {a: {**(infos.get(a) or {}), NONFINITE_REWARD_KEY: report} for a in rewards}
+            terminateds, truncateds, infos = self._end_with_report(
+                NONFINITE_REWARD_KEY, bad[0], self.env_t, observations, rewards, infos
+            )
+        else:
+            empty = self._empty_masks(observations, terminateds, truncateds)
+            if empty:
+                terminateds, truncateds, infos = self._end_with_report(
+                    EMPTY_ACTION_MASK_KEY, empty[0], self.env_t + 1, observations, rewards, infos
+                )
         self.env_t += 1
         terminateds, truncateds = episode_end_flags(terminateds, truncateds)
         return observations, rewards, terminateds, truncateds, self._add_state(observations, infos)
+
+    def _end_with_report(self, key, agent, env_step, observations, rewards, infos):
+        """Ends the episode here; the report travels in the infos to the driver, which
+        stops training with an error naming the env, the agent and the step (an
+        exception in a remote env runner would only restart the runner)."""
+        report = {"agent_index": self._sorted_agents.index(agent), "env_step": env_step}
+        agents = set(rewards) | set(observations)
+        infos = {a: {**(infos.get(a) or {}), key: report} for a in agents}
+        return {a: False for a in agents}, {a: True for a in agents}, infos
 
 
 def episode_end_flags(

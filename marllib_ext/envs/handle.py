@@ -8,7 +8,11 @@ from typing import Any
 
 import gymnasium as gym
 
-from marllib_ext.envs.adapter import ParallelEnvAdapter
+from marllib_ext.envs.adapter import (
+    ParallelEnvAdapter,
+    has_action_mask,
+    plain_observation_space,
+)
 from marllib_ext.envs.registry import EnvSpec, get_env_spec, is_gymnasium_id
 from marllib_ext.envs.time_feature import TIME_FEATURE_ARG, TimeLeftObservation
 from marllib_ext.errors import ConfigError
@@ -24,6 +28,14 @@ class EnvLayout:
     state_space: gym.spaces.Box | None
     # agent -> team (one team on cooperative envs and single-agent ones)
     team_of: dict[str, str] = field(default_factory=dict)
+
+    @property
+    def has_action_masks(self) -> bool:
+        return any(has_action_mask(space) for space in self.observation_spaces.values())
+
+    def plain_observation_space(self, agent: str) -> gym.Space:
+        """``agent``'s observation space without its action mask."""
+        return plain_observation_space(self.observation_spaces[agent])
 
     @property
     def teams(self) -> dict[str, tuple[str, ...]]:
@@ -105,8 +117,9 @@ class EnvHandle:
         agents = tuple(sorted(env.par_env.possible_agents))
         layout = EnvLayout(
             agents=agents,
-            observation_spaces={a: env.par_env.observation_space(a) for a in agents},
-            action_spaces={a: env.par_env.action_space(a) for a in agents},
+            # The adapter's spaces: masked observations are {"observation", "action_mask"}.
+            observation_spaces={a: env.observation_space[a] for a in agents},
+            action_spaces={a: env.action_space[a] for a in agents},
             state_space=env.state_space,
             team_of=self.spec.team_of(agents),
         )

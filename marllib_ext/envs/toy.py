@@ -137,3 +137,120 @@ class ContinuousTargetEnv(ParallelEnv):
 
 def continuous_target_env(**kwargs) -> ContinuousTargetEnv:
     return ContinuousTargetEnv(**kwargs)
+
+
+class LegalMovesEnv(ParallelEnv):
+    """The coordination game with illegal moves (action masks).
+
+    Every step each agent may play only ``n_legal`` of the ``n_targets`` actions (a
+    fresh random subset per agent, the shared target always among them), given by its
+    ``action_mask``: in a dict observation ``{"observation", "action_mask"}``
+    (PettingZoo's convention, ``mask_in="observation"``) or in ``info["action_mask"]``
+    (``mask_in="info"``). Playing an illegal action raises ``ValueError``. Each agent
+    receives 1.0 when all agents pick the target. A random legal team scores
+    ``episode_length / n_legal**n_agents`` per agent.
+
+    ``empty_mask_at``: env step at which ``agent_0`` gets an all-zero mask (tests of the
+    error); ``None`` for never.
+    """
+
+    metadata = {"name": "legal_moves_v0", "render_modes": []}
+
+    def __init__(
+        self,
+        n_agents: int = 2,
+        n_targets: int = 5,
+        n_legal: int = 2,
+        episode_length: int = 10,
+        mask_in: str = "observation",
+        empty_mask_at: int | None = None,
+    ) -> None:
+        if not 1 <= n_legal <= n_targets or n_agents < 1 or episode_length < 1:
+            raise ValueError("need n_agents >= 1, 1 <= n_legal <= n_targets, episode_length >= 1")
+        if mask_in not in ("observation", "info"):
+            raise ValueError(f"mask_in must be 'observation' or 'info', got {mask_in!r}")
+        self.n_targets, self.n_legal = n_targets, n_legal
+        self.episode_length = episode_length
+        self.mask_in, self.empty_mask_at = mask_in, empty_mask_at
+        self.possible_agents = [f"agent_{i}" for i in range(n_agents)]
+        self.agents: list[str] = []
+        plain = spaces.Box(0.0, 1.0, (n_targets + 1,), np.float32)
+        mask = spaces.Box(0, 1, (n_targets,), np.int8)
+        self._observation_space = (
+            spaces.Dict({"observation": plain, "action_mask": mask})
+            if mask_in == "observation"
+            else plain
+        )
+        self._action_space = spaces.Discrete(n_targets)
+        self._rng = np.random.default_rng()
+        self._target, self._t = 0, 0
+        self.masks: dict[str, np.ndarray] = {}
+
+    def observation_space(self, agent: str):
+        return self._observation_space
+
+    def action_space(self, agent: str) -> spaces.Discrete:
+        return self._action_space
+
+    def state(self) -> np.ndarray:
+        obs = np.zeros(self.n_targets + 1, np.float32)
+        obs[self._target] = 1.0
+        obs[-1] = 1.0 - self._t / self.episode_length
+        return obs
+
+    def _draw(self) -> None:
+        self._target = int(self._rng.integers(self.n_targets))
+        self.masks = {}
+        for agent in self.possible_agents:
+            others = np.delete(np.arange(self.n_targets), self._target)
+            legal = [self._target, *self._rng.choice(others, self.n_legal - 1, replace=False)]
+            mask = np.zeros(self.n_targets, np.int8)
+            mask[legal] = 1
+            if agent == "agent_0" and self._t == self.empty_mask_at:
+                mask[:] = 0
+            self.masks[agent] = mask
+
+    def _observe(self, agents) -> tuple[dict, dict]:
+        obs = self.state()
+        if self.mask_in == "observation":
+            observations = {
+                a: {"observation": obs.copy(), "action_mask": self.masks[a]} for a in agents
+            }
+            return observations, {a: {} for a in agents}
+        return {a: obs.copy() for a in agents}, {a: {"action_mask": self.masks[a]} for a in agents}
+
+    def reset(self, seed: int | None = None, options: dict | None = None):
+        if seed is not None:
+            self._rng = np.random.default_rng(seed)
+        self.agents = list(self.possible_agents)
+        self._t = 0
+        self._draw()
+        return self._observe(self.agents)
+
+    def step(self, actions: dict[str, int]):
+        for agent in self.agents:
+            if not self.masks[agent][int(actions[agent])]:
+                raise ValueError(
+                    f"agent {agent!r} played illegal action {int(actions[agent])} at step "
+                    f"{self._t} (legal: {np.flatnonzero(self.masks[agent]).tolist()})"
+                )
+        matched = all(int(actions[a]) == self._target for a in self.agents)
+        reward = 1.0 if matched else 0.0
+        self._t += 1
+        self._draw()
+        truncated = self._t >= self.episode_length
+        agents = self.agents
+        observations, infos = self._observe(agents)
+        if truncated:
+            self.agents = []
+        return (
+            observations,
+            {a: reward for a in agents},
+            {a: False for a in agents},
+            {a: truncated for a in agents},
+            infos,
+        )
+
+
+def legal_moves_env(**kwargs) -> LegalMovesEnv:
+    return LegalMovesEnv(**kwargs)

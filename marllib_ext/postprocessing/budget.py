@@ -20,7 +20,7 @@ from marllib_ext.ops.efx import (
     budget_step,
     sample_initial_budget,
 )
-from marllib_ext.postprocessing.budget_input import BudgetInput
+from marllib_ext.postprocessing.budget_input import BudgetInput, plain_observation
 
 
 def budget_controllers(settings: Any) -> dict[str, BudgetController]:
@@ -127,7 +127,7 @@ class BudgetObservationConnector(MultiAgentObservationPreprocessor):
     def recompute_output_observation_space(self, input_observation_space, input_action_space):
         return gym.spaces.Dict(
             {
-                agent_id: BudgetInput.widen(space, name=f"agent {agent_id!r}")
+                agent_id: BudgetInput.widen_observation_space(space, name=f"agent {agent_id!r}")
                 for agent_id, space in input_observation_space.spaces.items()
             }
         )
@@ -154,7 +154,8 @@ class BudgetObservationConnector(MultiAgentObservationPreprocessor):
     def next_budget(self, episode, team: str, agent_ids: list[str]) -> float:
         """``z_T`` at this step from the team's previous z and log-probs."""
         agent_episodes = [episode.agent_episodes[agent_id] for agent_id in agent_ids]
-        previous_z = float(self.inputs[team].read(agent_episodes[0].get_observations(-2)))
+        previous = plain_observation(agent_episodes[0].get_observations(-2))
+        previous_z = float(self.inputs[team].read(previous))
         # Per-agent lookups: MultiAgentEpisode.get_extra_model_outputs(indices=-1)
         # returns {} in continuation chunks (ray 2.60).
         logp_sum = sum(
@@ -179,7 +180,9 @@ class BudgetObservationConnector(MultiAgentObservationPreprocessor):
         else:
             z = {team: self.next_budget(episode, team, agents) for team, agents in acting.items()}
         return {
-            agent_id: self.inputs[self.team_of[agent_id]].append(obs, z[self.team_of[agent_id]])
+            agent_id: self.inputs[self.team_of[agent_id]].append_to_observation(
+                obs, z[self.team_of[agent_id]]
+            )
             for agent_id, obs in observations.items()
         }
 

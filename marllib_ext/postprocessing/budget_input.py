@@ -14,7 +14,13 @@ import gymnasium as gym
 import numpy as np
 import numpy.typing as npt
 
+from marllib_ext.envs.adapter import OBSERVATION_KEY, has_action_mask
 from marllib_ext.policies.joint_critic import team_critic_ids
+
+
+def plain_observation(observation):
+    """An agent's observation without its action mask (unchanged when it has none)."""
+    return observation[OBSERVATION_KEY] if isinstance(observation, dict) else observation
 
 
 @dataclass(frozen=True)
@@ -53,6 +59,13 @@ class BudgetInput:
         u = np.broadcast_to(self.normalize(z), inputs.shape[:-1]).astype(np.float32)
         return np.concatenate([inputs, u[..., None]], axis=-1)
 
+    def append_to_observation(self, observation, z: float):
+        """:meth:`append` on an agent's observation; a masked observation gets z in its
+        ``observation`` part and keeps its ``action_mask``."""
+        if isinstance(observation, dict):
+            return {**observation, OBSERVATION_KEY: self.append(observation[OBSERVATION_KEY], z)}
+        return self.append(observation, z)
+
     def read(self, inputs: npt.ArrayLike) -> np.ndarray:
         """The raw budget ``(...,)`` carried by inputs written with :meth:`append`."""
         return self.denormalize(np.asarray(inputs)[..., -1])
@@ -73,6 +86,18 @@ class BudgetInput:
             np.append(space.high, 1.0).astype(np.float32),
             dtype=np.float32,
         )
+
+    @staticmethod
+    def widen_observation_space(space: gym.Space, *, name: str) -> gym.Space:
+        """:meth:`widen`; a masked observation space widens its ``observation`` part."""
+        if has_action_mask(space):
+            return gym.spaces.Dict(
+                {
+                    **space.spaces,
+                    OBSERVATION_KEY: BudgetInput.widen(space[OBSERVATION_KEY], name=name),
+                }
+            )
+        return BudgetInput.widen(space, name=name)
 
     @staticmethod
     def extra_inputs() -> int:

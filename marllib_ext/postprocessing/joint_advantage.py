@@ -12,7 +12,7 @@ from ray.rllib.core.columns import Columns
 from ray.rllib.utils.annotations import override
 from ray.rllib.utils.metrics.metrics_logger import MetricsLogger
 
-from marllib_ext.envs.adapter import STATE_KEY
+from marllib_ext.envs.adapter import ACTION_MASK_KEY, OBSERVATION_KEY, STATE_KEY
 from marllib_ext.ops.advantages import standardize_valid, team_gae
 from marllib_ext.policies.joint_critic import CRITIC_MODULE_ID, STATE
 from marllib_ext.postprocessing.team_layout import AgentRows, TeamLayout, build_team_layout
@@ -43,6 +43,19 @@ class TeamBatch:
     # Per chunk, the lead agent's infos for its rows (index t: the info returned with the
     # observation of row t, so the info after row t's action is at t + 1).
     chunk_infos: list[list[dict]]
+
+
+def numpy_columns(module_batch: dict[str, Any], columns: tuple[str, ...]) -> dict[str, np.ndarray]:
+    """Numpy copies of ``columns``; a masked observation ``{"observation", "action_mask"}``
+    gives its plain observation under ``OBS`` and its mask under ``"action_mask"``."""
+    out = {}
+    for column in columns:
+        value = module_batch[column]
+        if isinstance(value, dict):  # masked observations
+            out[ACTION_MASK_KEY] = value[ACTION_MASK_KEY].detach().cpu().numpy()
+            value = value[OBSERVATION_KEY]
+        out[column] = value.detach().cpu().numpy()
+    return out
 
 
 class JointAdvantageConnector(ConnectorV2):
@@ -246,10 +259,7 @@ class JointAdvantageConnector(ConnectorV2):
         chunk_done = {episode.id_: bool(episode.is_done) for episode in episodes}
 
         module_columns = {
-            module_id: {
-                column: batch[module_id][column].detach().cpu().numpy()
-                for column in self.module_columns()
-            }
+            module_id: numpy_columns(batch[module_id], self.module_columns())
             for module_id in layout.team_row_of
         }
         for module_id, rows in layout.team_row_of.items():

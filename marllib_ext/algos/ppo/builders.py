@@ -155,7 +155,7 @@ def vd_critic_spec(
         model_config={
             "head_of_agent": [mapping[agent] for agent in agents],
             "obs_dims": [
-                gym.spaces.flatdim(layout.observation_spaces[agent]) + extra_inputs
+                gym.spaces.flatdim(layout.plain_observation_space(agent)) + extra_inputs
                 for agent in agents
             ],
             "state_dim": int(layout.state_space.shape[0]) + extra_inputs,
