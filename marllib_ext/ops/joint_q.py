@@ -12,12 +12,16 @@ The joint double-Q target (Van Hasselt et al. 2016; Rashid et al. 2018)::
 
 with ``mixer`` the sum (VDN), the monotonic hypernetwork mixer (QMIX), or none (IQL:
 each agent's own ``y_i = r_i + gamma * (1 - terminated) * Q_i^target(o'_i, a*_i)``).
-A truncated (time-limit) end is not terminal: it bootstraps from ``o'``.
+A truncated (time-limit) end is not terminal: it bootstraps from ``o'``. With action
+masks (QMIX's ``avail_actions``) ``a*_i`` is the argmax over the actions legal at
+``o'_i``, and epsilon-greedy explores uniformly over the legal actions.
 """
 
 from __future__ import annotations
 
 import torch
+
+from marllib_ext.ops.masks import masked_argmax
 
 
 def chosen_action_values(q: torch.Tensor, actions: torch.Tensor) -> torch.Tensor:
@@ -30,16 +34,22 @@ def chosen_action_values(q: torch.Tensor, actions: torch.Tensor) -> torch.Tensor
     return q.gather(-1, actions.long().unsqueeze(-1)).squeeze(-1)
 
 
-def double_q_next_values(next_q_online: torch.Tensor, next_q_target: torch.Tensor) -> torch.Tensor:
-    """``Q^target(o', argmax_a Q^online(o', a))``: both ``(..., A)`` -> ``(...)``.
+def double_q_next_values(
+    next_q_online: torch.Tensor,
+    next_q_target: torch.Tensor,
+    next_mask: torch.Tensor | None = None,
+) -> torch.Tensor:
+    """``Q^target(o', argmax_{a legal} Q^online(o', a))``: both ``(..., A)`` -> ``(...)``.
 
-    The online network picks the action, the target network scores it (double Q)."""
+    The online network picks the action among those ``next_mask (..., A)`` allows (all
+    when ``None``), the target network scores it (double Q). An all-zero mask row (a
+    padded or absent agent's step) picks action 0; its value is masked out downstream."""
     if next_q_online.shape != next_q_target.shape:
         raise ValueError(
             f"online {tuple(next_q_online.shape)} and target {tuple(next_q_target.shape)} "
             "values must have one shape"
         )
-    greedy = next_q_online.argmax(dim=-1)
+    greedy = masked_argmax(next_q_online, next_mask)
     return chosen_action_values(next_q_target, greedy)
 
 
@@ -53,10 +63,20 @@ def linear_schedule(t: float, start: float, end: float, steps: float) -> float:
 
 
 def epsilon_greedy(
-    q: torch.Tensor, epsilon: float, explore_draws: torch.Tensor, random_actions: torch.Tensor
+    q: torch.Tensor,
+    epsilon: float,
+    explore_draws: torch.Tensor,
+    random_actions: torch.Tensor,
+    mask: torch.Tensor | None = None,
 ) -> torch.Tensor:
-    """``argmax_a q`` except where ``explore_draws < epsilon``, which take
+    """``argmax_{a legal} q`` except where ``explore_draws < epsilon``, which take
     ``random_actions``. ``q (B, A)``, ``explore_draws (B,)`` uniform in ``[0, 1)``,
-    ``random_actions (B,)`` uniform over actions -> ``(B,)`` int64."""
-    greedy = q.argmax(dim=-1)
+    ``random_actions (B,)`` uniform over the legal actions (:func:`random_legal_actions`),
+    ``mask (B, A)`` or ``None`` -> ``(B,)`` int64."""
+    greedy = masked_argmax(q, mask)
     return torch.where(explore_draws < epsilon, random_actions.long(), greedy)
+
+
+def random_legal_actions(mask: torch.Tensor, generator: torch.Generator | None = None):
+    """One action per row of ``mask (B, A)``, uniform over its legal actions -> ``(B,)``."""
+    return torch.multinomial(mask.float(), 1, generator=generator).squeeze(-1)

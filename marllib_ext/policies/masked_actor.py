@@ -84,7 +84,7 @@ MASKED_ACTOR_OF = {
 
 def masked_actor_class(base: type) -> type:
     """The masked variant of a PPO actor class."""
-    if base in MASKED_ACTOR_OF.values():
+    if base in MASKED_ACTOR_OF.values() or getattr(base, "handles_action_masks", False):
         return base
     try:
         return MASKED_ACTOR_OF[base]

@@ -19,7 +19,9 @@ from ray.rllib.core.rl_module.torch import TorchRLModule
 from ray.rllib.utils.annotations import override
 from torch import nn
 
-from marllib_ext.ops.joint_q import epsilon_greedy, linear_schedule
+from marllib_ext.envs.adapter import ACTION_MASK_KEY, OBSERVATION_KEY, plain_observation_space
+from marllib_ext.ops.joint_q import epsilon_greedy, linear_schedule, random_legal_actions
+from marllib_ext.ops.masks import masked_argmax
 from marllib_ext.ops.mixers import vdn_mix
 from marllib_ext.ops.td import merge_moments
 from marllib_ext.policies.joint_critic import ACTIVATIONS, mlp
@@ -41,12 +43,15 @@ class QAgentRLModule(TorchRLModule):
 
     ``model_config``: ``hiddens``, ``activation``, ``use_rnn`` (GRU agent with
     ``rnn_hidden_dim`` units), ``epsilon_start``, ``epsilon_end``,
-    ``epsilon_timesteps``."""
+    ``epsilon_timesteps``. With action masks it acts over the legal actions only."""
+
+    handles_action_masks = True
 
     @override(TorchRLModule)
     def setup(self) -> None:
         config = self.model_config
-        obs_dim = int(torch.tensor(self.observation_space.shape).prod())
+        # Masked envs: {"observation", "action_mask"}; the network reads the observation.
+        obs_dim = int(torch.tensor(plain_observation_space(self.observation_space).shape).prod())
         n_actions = int(self.action_space.n)
         self.use_rnn = bool(config.get("use_rnn", False))
         if self.use_rnn:
@@ -77,28 +82,35 @@ class QAgentRLModule(TorchRLModule):
             values.append(self.head(hidden))
         return torch.stack(values, dim=1)
 
-    def _step(self, batch: dict[str, Any]) -> tuple[torch.Tensor, dict[str, Any]]:
-        """Q values of the env runner's batch and the next recurrent state."""
-        obs = batch[Columns.OBS].float()
+    def _step(self, batch: dict[str, Any]):
+        """Q values of the env runner's batch, its action mask (``None`` without one,
+        shaped like the values) and the next recurrent state."""
+        obs, mask = batch[Columns.OBS], None
+        if isinstance(obs, dict):
+            obs, mask = obs[OBSERVATION_KEY], obs[ACTION_MASK_KEY]
+        obs = obs.float()
         if not self.use_rnn:
-            return self.net(obs), {}
+            return self.net(obs), mask, {}
         # Stateful modules get a time rank of 1 on env runners: (B, 1, d).
         hidden = self.gru(self.encoder(obs[:, 0]), batch[Columns.STATE_IN][HIDDEN])
-        return self.head(hidden).unsqueeze(1), {Columns.STATE_OUT: {HIDDEN: hidden}}
+        q = self.head(hidden).unsqueeze(1)
+        mask = None if mask is None else mask.reshape(q.shape)
+        return q, mask, {Columns.STATE_OUT: {HIDDEN: hidden}}
 
     @override(TorchRLModule)
     def _forward_inference(self, batch: dict[str, Any], **kwargs) -> dict[str, Any]:
-        q, out = self._step(batch)
-        return {**out, Columns.ACTIONS: q.argmax(dim=-1)}
+        q, mask, out = self._step(batch)
+        return {**out, Columns.ACTIONS: masked_argmax(q, mask)}
 
     @override(TorchRLModule)
     def _forward_exploration(self, batch: dict[str, Any], t: int = 0, **kwargs) -> dict[str, Any]:
-        q, out = self._step(batch)
+        q, mask, out = self._step(batch)
         flat = q.reshape(-1, q.shape[-1])
+        flat_mask = torch.ones_like(flat) if mask is None else mask.reshape(flat.shape)
         epsilon = self.epsilon(t)
         draws = torch.rand(flat.shape[0], device=flat.device)
-        random_actions = torch.randint(0, flat.shape[-1], (flat.shape[0],), device=flat.device)
-        actions = epsilon_greedy(flat, epsilon, draws, random_actions)
+        random_actions = random_legal_actions(flat_mask)
+        actions = epsilon_greedy(flat, epsilon, draws, random_actions, flat_mask)
         return {**out, Columns.ACTIONS: actions.reshape(q.shape[:-1])}
 
     def epsilon(self, t: int) -> float:

@@ -14,6 +14,7 @@ Layout of slot ``k`` (agents in sorted id order, ``T`` = longest episode stored)
     actions    (T, n)          int64 (discrete) or (T, n, a) float32 (continuous)
     rewards    (T, n)
     terminated (T,)            1 on the last step when the episode ended terminally
+    action_mask (T + 1, n, A)  1 on legal actions (only on envs with action masks)
     length                     real steps; rows t >= length are padding
 
 Sampling units: single team transitions ``(k, t)`` (feed-forward agents) or whole
@@ -41,9 +42,15 @@ class TeamEpisode:
     actions: np.ndarray  # (T, n) int or (T, n, a) float
     rewards: npt.NDArray[np.float32]  # (T, n)
     terminated: bool
+    action_mask: npt.NDArray[np.float32] | None = None  # (T + 1, n, A), envs with masks
 
     def __post_init__(self) -> None:
         length = self.rewards.shape[0]
+        if self.action_mask is not None and self.action_mask.shape[:2] != self.obs.shape[:2]:
+            raise ValueError(
+                f"action masks {self.action_mask.shape} must match the observations' "
+                f"(T + 1, n) = {self.obs.shape[:2]}"
+            )
         if self.obs.shape[0] != length + 1 or self.state.shape[0] != length + 1:
             raise ValueError(
                 f"an episode of {length} steps needs {length + 1} observations and states, "
@@ -64,7 +71,8 @@ class SampledTeamBatch:
     """Sequences of ``L`` team steps (``L = 1`` for transitions).
 
     ``slots``/``starts`` locate each sequence in the store (for priority updates);
-    ``mask (B, L)`` is 1 on real steps; ``weights (B,)`` are importance weights."""
+    ``mask (B, L)`` is 1 on real steps; ``weights (B,)`` are importance weights;
+    ``action_mask (B, L + 1, n, A)`` only on envs with action masks (0 on padding)."""
 
     obs: npt.NDArray[np.float32]  # (B, L + 1, n, d)
     state: npt.NDArray[np.float32]  # (B, L + 1, s)
@@ -75,9 +83,12 @@ class SampledTeamBatch:
     weights: npt.NDArray[np.float32]  # (B,)
     slots: npt.NDArray[np.int64]  # (B,)
     starts: npt.NDArray[np.int64]  # (B,)
+    action_mask: npt.NDArray[np.float32] | None = None  # (B, L + 1, n, A)
 
     def columns(self) -> dict[str, np.ndarray]:
+        masks = {} if self.action_mask is None else {"action_mask": self.action_mask}
         return {
+            **masks,
             "obs": self.obs,
             "state": self.state,
             "actions": self.actions,
@@ -129,8 +140,12 @@ class TeamEpisodeStore:
         self._ensure_room(episode)
         assert self.arrays is not None
         slot, length = self.next_slot, episode.length
-        for name in ("obs", "state", "actions", "rewards", "terminated", "priority"):
+        if (episode.action_mask is None) != ("action_mask" not in self.arrays):
+            raise ValueError("episodes with and without action masks cannot share a store")
+        for name in self.arrays:
             self.arrays[name][slot] = 0
+        if episode.action_mask is not None:
+            self.arrays["action_mask"][slot, : length + 1] = episode.action_mask
         self.arrays["obs"][slot, : length + 1, :, : episode.obs.shape[2]] = episode.obs
         self.arrays["state"][slot, : length + 1] = episode.state
         self.arrays["actions"][slot, :length] = episode.actions
@@ -154,6 +169,9 @@ class TeamEpisodeStore:
                 "terminated": np.zeros((c, t), np.float32),
                 "priority": np.zeros((c, t), np.float64),
             }
+            if episode.action_mask is not None:
+                shape = (c, t + 1, *episode.action_mask.shape[1:])
+                self.arrays["action_mask"] = np.zeros(shape, np.float32)
             return
         stored = self.arrays["obs"]
         if stored.shape[2] != n_agents or stored.shape[3] < obs_dim:
@@ -236,6 +254,11 @@ class TeamEpisodeStore:
             weights=importance.astype(np.float32),
             slots=slots.astype(np.int64),
             starts=starts.astype(np.int64),
+            action_mask=(
+                self.arrays["action_mask"][rows, obs_steps]
+                if "action_mask" in self.arrays
+                else None
+            ),
         )
 
     def _require_data(self) -> None:

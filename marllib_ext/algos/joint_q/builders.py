@@ -32,10 +32,10 @@ def check_discrete(env: EnvHandle, algo: str) -> None:
                 f"{algo} needs discrete actions, and agent {agent!r} of env {env.name!r} has "
                 f"{space}; for continuous actions use iddpg, maddpg or facmac"
             )
-        if not isinstance(env.layout.observation_spaces[agent], gym.spaces.Box):
+        if not isinstance(env.layout.plain_observation_space(agent), gym.spaces.Box):
             raise ConfigError(
                 f"{algo} needs Box observations; agent {agent!r} of env {env.name!r} has "
-                f"{env.layout.observation_spaces[agent]}"
+                f"{env.layout.plain_observation_space(agent)}"
             )
 
 

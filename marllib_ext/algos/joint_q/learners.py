@@ -77,9 +77,10 @@ class JointQLearner(TeamReplayLearner):
             rewards = standardized_rewards(rewards, mask)
         length = mask.shape[1]
         q = self.agent_q_values(obs, target=False)  # (B, L + 1, n, A)
+        next_mask = columns["action_mask"][:, 1:] if "action_mask" in columns else None
         with torch.no_grad():
             next_values = double_q_next_values(
-                q[:, 1:].detach(), self.agent_q_values(obs, target=True)[:, 1:]
+                q[:, 1:].detach(), self.agent_q_values(obs, target=True)[:, 1:], next_mask
             )  # (B, L, n)
         chosen = chosen_action_values(q[:, :length], columns["actions"])  # (B, L, n)
         return JointQBatch(columns, chosen, next_values, rewards, mask)

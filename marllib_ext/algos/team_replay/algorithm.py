@@ -32,7 +32,7 @@ from ray.rllib.utils.metrics import (
 
 from marllib_ext.algos.team_replay.progress import PROGRESS_KEY
 from marllib_ext.algos.team_replay.settings import TeamReplaySettings
-from marllib_ext.envs.adapter import STATE_KEY
+from marllib_ext.envs.adapter import ACTION_MASK_KEY, OBSERVATION_KEY, STATE_KEY
 from marllib_ext.replay.team_episodes import SampledTeamBatch, TeamEpisode, TeamEpisodeStore
 from marllib_ext.rllib_compat import learner_value, priorities_from_learner, settings_of
 
@@ -59,10 +59,14 @@ def team_episode(episode, agents: tuple[str, ...], obs_dim: int) -> TeamEpisode:
     length = next(iter(lengths.values()))
     obs = np.zeros((length + 1, len(agents), obs_dim), np.float32)
     rewards = np.zeros((length, len(agents)), np.float32)
-    actions = []
+    actions, masks = [], []
     for index, aid in enumerate(agents):
         agent_episode = episode.agent_episodes[aid]
-        agent_obs = np.asarray(agent_episode.get_observations(), np.float32)
+        agent_obs = agent_episode.get_observations()
+        if isinstance(agent_obs, dict):  # masked observations
+            masks.append(np.asarray(agent_obs[ACTION_MASK_KEY], np.float32))
+            agent_obs = agent_obs[OBSERVATION_KEY]
+        agent_obs = np.asarray(agent_obs, np.float32)
         obs[:, index, : agent_obs[0].size] = agent_obs.reshape(length + 1, -1)
         rewards[:, index] = np.asarray(agent_episode.get_rewards(), np.float32)
         actions.append(np.asarray(agent_episode.get_actions()))
@@ -74,6 +78,7 @@ def team_episode(episode, agents: tuple[str, ...], obs_dim: int) -> TeamEpisode:
         actions=np.stack(actions, axis=1),
         rewards=rewards,
         terminated=bool(episode.is_terminated),
+        action_mask=np.stack(masks, axis=1) if masks else None,
     )
 
 

@@ -106,7 +106,7 @@ def team_replay_config(
     with ``specs`` (actors mapped by ``mapping``, learner-only modules), carrying the
     settings and the agent/team layout every learner and the algorithm read."""
     agents = tuple(sorted(env.layout.agents))
-    obs_dim_of = {a: int(np.prod(env.layout.observation_spaces[a].shape)) for a in agents}
+    obs_dim_of = {a: int(np.prod(env.layout.plain_observation_space(a).shape)) for a in agents}
     teams = env.layout.teams
     layout = team_replay_layout(
         agents, mapping, obs_dim_of, {team_ids[team]: members for team, members in teams.items()}
