@@ -254,3 +254,94 @@ class LegalMovesEnv(ParallelEnv):
 
 def legal_moves_env(**kwargs) -> LegalMovesEnv:
     return LegalMovesEnv(**kwargs)
+
+
+class ComeAndGoEnv(ParallelEnv):
+    """Agents that arrive late and die early, on a script (tests of absent agents).
+
+    ``agent_0`` plays the whole episode; ``agent_1`` dies after acting at env step
+    ``death_step`` (its own termination; the episode goes on); ``agent_2`` arrives with
+    its first observation at env step ``arrival_step``. With ``all_die_at`` every agent
+    still alive terminates after acting at that step (the episode ends terminated);
+    otherwise the episode is truncated after ``episode_length`` steps.
+
+    Every step an agent that plays ``t % 2`` gets 1.0, else 0.0, and its observation is
+    ``[t / episode_length, t % 2, one_hot(agent index)]``. ``state()`` is
+    ``[t / episode_length, t % 2, present_0, present_1, present_2]``: fixed slots for
+    ``possible_agents`` with the alive mask.
+    """
+
+    metadata = {"name": "come_and_go_v0", "render_modes": []}
+
+    def __init__(
+        self,
+        episode_length: int = 8,
+        death_step: int | None = 3,
+        arrival_step: int | None = 2,
+        all_die_at: int | None = None,
+    ) -> None:
+        if episode_length < 2:
+            raise ValueError("episode_length must be >= 2")
+        self.episode_length = episode_length
+        self.death_step, self.arrival_step, self.all_die_at = death_step, arrival_step, all_die_at
+        self.possible_agents = ["agent_0", "agent_1", "agent_2"]
+        self.agents: list[str] = []
+        self._observation_space = spaces.Box(0.0, 1.0, (5,), np.float32)
+        self._action_space = spaces.Discrete(2)
+        self._t = 0
+
+    def observation_space(self, agent: str) -> spaces.Box:
+        return self._observation_space
+
+    def action_space(self, agent: str) -> spaces.Discrete:
+        return self._action_space
+
+    def _observation(self, agent: str) -> np.ndarray:
+        obs = np.zeros(5, np.float32)
+        obs[0], obs[1] = self._t / self.episode_length, self._t % 2
+        obs[2 + self.possible_agents.index(agent)] = 1.0
+        return obs
+
+    def state(self) -> np.ndarray:
+        present = [float(a in self.agents) for a in self.possible_agents]
+        return np.array([self._t / self.episode_length, self._t % 2, *present], np.float32)
+
+    def reset(self, seed: int | None = None, options: dict | None = None):
+        self._t = 0
+        self.agents = ["agent_0", "agent_1"]
+        if self.arrival_step in (None, 0):
+            self.agents.append("agent_2")
+        return {a: self._observation(a) for a in self.agents}, {a: {} for a in self.agents}
+
+    def step(self, actions: dict[str, int]):
+        acting = list(self.agents)
+        missing = set(acting) - set(actions)
+        if missing or set(actions) - set(acting):
+            raise ValueError(f"step {self._t}: actions for {sorted(actions)}, acting {acting}")
+        rewards = {a: float(int(actions[a]) == self._t % 2) for a in acting}
+        dying = set()
+        if self._t == self.death_step and "agent_1" in acting:
+            dying.add("agent_1")
+        if self._t == self.all_die_at:
+            dying = set(acting)
+        self._t += 1
+        truncated = self._t >= self.episode_length
+        self.agents = [a for a in acting if a not in dying and not truncated]
+        arriving = (
+            ["agent_2"]
+            if self._t == self.arrival_step and not truncated and not dying >= set(acting)
+            else []
+        )
+        self.agents += arriving
+        observed = acting + arriving
+        return (
+            {a: self._observation(a) for a in observed},
+            {**rewards, **{a: 0.0 for a in arriving}},
+            {a: a in dying for a in observed},
+            {a: truncated and a not in dying for a in observed},
+            {a: {} for a in observed},
+        )
+
+
+def come_and_go_env(**kwargs) -> ComeAndGoEnv:
+    return ComeAndGoEnv(**kwargs)

@@ -39,7 +39,8 @@ class ActionMaskMixin:
                 f"{type(self).__name__} needs observations with an action mask, got "
                 f"{observation_space}"
             )
-        self._masked_space = observation_space
+        # Before nn.Module.__init__, torch refuses plain attribute assignment.
+        object.__setattr__(self, "_masked_space", observation_space)
         plain = None if observation_space is None else observation_space[OBSERVATION_KEY]
         super().__init__(*args, observation_space=plain, **kwargs)
 

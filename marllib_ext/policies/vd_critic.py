@@ -17,6 +17,10 @@ from marllib_ext.policies.joint_critic import STATE, mlp
 # Critic batch column: (rows, n_agents, max_obs_dim) each agent's own observation,
 # zero-padded, agents in sorted id order.
 AGENT_OBS = "agent_obs"
+# (rows, n_agents) 1 where the agent is present at that step. An absent agent (dead,
+# not yet arrived, waiting for its turn) enters the mixer with value 0: VDN sums the
+# present agents; QMIX's hypernetworks see who is present in the state's alive mask.
+AGENT_PRESENT = "agent_present"
 MIXERS = ("vdn", "qmix")
 AGENT_VALUE_SPREAD = "agent_value_spread"
 
@@ -102,6 +106,8 @@ class ValueDecompositionCritic(TorchRLModule, ValueFunctionAPI):
         )
 
     def mix(self, agent_values: torch.Tensor, batch: dict[str, Any]) -> torch.Tensor:
+        if AGENT_PRESENT in batch:
+            agent_values = agent_values * batch[AGENT_PRESENT]
         if self.hypernetworks is None:
             return vdn_mix(agent_values)
         return self.hypernetworks(agent_values, batch[STATE])

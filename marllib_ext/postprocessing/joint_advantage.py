@@ -34,7 +34,7 @@ class TeamBatch:
     rewards: np.ndarray  # team reward: sum over agents
     terminateds: np.ndarray  # bool, last real row of a chunk where every agent terminated
     truncateds: np.ndarray  # bool, last real row of every other chunk (bootstraps)
-    valid: np.ndarray  # bool, False on bootstrap rows
+    valid: np.ndarray  # bool, False on bootstrap rows (the critic's loss rows)
     # bool, last real row of a chunk whose episode really ended there (terminated or
     # truncated by the env); False at sampler cuts, which `truncateds` also marks.
     episode_ends: np.ndarray
@@ -43,6 +43,12 @@ class TeamBatch:
     # Per chunk, the lead agent's infos for its rows (index t: the info returned with the
     # observation of row t, so the info after row t's action is at t + 1).
     chunk_infos: list[list[dict]]
+
+    @property
+    def acting(self) -> np.ndarray:
+        """``(n_rows,)`` valid rows where at least one agent of the team acted (the rows
+        whose advantages reach an actor)."""
+        return self.valid & self.layout.present.any(axis=1)
 
 
 def numpy_columns(module_batch: dict[str, Any], columns: tuple[str, ...]) -> dict[str, np.ndarray]:
@@ -148,10 +154,10 @@ class JointAdvantageConnector(ConnectorV2):
 
     @staticmethod
     def standardized(advantages: np.ndarray, team: TeamBatch) -> np.ndarray:
-        """Standardized over valid rows (every column of a ``(n_rows, ...)`` array, e.g.
-        one per agent), 0 on bootstrap rows."""
+        """Standardized over the rows where the team acted (every column of a
+        ``(n_rows, ...)`` array, e.g. one per agent), 0 on the others."""
         rows = (slice(None),) + (None,) * (advantages.ndim - 1)
-        valid = np.broadcast_to(team.valid[rows], advantages.shape)
+        valid = np.broadcast_to(team.acting[rows], advantages.shape)
         out = standardize_valid(advantages, valid)
         out[~valid] = 0.0
         return out
@@ -236,8 +242,9 @@ class JointAdvantageConnector(ConnectorV2):
         return torch.from_numpy(np.ascontiguousarray(array, dtype=np.float32)).to(device)
 
     def build_team_batch(self, batch: dict[str, Any], episodes: list) -> TeamBatch:
-        """Aligns every agent's rows by env step; see ``TeamBatch``."""
-        agent_rows, lead_episodes = [], {}
+        """Places every agent's rows on its env steps; see ``TeamBatch``."""
+        chunks = {episode.id_: episode for episode in episodes}
+        agent_rows = []
         for sa_episode in self.single_agent_episode_iterator(
             episodes, agents_that_stepped_only=False
         ):
@@ -246,14 +253,22 @@ class JointAdvantageConnector(ConnectorV2):
                 and sa_episode.module_id not in self.actor_module_ids
             ):
                 continue
-            chunk_id = sa_episode.multi_agent_episode_id
+            chunk = chunks[sa_episode.multi_agent_episode_id]
             agent_rows.append(
-                AgentRows(chunk_id, sa_episode.agent_id, sa_episode.module_id, len(sa_episode))
+                AgentRows(
+                    chunk.id_,
+                    sa_episode.agent_id,
+                    sa_episode.module_id,
+                    len(sa_episode),
+                    agent_env_offsets(chunk, sa_episode, len(sa_episode) - 1),
+                    observed_at_end=not sa_episode.is_terminated
+                    and _env_to_agent_steps(chunk, sa_episode.agent_id)[-1]
+                    != chunk.SKIP_ENV_TS_TAG,
+                )
             )
-            lead = lead_episodes.get(chunk_id)
-            if lead is None or sa_episode.agent_id < lead.agent_id:
-                lead_episodes[chunk_id] = sa_episode
-        layout = build_team_layout(agent_rows)
+        layout = build_team_layout(
+            agent_rows, {cid: chunk_env_steps(chunks[cid]) for cid in chunks}
+        )
         # RLlib's AddOneTsToEpisodesAndTruncate marks every chunk's single-agent
         # episodes truncated; the multi-agent episode keeps the env's own done flags.
         chunk_done = {episode.id_: bool(episode.is_done) for episode in episodes}
@@ -276,10 +291,9 @@ class JointAdvantageConnector(ConnectorV2):
                     "env's reward for NaN/inf"
                 )
 
-        states, chunk_infos = [], []
-        for chunk_id, length in zip(layout.chunk_ids, layout.chunk_lengths, strict=True):
-            infos = lead_episodes[chunk_id].get_infos(slice(0, int(length)))
-            chunk_infos.append(infos)
+        chunk_infos = [chunk_step_infos(chunks[cid]) for cid in layout.chunk_ids]
+        states = []
+        for infos in chunk_infos:
             try:
                 states.append(np.stack([info[STATE_KEY] for info in infos]))
             except (KeyError, TypeError) as e:
@@ -287,23 +301,31 @@ class JointAdvantageConnector(ConnectorV2):
                     "the joint critic needs the global state in info['state']; build the "
                     "env through marllib_ext.envs (ParallelEnvAdapter)"
                 ) from e
-        # The team is terminated only where every agent is. MultiAgentEpisode's own
+        # The team is terminated where every agent of the chunk has terminated (each at
+        # its own last step: agents die at different times). MultiAgentEpisode's own
         # is_terminated is also True when all agents are merely truncated (ray 2.60),
         # so the per-agent TERMINATEDS columns are the reliable source.
-        agents_per_row = layout.gather_sum(
-            {mid: np.ones(len(rows)) for mid, rows in layout.team_row_of.items()}
-        )
-        terminated_per_row = layout.gather_sum(
-            {mid: cols[Columns.TERMINATEDS] for mid, cols in module_columns.items()}
+        chunk_of_row = layout.chunk_of_rows()
+        agents_done = np.zeros((len(layout.chunk_ids), len(layout.agent_ids)), dtype=bool)
+        for module_id, rows in layout.team_row_of.items():
+            done_rows = module_columns[module_id][Columns.TERMINATEDS].astype(bool)
+            agents_done[
+                chunk_of_row[rows[done_rows]], layout.agent_index_of[module_id][done_rows]
+            ] = True
+        team_terminated = np.array(
+            [
+                all(agents_done[c, layout.agent_ids.index(a)] for a in agents)
+                for c, agents in enumerate(layout.chunk_agents)
+            ]
         )
         terminateds = np.zeros(layout.n_rows, dtype=bool)
         last_real = layout.last_real_rows
-        terminateds[last_real] = terminated_per_row[last_real] == agents_per_row[last_real]
+        terminateds[last_real] = team_terminated
         truncateds = np.zeros(layout.n_rows, dtype=bool)
-        truncateds[last_real] = ~terminateds[last_real]
+        truncateds[last_real] = ~team_terminated
         episode_ends = np.zeros(layout.n_rows, dtype=bool)
         episode_ends[last_real] = [chunk_done.get(cid, False) for cid in layout.chunk_ids]
-        started = np.array([int(lead_episodes[cid].t_started) for cid in layout.chunk_ids])
+        started = np.array([int(chunks[cid].env_t_started) for cid in layout.chunk_ids])
         env_steps = np.arange(layout.n_rows) - np.repeat(
             layout.chunk_starts - started, layout.chunk_lengths
         )
@@ -321,3 +343,50 @@ class JointAdvantageConnector(ConnectorV2):
             module_columns=module_columns,
             chunk_infos=chunk_infos,
         )
+
+
+def chunk_env_steps(chunk) -> int:
+    """Env steps of a ``MultiAgentEpisode`` chunk."""
+    return int(chunk.env_t - chunk.env_t_started)
+
+
+def _env_to_agent_steps(chunk, agent_id: str) -> list:
+    """Per env index ``0..T`` of the chunk: the agent's global step observed there, or
+    RLlib's skip tag."""
+    return list(chunk.env_t_to_agent_t[agent_id].get(slice(0, chunk_env_steps(chunk) + 1)))
+
+
+def agent_env_offsets(chunk, sa_episode, real_rows: int) -> np.ndarray:
+    """``(real_rows,)`` the chunk env-step offset of each of the agent's real rows: the
+    env step where it received the observation it acted on (RLlib's
+    ``env_t_to_agent_t`` holds global agent steps; the chunk's rows start at
+    ``sa_episode.t_started``)."""
+    position = {
+        int(step): index
+        for index, step in enumerate(_env_to_agent_steps(chunk, sa_episode.agent_id))
+        if step != chunk.SKIP_ENV_TS_TAG
+    }
+    try:
+        return np.array(
+            [position[sa_episode.t_started + row] for row in range(real_rows)], dtype=np.int64
+        )
+    except KeyError as e:
+        raise RuntimeError(
+            f"agent {sa_episode.agent_id!r} step {e} is not on an env step of chunk {chunk.id_!r}"
+        ) from None
+
+
+def chunk_step_infos(chunk) -> list[dict]:
+    """Per env index ``0..T`` of the chunk, the info returned with the observations of
+    that env step (from the first agent, in sorted order, that observed there; every
+    agent's info carries the same global state)."""
+    infos: list[dict | None] = [None] * (chunk_env_steps(chunk) + 1)
+    for agent_id in sorted(chunk.agent_episodes):
+        sa_episode = chunk.agent_episodes[agent_id]
+        for index, step in enumerate(_env_to_agent_steps(chunk, agent_id)):
+            if infos[index] is None and step != chunk.SKIP_ENV_TS_TAG:
+                infos[index] = sa_episode.get_infos(int(step) - sa_episode.t_started)
+    missing = [index for index, info in enumerate(infos) if info is None]
+    if missing:
+        raise RuntimeError(f"no agent observed env steps {missing} of chunk {chunk.id_!r}")
+    return infos

@@ -6,7 +6,7 @@ import numpy as np
 from ray.rllib.core.columns import Columns
 from ray.rllib.utils.annotations import override
 
-from marllib_ext.policies.vd_critic import AGENT_OBS
+from marllib_ext.policies.vd_critic import AGENT_OBS, AGENT_PRESENT
 from marllib_ext.postprocessing.joint_advantage import JointAdvantageConnector, TeamBatch
 
 
@@ -34,4 +34,5 @@ class VDJointAdvantageConnector(JointAdvantageConnector):
                 layout.team_row_of[module_id], layout.agent_index_of[module_id], : obs.shape[1]
             ] = obs
         columns[AGENT_OBS] = agent_obs
+        columns[AGENT_PRESENT] = layout.present.astype(np.float32)
         return columns

@@ -25,7 +25,12 @@ def test_every_registered_env_builds_and_reports_state(name):
     observations, infos = env.reset(seed=0)
     for agent in observations:
         assert infos[agent][STATE_KEY].shape == env.state_space.shape
-    actions = {agent: env.action_space[agent].sample() for agent in observations}
+    actions = {
+        agent: env.action_space[agent].sample(
+            obs["action_mask"].astype(np.int8) if isinstance(obs, dict) else None
+        )
+        for agent, obs in observations.items()
+    }
     observations, rewards, terminateds, truncateds, infos = env.step(actions)
     assert set(rewards) == set(observations)
     assert all(infos[agent][STATE_KEY].shape == env.state_space.shape for agent in observations)
