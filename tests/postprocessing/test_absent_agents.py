@@ -100,7 +100,6 @@ def state(uid, t):
 
 def reference_advantages(record):
     """(uid, t) -> standardized team advantage: team reward = the present agents'."""
-    lead = record["modules"]["shared"] if "shared" in record["modules"] else None
     steps, chunk_ends = set(), set()
     for columns in record["modules"].values():
         for (uid, t, agent), valid in zip(
@@ -110,7 +109,6 @@ def reference_advantages(record):
                 steps.add((int(uid), int(t)))
             elif agent == 0:  # agent_0 lives to the end: its bootstrap row ends the chunk
                 chunk_ends.add((int(uid), int(t)))
-    del lead
     by_uid = defaultdict(list)
     for uid, t in sorted(steps):
         by_uid[uid].append(t)
