@@ -27,6 +27,7 @@ import subprocess
 import sys
 import tempfile
 import time
+from importlib.util import find_spec
 from pathlib import Path
 
 CPUS_PER_NODE = 2
@@ -56,6 +57,12 @@ def children(pid: int) -> list[int]:
             if int(stat.rsplit(")", 1)[1].split()[1]) == pid:
                 found.append(int(entry.name))
     return found
+
+
+def missing_cluster_packages() -> list[str]:
+    """Modules of ``ray[default]`` (the ``cluster`` extra) that a head node with a
+    dashboard, job server and client server needs and this environment lacks."""
+    return [m for m in ("grpc", "aiohttp", "aiohttp_cors", "opencensus") if not find_spec(m)]
 
 
 def command_line(pid: int) -> str:
@@ -128,9 +135,16 @@ class Cluster:
             for name, process in self.nodes.items():
                 if process.poll() is not None:
                     raise RuntimeError(f"{name} node exited; see {self.root / (name + '.log')}")
-            out = subprocess.run(
-                [sys.executable, "-c", probe], env=self.env, capture_output=True, text=True
-            )
+            try:  # ray.init waits for a head that is still starting, or never will
+                out = subprocess.run(
+                    [sys.executable, "-c", probe],
+                    env=self.env,
+                    capture_output=True,
+                    text=True,
+                    timeout=60,
+                )
+            except subprocess.TimeoutExpired:
+                continue
             alive = out.stdout.strip()
             if out.returncode == 0 and alive.isdigit() and int(alive) >= count:
                 return
@@ -221,6 +235,12 @@ def main() -> int:
     args = parser.parse_args()
     if shutil.which("ray") is None:
         raise SystemExit("the `ray` CLI is not on PATH")
+    missing = missing_cluster_packages()
+    if missing:
+        raise SystemExit(
+            f"a Ray cluster needs ray[default] (missing: {', '.join(missing)}): "
+            'pip install -e ".[cluster]"'
+        )
     # Short root: Ray's unix socket paths live under each node's temp dir.
     root = Path(tempfile.mkdtemp(prefix="mxc", dir="/tmp"))
     cluster = Cluster(root)

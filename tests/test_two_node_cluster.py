@@ -1,5 +1,6 @@
 """The two-node cluster script end to end (slow: starts two Ray nodes and a Ray job)."""
 
+import importlib.util
 import re
 import subprocess
 import sys
@@ -10,9 +11,18 @@ import pytest
 SCRIPT = Path(__file__).resolve().parents[1] / "scripts" / "two_node_cluster.py"
 
 
+def missing_cluster_packages() -> list[str]:
+    spec = importlib.util.spec_from_file_location("two_node_cluster", SCRIPT)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module.missing_cluster_packages()
+
+
 @pytest.mark.slow
 def test_training_survives_losing_the_worker_node():
-    pytest.importorskip("ray.dashboard.modules.job", reason="needs the cluster extra")
+    missing = missing_cluster_packages()
+    if missing:
+        pytest.skip(f'needs the cluster extra (pip install -e ".[cluster]"); missing {missing}')
     result = subprocess.run(
         [sys.executable, str(SCRIPT), "--iters", "6", "--kill-after", "2"],
         capture_output=True, text=True, timeout=900,

@@ -265,8 +265,9 @@ class ComeAndGoEnv(ParallelEnv):
     still alive terminates after acting at that step (the episode ends terminated);
     otherwise the episode is truncated after ``episode_length`` steps.
 
-    Every step an agent that plays ``t % 2`` gets 1.0, else 0.0, and its observation is
-    ``[t / episode_length, t % 2, one_hot(agent index)]``. ``state()`` is
+    Every step an agent that plays ``t % 2`` gets 1.0, else 0.0 (with
+    ``continuous_actions``, an action in ``[-1, 1]`` gets ``1 - |a - (2 (t % 2) - 1)| / 2``),
+    and its observation is ``[t / episode_length, t % 2, one_hot(agent index)]``. ``state()`` is
     ``[t / episode_length, t % 2, present_0, present_1, present_2]``: fixed slots for
     ``possible_agents`` with the alive mask.
     """
@@ -279,6 +280,7 @@ class ComeAndGoEnv(ParallelEnv):
         death_step: int | None = 3,
         arrival_step: int | None = 2,
         all_die_at: int | None = None,
+        continuous_actions: bool = False,
     ) -> None:
         if episode_length < 2:
             raise ValueError("episode_length must be >= 2")
@@ -287,14 +289,23 @@ class ComeAndGoEnv(ParallelEnv):
         self.possible_agents = ["agent_0", "agent_1", "agent_2"]
         self.agents: list[str] = []
         self._observation_space = spaces.Box(0.0, 1.0, (5,), np.float32)
-        self._action_space = spaces.Discrete(2)
+        self.continuous_actions = continuous_actions
+        self._action_space = (
+            spaces.Box(-1.0, 1.0, (1,), np.float32) if continuous_actions else spaces.Discrete(2)
+        )
         self._t = 0
 
     def observation_space(self, agent: str) -> spaces.Box:
         return self._observation_space
 
-    def action_space(self, agent: str) -> spaces.Discrete:
+    def action_space(self, agent: str):
         return self._action_space
+
+    def _reward(self, action) -> float:
+        if self.continuous_actions:
+            target = 2.0 * (self._t % 2) - 1.0
+            return 1.0 - abs(float(np.clip(np.asarray(action).reshape(-1)[0], -1, 1)) - target) / 2
+        return float(int(action) == self._t % 2)
 
     def _observation(self, agent: str) -> np.ndarray:
         obs = np.zeros(5, np.float32)
@@ -318,7 +329,7 @@ class ComeAndGoEnv(ParallelEnv):
         missing = set(acting) - set(actions)
         if missing or set(actions) - set(acting):
             raise ValueError(f"step {self._t}: actions for {sorted(actions)}, acting {acting}")
-        rewards = {a: float(int(actions[a]) == self._t % 2) for a in acting}
+        rewards = {a: self._reward(actions[a]) for a in acting}
         dying = set()
         if self._t == self.death_step and "agent_1" in acting:
             dying.add("agent_1")

@@ -35,6 +35,20 @@ def counterfactual_advantage(
     return q_taken - baseline, q_taken
 
 
+def team_q_fill(q_taken: npt.ArrayLike, present: npt.ArrayLike) -> np.ndarray:
+    """``q_taken (T, n)`` with each absent agent's entry replaced by the mean over the
+    agents present at that step (0 where none is).
+
+    Every agent's ``Q(s, a)[a_i]`` estimates the same team value of the joint action, so
+    an agent's TD(lambda) targets bootstrap through the steps where it is absent (dead,
+    not arrived, not its turn) on its teammates' estimates."""
+    q_taken = np.asarray(q_taken, dtype=np.float64)
+    present = np.asarray(present, dtype=bool)
+    counts = present.sum(axis=1)
+    team = np.where(counts > 0, (q_taken * present).sum(axis=1) / np.maximum(counts, 1), 0.0)
+    return np.where(present, q_taken, team[:, None])
+
+
 def policy_from_logits(logits: npt.ArrayLike) -> np.ndarray:
     """``softmax(logits)`` over the last axis; ``-inf`` logits (padded actions an agent
     does not have) get probability 0. Shape kept."""
@@ -43,7 +57,12 @@ def policy_from_logits(logits: npt.ArrayLike) -> np.ndarray:
     return weights / weights.sum(axis=-1, keepdims=True)
 
 
-def critic_inputs(states: npt.ArrayLike, actions: npt.ArrayLike, n_actions: int) -> np.ndarray:
+def critic_inputs(
+    states: npt.ArrayLike,
+    actions: npt.ArrayLike,
+    n_actions: int,
+    present: npt.ArrayLike | None = None,
+) -> np.ndarray:
     """COMA critic inputs, one per (step, agent i):
     ``[s_t, one_hot(a_{j,t}) for j != i (zeros in slot i), one_hot(i)]``.
 
@@ -51,6 +70,8 @@ def critic_inputs(states: npt.ArrayLike, actions: npt.ArrayLike, n_actions: int)
         states: ``(T, state_dim)``.
         actions: ``(T, n_agents)`` int.
         n_actions: actions per agent.
+        present: ``(T, n_agents)`` bool; an absent agent's action slot is zeros (it took
+            no action). ``None``: every agent present.
 
     Returns:
         ``(T, n_agents, state_dim + n_agents * n_actions + n_agents)`` float32.
@@ -59,6 +80,8 @@ def critic_inputs(states: npt.ArrayLike, actions: npt.ArrayLike, n_actions: int)
     actions = np.asarray(actions, dtype=np.int64)
     steps, n_agents = actions.shape
     one_hot = np.eye(n_actions, dtype=np.float32)[actions]  # (T, n, A)
+    if present is not None:
+        one_hot *= np.asarray(present, dtype=np.float32)[..., None]
     others = np.repeat(one_hot.reshape(steps, 1, n_agents * n_actions), n_agents, axis=1)
     for agent in range(n_agents):  # agent i does not see its own action
         others[:, agent, agent * n_actions : (agent + 1) * n_actions] = 0.0

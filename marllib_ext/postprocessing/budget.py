@@ -152,8 +152,16 @@ class BudgetObservationConnector(MultiAgentObservationPreprocessor):
         return z0
 
     def next_budget(self, episode, team: str, agent_ids: list[str]) -> float:
-        """``z_T`` at this step from the team's previous z and log-probs."""
-        agent_episodes = [episode.agent_episodes[agent_id] for agent_id in agent_ids]
+        """``z_T`` at this step from the team's previous z and log-probs.
+
+        ``agent_ids``: the team's agents observing now. Those that acted before (all of
+        them on simultaneous-move envs, a dying agent with its final observation
+        included) carry the previous z in their last observation and the log-probs of
+        the previous step; an agent that just arrived has neither. A team whose agents
+        all just arrived starts at its episode's ``z_0``."""
+        agent_episodes = [sa for sa in (episode.agent_episodes[a] for a in agent_ids) if sa.t > 0]
+        if not agent_episodes:
+            return float(episode.custom_data[Z0_KEY][team])
         previous = plain_observation(agent_episodes[0].get_observations(-2))
         previous_z = float(self.inputs[team].read(previous))
         # Per-agent lookups: MultiAgentEpisode.get_extra_model_outputs(indices=-1)

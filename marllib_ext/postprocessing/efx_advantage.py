@@ -95,10 +95,15 @@ class EFXJointAdvantageConnector(JointAdvantageConnector):
         return (*columns, Columns.ACTION_DIST_INPUTS) if self.pushes else columns
 
     def team_budget(self, team: TeamBatch) -> np.ndarray:
-        """``(n_rows,)`` the raw z every agent saw at each team row."""
-        z = np.zeros(team.layout.n_rows, dtype=np.float64)
+        """``(n_rows,)`` the raw z every agent saw at each team row (read from the
+        agents present there: a dead agent's last row, mapped onto the chunk's bootstrap
+        row, carries an older z)."""
+        layout = team.layout
+        z = np.zeros(layout.n_rows, dtype=np.float64)
         for module_id, columns in team.module_columns.items():
-            z[team.layout.team_row_of[module_id]] = self.budget_input.read(columns[Columns.OBS])
+            rows = layout.team_row_of[module_id]
+            present = layout.present[rows, layout.agent_index_of[module_id]]
+            z[rows[present]] = self.budget_input.read(columns[Columns.OBS][present])
         return z
 
     @override(JointAdvantageConnector)

@@ -153,11 +153,14 @@ class JointAdvantageConnector(ConnectorV2):
         return {}
 
     @staticmethod
-    def standardized(advantages: np.ndarray, team: TeamBatch) -> np.ndarray:
+    def standardized(
+        advantages: np.ndarray, team: TeamBatch, mask: np.ndarray | None = None
+    ) -> np.ndarray:
         """Standardized over the rows where the team acted (every column of a
-        ``(n_rows, ...)`` array, e.g. one per agent), 0 on the others."""
+        ``(n_rows, ...)`` array, e.g. one per agent), or over ``mask`` (the array's
+        shape, e.g. ``(n_rows, n_agents)`` rows where each agent acted); 0 elsewhere."""
         rows = (slice(None),) + (None,) * (advantages.ndim - 1)
-        valid = np.broadcast_to(team.acting[rows], advantages.shape)
+        valid = np.broadcast_to(team.acting[rows] if mask is None else mask, advantages.shape)
         out = standardize_valid(advantages, valid)
         out[~valid] = 0.0
         return out

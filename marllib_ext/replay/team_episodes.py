@@ -15,6 +15,8 @@ Layout of slot ``k`` (agents in sorted id order, ``T`` = longest episode stored)
     rewards    (T, n)
     terminated (T,)            1 on the last step when the episode ended terminally
     action_mask (T + 1, n, A)  1 on legal actions (only on envs with action masks)
+    present    (T + 1, n)      1 where the agent acts (row T: alive at the end)
+    agent_terminated (T, n)    1 at the step after which the agent terminated (died)
     length                     real steps; rows t >= length are padding
 
 Sampling units: single team transitions ``(k, t)`` (feed-forward agents) or whole
@@ -43,9 +45,16 @@ class TeamEpisode:
     rewards: npt.NDArray[np.float32]  # (T, n)
     terminated: bool
     action_mask: npt.NDArray[np.float32] | None = None  # (T + 1, n, A), envs with masks
+    present: npt.NDArray[np.float32] | None = None  # (T + 1, n); None: every agent acts
+    agent_terminated: npt.NDArray[np.float32] | None = None  # (T, n); None: no agent died
 
     def __post_init__(self) -> None:
         length = self.rewards.shape[0]
+        n_agents = self.obs.shape[1]
+        if self.present is None:
+            object.__setattr__(self, "present", np.ones((length + 1, n_agents), np.float32))
+        if self.agent_terminated is None:
+            object.__setattr__(self, "agent_terminated", np.zeros((length, n_agents), np.float32))
         if self.action_mask is not None and self.action_mask.shape[:2] != self.obs.shape[:2]:
             raise ValueError(
                 f"action masks {self.action_mask.shape} must match the observations' "
@@ -84,11 +93,15 @@ class SampledTeamBatch:
     slots: npt.NDArray[np.int64]  # (B,)
     starts: npt.NDArray[np.int64]  # (B,)
     action_mask: npt.NDArray[np.float32] | None = None  # (B, L + 1, n, A)
+    present: npt.NDArray[np.float32] | None = None  # (B, L + 1, n), 0 on padding
+    agent_terminated: npt.NDArray[np.float32] | None = None  # (B, L, n)
 
     def columns(self) -> dict[str, np.ndarray]:
         masks = {} if self.action_mask is None else {"action_mask": self.action_mask}
         return {
             **masks,
+            "present": self.present,
+            "agent_terminated": self.agent_terminated,
             "obs": self.obs,
             "state": self.state,
             "actions": self.actions,
@@ -146,6 +159,8 @@ class TeamEpisodeStore:
             self.arrays[name][slot] = 0
         if episode.action_mask is not None:
             self.arrays["action_mask"][slot, : length + 1] = episode.action_mask
+        self.arrays["present"][slot, : length + 1] = episode.present
+        self.arrays["agent_terminated"][slot, :length] = episode.agent_terminated
         self.arrays["obs"][slot, : length + 1, :, : episode.obs.shape[2]] = episode.obs
         self.arrays["state"][slot, : length + 1] = episode.state
         self.arrays["actions"][slot, :length] = episode.actions
@@ -168,6 +183,8 @@ class TeamEpisodeStore:
                 "rewards": np.zeros((c, t, n_agents), np.float32),
                 "terminated": np.zeros((c, t), np.float32),
                 "priority": np.zeros((c, t), np.float64),
+                "present": np.zeros((c, t + 1, n_agents), np.float32),
+                "agent_terminated": np.zeros((c, t, n_agents), np.float32),
             }
             if episode.action_mask is not None:
                 shape = (c, t + 1, *episode.action_mask.shape[1:])
@@ -259,6 +276,12 @@ class TeamEpisodeStore:
                 if "action_mask" in self.arrays
                 else None
             ),
+            # Past an episode's end: 0 (obs_steps repeats the final row there).
+            present=self.arrays["present"][rows, obs_steps]
+            * (starts[:, None] + np.arange(length + 1)[None, :] <= self.lengths[slots][:, None])[
+                ..., None
+            ],
+            agent_terminated=self.arrays["agent_terminated"][rows, steps_clipped] * mask[..., None],
         )
 
     def _require_data(self) -> None:
@@ -302,6 +325,12 @@ class TeamEpisodeStore:
                 f"one {self.capacity} (buffer_size changed)"
             )
         self.arrays = None if arrays is None else {k: np.array(v) for k, v in arrays.items()}
+        if self.arrays is not None and "present" not in self.arrays:
+            # Stores checkpointed before absent agents: every agent acted on every step.
+            c, t, n = self.arrays["rewards"].shape
+            rows = np.arange(t + 1)[None, :] <= np.asarray(state["lengths"])[:, None]
+            self.arrays["present"] = np.repeat(rows[..., None], n, axis=2).astype(np.float32)
+            self.arrays["agent_terminated"] = np.zeros((c, t, n), np.float32)
         self.lengths = np.array(state["lengths"], dtype=np.int64)
         self.next_slot = int(state["next_slot"])
         self.num_added = int(state["num_added"])

@@ -5,7 +5,12 @@ import itertools
 import numpy as np
 import pytest
 
-from marllib_ext.ops.coma import counterfactual_advantage, critic_inputs, policy_from_logits
+from marllib_ext.ops.coma import (
+    counterfactual_advantage,
+    critic_inputs,
+    policy_from_logits,
+    team_q_fill,
+)
 
 
 def brute_force_advantage(joint_q, policy, actions):
@@ -71,3 +76,21 @@ def test_shape_errors():
 def test_policy_from_logits_by_hand_and_padded_actions():
     logits = np.array([[0.0, np.log(3.0), -np.inf]])
     np.testing.assert_allclose(policy_from_logits(logits), [[0.25, 0.75, 0.0]])
+
+
+def test_absent_agents_have_no_action_in_the_critic_inputs():
+    states = np.array([[0.5], [0.25]], np.float32)
+    actions = np.array([[1, 0], [0, 1]])
+    present = np.array([[True, False], [True, True]])
+    inputs = critic_inputs(states, actions, 2, present)
+    # Row 0: agent 1 is absent, so agent 0 sees no action of it; agent 1 sees agent 0's.
+    np.testing.assert_array_equal(inputs[0, 0], [0.5, 0, 0, 0, 0, 1, 0])
+    np.testing.assert_array_equal(inputs[0, 1], [0.5, 0, 1, 0, 0, 0, 1])
+    np.testing.assert_array_equal(inputs[1, 0], [0.25, 0, 0, 0, 1, 1, 0])
+
+
+def test_absent_agents_bootstrap_on_their_teammates_q():
+    q_taken = np.array([[1.0, 3.0, 8.0], [2.0, 9.0, 4.0], [5.0, 6.0, 7.0]])
+    present = np.array([[True, True, False], [False, False, True], [False, False, False]])
+    filled = team_q_fill(q_taken, present)
+    np.testing.assert_allclose(filled, [[1.0, 3.0, 2.0], [4.0, 4.0, 4.0], [0.0, 0.0, 0.0]])

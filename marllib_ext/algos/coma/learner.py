@@ -26,7 +26,12 @@ from ray.rllib.utils.metrics.metrics_logger import MetricsLogger
 from marllib_ext.algos.config import Check, divisible_by_learners, learner_share
 from marllib_ext.algos.ppo.a2c import MAA2CSettings, a2c_actor_loss
 from marllib_ext.algos.ppo.learners import JointCriticPPOLearner, masked_value_loss
-from marllib_ext.ops.coma import counterfactual_advantage, critic_inputs, policy_from_logits
+from marllib_ext.ops.coma import (
+    counterfactual_advantage,
+    critic_inputs,
+    policy_from_logits,
+    team_q_fill,
+)
 from marllib_ext.policies.coma_critic import COMA_INPUTS, Q_VALUES
 from marllib_ext.policies.joint_critic import is_critic_module
 from marllib_ext.postprocessing.joint_advantage import JointAdvantageConnector
@@ -90,27 +95,30 @@ class COMAAdvantageConnector(JointAdvantageConnector):
             agent_logits = columns[Columns.ACTION_DIST_INPUTS]
             logits[rows, agents, : agent_logits.shape[-1]] = agent_logits
         policy = policy_from_logits(logits)
-        inputs = critic_inputs(team.states, actions, n_actions)
+        present = layout.present
+        inputs = critic_inputs(team.states, actions, n_actions, present)
         device = next(critic.parameters()).device
         flat_inputs = torch.from_numpy(inputs.reshape(-1, inputs.shape[-1])).to(device)
         with torch.no_grad():
             q_values = critic.q_values(flat_inputs).cpu().numpy().astype(np.float64)
         q_values = q_values.reshape(layout.n_rows, n_agents, n_actions)
         advantages, q_taken = counterfactual_advantage(q_values, policy, actions)
-        # Bootstrap rows: the baseline sum_a' pi Q = q_taken - advantages.
-        values = np.where(team.valid[:, None], q_taken, q_taken - advantages)
+        # Bootstrap rows: the baseline sum_a' pi Q = q_taken - advantages. Absent
+        # agents' rows: the present agents' mean (ops.coma.team_q_fill).
+        values = team_q_fill(np.where(team.valid[:, None], q_taken, q_taken - advantages), present)
         targets = np.stack(
             [self.gae(team.rewards, values[:, agent], team)[1] for agent in range(n_agents)],
             axis=1,
         )
         raw_advantages = advantages
-        advantages = self.standardized(raw_advantages, team)
+        acted = team.valid[:, None] & present
+        advantages = self.standardized(raw_advantages, team, acted)
         if metrics is not None:
             metrics.log_dict(
                 {
-                    COMA_ADVANTAGE_MEAN: float(raw_advantages[team.valid].mean()),
-                    COMA_ADVANTAGE_STD: float(raw_advantages[team.valid].std()),
-                    COMA_Q_TAKEN_MEAN: float(q_taken[team.valid].mean()),
+                    COMA_ADVANTAGE_MEAN: float(raw_advantages[acted].mean()),
+                    COMA_ADVANTAGE_STD: float(raw_advantages[acted].std()),
+                    COMA_Q_TAKEN_MEAN: float(q_taken[acted].mean()),
                 },
                 key=self.critic_module_id,
                 window=1,
@@ -123,7 +131,7 @@ class COMAAdvantageConnector(JointAdvantageConnector):
             COMA_INPUTS: flat_inputs,
             Columns.ACTIONS: torch.from_numpy(actions.reshape(-1)).to(device),
             Columns.VALUE_TARGETS: self._tensor(targets.reshape(-1), device),
-            Columns.LOSS_MASK: torch.from_numpy(np.repeat(team.valid, n_agents)).to(device),
+            Columns.LOSS_MASK: torch.from_numpy(acted.reshape(-1)).to(device),
         }
         return batch
 

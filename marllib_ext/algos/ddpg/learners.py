@@ -53,7 +53,12 @@ def held_fixed(*modules: torch.nn.Module):
 class DDPGBatch:
     """One replayed batch of team transitions seen by every team: ``(B, n, d)``
     observations now and next, ``(B, s)`` states, ``(B, n, a)`` taken, current-policy
-    and (smoothed) target actions, ``(B, n)`` rewards, ``(B,)`` terminated and mask."""
+    and (smoothed) target actions, ``(B, n)`` rewards, ``(B,)`` terminated and mask.
+
+    ``present``/``next_present`` ``(B, n)``: 1 where the agent acts now / at the next
+    step. An absent agent's taken, current-policy and target actions are zeros (it
+    takes none), its values leave the mixers, and a dead agent is not bootstrapped past
+    its death (``agent_done``)."""
 
     obs: torch.Tensor
     next_obs: torch.Tensor
@@ -66,19 +71,31 @@ class DDPGBatch:
     done: torch.Tensor
     mask: torch.Tensor
     weights: torch.Tensor
+    present: torch.Tensor
+    next_present: torch.Tensor
+    agent_done: torch.Tensor  # (B, n) done for the team or dead after this step
+
+    def acted(self, agent_index) -> torch.Tensor:
+        """``(B, k)`` real steps where each of ``agent_index`` acted."""
+        return self.mask[:, None] * self.present[:, agent_index]
 
 
 def critic_loss_with_twin(
-    values: torch.Tensor, twin_values: torch.Tensor | None, targets: torch.Tensor, batch
+    values: torch.Tensor,
+    twin_values: torch.Tensor | None,
+    targets: torch.Tensor,
+    batch,
+    mask: torch.Tensor | None = None,
 ) -> torch.Tensor:
-    """``masked_td_loss`` of ``values`` ``(B, k)`` on ``targets`` ``(B, k)``; with a twin,
-    of both critics' columns side by side: the mean of the two critics' errors."""
+    """``masked_td_loss`` of ``values`` ``(B, k)`` on ``targets`` ``(B, k)`` over
+    ``mask`` ``(B, k)`` (default: every real step); with a twin, of both critics'
+    columns side by side: the mean of the two critics' errors."""
+    mask = batch.mask[:, None].expand_as(values) if mask is None else mask
     if twin_values is not None:
         values = torch.cat([values, twin_values], -1)
         targets = torch.cat([targets, targets], -1)
-    return masked_td_loss(
-        values.unsqueeze(1), targets.unsqueeze(1), batch.mask[:, None], batch.weights
-    )
+        mask = torch.cat([mask, mask], -1)
+    return masked_td_loss(values.unsqueeze(1), targets.unsqueeze(1), mask[:, None], batch.weights)
 
 
 class DDPGLearner(TeamReplayLearner):
@@ -123,13 +140,20 @@ class DDPGLearner(TeamReplayLearner):
         if self.settings.reward_standardize:
             rewards = standardized_rewards(rewards, mask)
         n_agents = len(self.agents)
-        policy_actions = torch.stack(
-            [self.actor(i).actions(self.agent_obs(obs, i)) for i in range(n_agents)], dim=1
+        present, next_present = columns["present"][:, 0], columns["present"][:, 1]
+        policy_actions = (
+            torch.stack(
+                [self.actor(i).actions(self.agent_obs(obs, i)) for i in range(n_agents)], dim=1
+            )
+            * present[..., None]
         )
         with torch.no_grad():
-            next_actions = torch.stack(
-                [self.target_action(i, self.agent_obs(next_obs, i)) for i in range(n_agents)],
-                dim=1,
+            next_actions = (
+                torch.stack(
+                    [self.target_action(i, self.agent_obs(next_obs, i)) for i in range(n_agents)],
+                    dim=1,
+                )
+                * next_present[..., None]
             )
         return DDPGBatch(
             obs=obs,
@@ -143,19 +167,29 @@ class DDPGLearner(TeamReplayLearner):
             done=columns["terminated"][:, 0],
             mask=mask,
             weights=columns["weights"],
+            present=present,
+            next_present=next_present,
+            agent_done=torch.maximum(
+                columns["terminated"][:, :1], columns["agent_terminated"][:, 0]
+            ),
         )
 
-    def _team_loss(self, values, twins, targets, objective, batch: DDPGBatch) -> TeamLoss:
+    def _team_loss(
+        self, values, twins, targets, objective, batch: DDPGBatch, mask=None
+    ) -> TeamLoss:
         """``values``, ``twins``, ``targets``: ``(B, k)`` critic values, twin critic
         values (or ``None``) and TD targets (k critics, or one mixed ``Q_tot``);
-        ``objective``: ``(B, k)`` the critics' values of the current actions."""
-        critic_term = critic_loss_with_twin(values, twins, targets, batch)
-        actor_term = deterministic_policy_loss(objective, batch.mask)
-        valid = batch.mask.bool()
+        ``objective``: ``(B, k)`` the critics' values of the current actions; ``mask``
+        ``(B, k)`` the rows of each column (default: every real step)."""
+        mask = batch.mask[:, None].expand_as(values) if mask is None else mask
+        critic_term = critic_loss_with_twin(values, twins, targets, batch, mask)
+        actor_term = deterministic_policy_loss(objective, mask)
+        valid = mask.bool()
         return TeamLoss(
             loss=critic_term + actor_term,
-            td_errors=(targets - values).detach().unsqueeze(1),  # (B, 1, k)
-            valid=valid.unsqueeze(1),
+            # (B, 1, k); columns of absent agents hand no TD error
+            td_errors=((targets - values) * mask).detach().unsqueeze(1),
+            valid=valid.any(-1, keepdim=True),  # (B, 1)
             terms={
                 "values": values,
                 "twin_values": twins,
@@ -165,11 +199,11 @@ class DDPGLearner(TeamReplayLearner):
             metrics={
                 "critic_loss": critic_term.detach(),
                 "actor_loss": actor_term.detach(),
-                "q_mean": values.detach().mean(-1)[valid].mean(),
+                "q_mean": values.detach()[valid].mean(),
             },
         )
 
-    def _per_critic_loss(self, values, twins, targets, objective, batch) -> TeamLoss:
+    def _per_critic_loss(self, values, twins, targets, objective, batch, mask) -> TeamLoss:
         """``_team_loss`` of per-critic lists of ``(B,)`` columns (twins may be empty)."""
         return self._team_loss(
             torch.stack(values, -1),
@@ -177,6 +211,7 @@ class DDPGLearner(TeamReplayLearner):
             torch.stack(targets, -1),
             torch.stack(objective, -1),
             batch,
+            mask,
         )
 
 
@@ -195,10 +230,13 @@ class IDDPGLearner(DDPGLearner):
                 twins.append(critic.value(taken, twin=True))
             with torch.no_grad():
                 next_q = critic.target_value(torch.cat([o2, view.next_actions[:, i]], -1))
-            targets.append(td_targets(view.rewards[:, i], view.done, next_q, self.settings.gamma))
+            targets.append(
+                td_targets(view.rewards[:, i], view.agent_done[:, i], next_q, self.settings.gamma)
+            )
             with held_fixed(critic):
                 objective.append(critic.value(torch.cat([o, view.policy_actions[:, i]], -1)))
-        return self._per_critic_loss(values, twins, targets, objective, view)
+        acted = view.acted(agent_index)
+        return self._per_critic_loss(values, twins, targets, objective, view, acted)
 
 
 class MADDPGLearner(DDPGLearner):
@@ -222,7 +260,9 @@ class MADDPGLearner(DDPGLearner):
             joint = joint_actions_with_own(team_actions, view.policy_actions[:, agent_index], k)
             with held_fixed(critic):
                 objective.append(critic.value(torch.cat([view.state, joint.flatten(1)], -1)))
-        return self._per_critic_loss(values, twins, targets, objective, view)
+        # Each critic trains, and its actor ascends, where its agent acted.
+        acted = view.acted(agent_index)
+        return self._per_critic_loss(values, twins, targets, objective, view, acted)
 
 
 class FACMACLearner(DDPGLearner):
@@ -251,8 +291,12 @@ class FACMACLearner(DDPGLearner):
                 with torch.no_grad():
                     twin_next_q.append(critic.value(next_taken, target=True, twin=True))
 
-        def mixed(values, states, **kwargs):
-            return mixer.mix(torch.stack(values, -1)[:, None], states[:, None], **kwargs)[:, 0]
+        def mixed(values, states, present=view.present[:, agent_index], **kwargs):
+            # Absent agents' values enter the mixer as 0.
+            values = torch.stack(values, -1) * present
+            return mixer.mix(values[:, None], states[:, None], **kwargs)[:, 0]
+
+        next_present = view.next_present[:, agent_index]
 
         with held_fixed(mixer, *critics):
             for critic, i in zip(critics, agent_index, strict=True):
@@ -263,10 +307,11 @@ class FACMACLearner(DDPGLearner):
         q_tot = mixed(agent_q, view.state)
         twin_tot = mixed(twin_agent_q, view.state, twin=True) if twin_q else None
         with torch.no_grad():
-            next_tot = mixed(next_q, view.next_state, target=True)
+            next_tot = mixed(next_q, view.next_state, next_present, target=True)
             if twin_q:  # clipped double Q on the mixed values
                 clipped = torch.minimum(
-                    next_tot, mixed(twin_next_q, view.next_state, target=True, twin=True)
+                    next_tot,
+                    mixed(twin_next_q, view.next_state, next_present, target=True, twin=True),
                 )
                 # How far the min lowers the first target mixer's bootstrap: the twin acts.
                 self.metrics.log_value(

@@ -33,17 +33,30 @@ from marllib_ext.policies.q_agent import JointQMixer, target_module_id
 class JointQBatch:
     """One replayed batch seen by every team: ``chosen (B, L, n)`` online values of the
     taken actions, ``next_values (B, L, n)`` double-Q bootstrap values, rewards
-    ``(B, L, n)`` (standardized with ``reward_standardize``), ``mask (B, L)``."""
+    ``(B, L, n)`` (standardized with ``reward_standardize``), ``mask (B, L)``.
+
+    Agents absent at a step (dead, not yet arrived) have 0 in ``chosen`` and in
+    ``next_values`` there: a mixer sums or mixes the agents present, and a dead
+    agent's value is not bootstrapped past its death. ``present (B, L + 1, n)``."""
 
     columns: dict[str, torch.Tensor]
     chosen: torch.Tensor
     next_values: torch.Tensor
     rewards: torch.Tensor
     mask: torch.Tensor
+    present: torch.Tensor
 
     @property
     def length(self) -> int:
         return self.mask.shape[1]
+
+
+def team_step_mean(values: torch.Tensor, valid: torch.Tensor) -> torch.Tensor:
+    """Mean over real team steps of ``values`` ``(B, L)``, or of its sum over the agents
+    that acted for per-agent ``(B, L, k)`` values (IQL) with ``valid`` ``(B, L, k)``."""
+    if values.dim() == 2:
+        return values[valid].mean()
+    return (values * valid).sum(-1)[valid.any(-1)].mean()
 
 
 class JointQLearner(TeamReplayLearner):
@@ -82,20 +95,27 @@ class JointQLearner(TeamReplayLearner):
             next_values = double_q_next_values(
                 q[:, 1:].detach(), self.agent_q_values(obs, target=True)[:, 1:], next_mask
             )  # (B, L, n)
+        present = columns["present"]
+        next_values = next_values * present[:, 1:]
         chosen = chosen_action_values(q[:, :length], columns["actions"])  # (B, L, n)
-        return JointQBatch(columns, chosen, next_values, rewards, mask)
+        chosen = chosen * present[:, :length]
+        return JointQBatch(columns, chosen, next_values, rewards, mask, present)
 
-    def _team_loss(self, values, targets, view: JointQBatch, td_errors) -> TeamLoss:
-        loss = masked_td_loss(values, targets, view.mask, view.columns["weights"])
-        valid = view.mask.bool()
+    def _team_loss(self, values, targets, view: JointQBatch, td_errors, mask=None) -> TeamLoss:
+        """``mask``: the loss rows (default: the batch's real steps)."""
+        mask = view.mask if mask is None else mask
+        loss = masked_td_loss(values, targets, mask, view.columns["weights"])
+        if mask.dim() == 3:  # per-agent rows (IQL): absent agents hand no TD error
+            td_errors = td_errors * mask
+        valid = mask.bool()
         return TeamLoss(
             loss=loss,
             td_errors=td_errors,
-            valid=valid,
-            terms={"values": values, "targets": targets},
+            valid=valid if valid.dim() == 2 else valid.any(-1),
+            terms={"values": values, "targets": targets, "mask": mask},
             metrics={
-                "q_mean": (values if values.dim() == 2 else values.sum(-1))[valid].mean(),
-                "target_mean": (targets if targets.dim() == 2 else targets.sum(-1))[valid].mean(),
+                "q_mean": team_step_mean(values, valid),
+                "target_mean": team_step_mean(targets, valid),
                 "td_loss": loss.detach(),
             },
         )
@@ -112,18 +132,24 @@ class JointQLearner(TeamReplayLearner):
 
 
 class IQLLearner(JointQLearner):
-    """``iql``: every agent its own double-Q target ``r_i + gamma Q_i'(o_i', a*_i)``."""
+    """``iql``: every agent its own double-Q target ``r_i + gamma Q_i'(o_i', a*_i)``, on
+    the steps where it acted; an agent's death ends its own bootstrapping."""
 
     @override(TeamReplayLearner)
     def team_loss(self, *, module_id, agent_index, view: JointQBatch) -> TeamLoss:
         values = view.chosen[..., agent_index]
+        terminated = torch.maximum(
+            view.columns["terminated"].unsqueeze(-1),
+            view.columns["agent_terminated"][..., agent_index],
+        )
         targets = td_targets(
             view.rewards[..., agent_index],
-            view.columns["terminated"].unsqueeze(-1),
+            terminated,
             view.next_values[..., agent_index],
             self.settings.gamma,
         )
-        return self._team_loss(values, targets, view, (targets - values).detach())
+        acted = view.mask.unsqueeze(-1) * view.present[:, : view.length][..., agent_index]
+        return self._team_loss(values, targets, view, (targets - values).detach(), acted)
 
 
 class MixedQLearner(JointQLearner):

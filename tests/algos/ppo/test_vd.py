@@ -257,3 +257,22 @@ def test_efx_vdppo_advantages_follow_from_the_episode_data(ray_session, share_po
                     assert advantage == pytest.approx(reference[key], abs=2e-4), key
                     checked += 1
     assert checked > 0
+
+
+@pytest.mark.parametrize("mixer", ["vdn", "qmix"])
+def test_absent_agents_enter_the_mixer_with_value_zero(mixer):
+    from marllib_ext.policies.vd_critic import AGENT_PRESENT
+
+    critic = make_critic(mixer)
+    batch = random_batch(rows=8, seed=2)
+    present = torch.tensor([[1.0, 0.0, 1.0]]).repeat(8, 1)
+    masked = critic.compute_values({**batch, AGENT_PRESENT: present})
+    values = critic.agent_values(batch)
+    expected = critic.mix(values * present, batch)  # the absent agent's value is 0
+    torch.testing.assert_close(masked, expected)
+    if mixer == "vdn":
+        torch.testing.assert_close(masked, values[:, 0] + values[:, 2])
+    # Whatever the absent agent observes does not move V_tot.
+    moved = {**batch, AGENT_OBS: batch[AGENT_OBS].clone()}
+    moved[AGENT_OBS][:, 1] += 5.0
+    torch.testing.assert_close(critic.compute_values({**moved, AGENT_PRESENT: present}), masked)
