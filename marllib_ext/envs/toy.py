@@ -267,7 +267,9 @@ class ComeAndGoEnv(ParallelEnv):
 
     Every step an agent that plays ``t % 2`` gets 1.0, else 0.0 (with
     ``continuous_actions``, an action in ``[-1, 1]`` gets ``1 - |a - (2 (t % 2) - 1)| / 2``),
-    and its observation is ``[t / episode_length, t % 2, one_hot(agent index)]``. ``state()`` is
+    and its observation is ``[t / episode_length, t % 2, one_hot(agent index)]``. With
+    ``costs``, an agent's info carries ``cost`` 1.0 for every reward it earns (safe
+    MARL). ``state()`` is
     ``[t / episode_length, t % 2, present_0, present_1, present_2]``: fixed slots for
     ``possible_agents`` with the alive mask.
     """
@@ -281,6 +283,7 @@ class ComeAndGoEnv(ParallelEnv):
         arrival_step: int | None = 2,
         all_die_at: int | None = None,
         continuous_actions: bool = False,
+        costs: bool = False,
     ) -> None:
         if episode_length < 2:
             raise ValueError("episode_length must be >= 2")
@@ -289,7 +292,7 @@ class ComeAndGoEnv(ParallelEnv):
         self.possible_agents = ["agent_0", "agent_1", "agent_2"]
         self.agents: list[str] = []
         self._observation_space = spaces.Box(0.0, 1.0, (5,), np.float32)
-        self.continuous_actions = continuous_actions
+        self.continuous_actions, self.costs = continuous_actions, costs
         self._action_space = (
             spaces.Box(-1.0, 1.0, (1,), np.float32) if continuous_actions else spaces.Discrete(2)
         )
@@ -345,12 +348,13 @@ class ComeAndGoEnv(ParallelEnv):
         )
         self.agents += arriving
         observed = acting + arriving
+        infos = {a: {"cost": rewards[a]} if self.costs and a in rewards else {} for a in observed}
         return (
             {a: self._observation(a) for a in observed},
             {**rewards, **{a: 0.0 for a in arriving}},
             {a: a in dying for a in observed},
             {a: truncated and a not in dying for a in observed},
-            {a: {} for a in observed},
+            infos,
         )
 
 

@@ -15,6 +15,12 @@ from ray.rllib.utils.metrics.metrics_logger import MetricsLogger
 from marllib_ext.envs.adapter import ACTION_MASK_KEY, OBSERVATION_KEY, STATE_KEY
 from marllib_ext.ops.advantages import standardize_valid, team_gae
 from marllib_ext.policies.joint_critic import CRITIC_MODULE_ID, STATE
+from marllib_ext.postprocessing.episode_steps import (
+    acting_steps,
+    chunk_env_steps,
+    chunk_step_infos,
+    observed_steps,
+)
 from marllib_ext.postprocessing.team_layout import AgentRows, TeamLayout, build_team_layout
 from marllib_ext.rllib_compat import plain_module
 
@@ -265,8 +271,7 @@ class JointAdvantageConnector(ConnectorV2):
                     len(sa_episode),
                     agent_env_offsets(chunk, sa_episode, len(sa_episode) - 1),
                     observed_at_end=not sa_episode.is_terminated
-                    and _env_to_agent_steps(chunk, sa_episode.agent_id)[-1]
-                    != chunk.SKIP_ENV_TS_TAG,
+                    and observed_steps(chunk, sa_episode.agent_id)[-1][0] == chunk_env_steps(chunk),
                 )
             )
         layout = build_team_layout(
@@ -294,7 +299,7 @@ class JointAdvantageConnector(ConnectorV2):
                     "env's reward for NaN/inf"
                 )
 
-        chunk_infos = [chunk_step_infos(chunks[cid]) for cid in layout.chunk_ids]
+        chunk_infos = [chunk_infos_or_error(chunks[cid]) for cid in layout.chunk_ids]
         states = []
         for infos in chunk_infos:
             try:
@@ -348,47 +353,21 @@ class JointAdvantageConnector(ConnectorV2):
         )
 
 
-def chunk_env_steps(chunk) -> int:
-    """Env steps of a ``MultiAgentEpisode`` chunk."""
-    return int(chunk.env_t - chunk.env_t_started)
-
-
-def _env_to_agent_steps(chunk, agent_id: str) -> list:
-    """Per env index ``0..T`` of the chunk: the agent's global step observed there, or
-    RLlib's skip tag."""
-    return list(chunk.env_t_to_agent_t[agent_id].get(slice(0, chunk_env_steps(chunk) + 1)))
-
-
 def agent_env_offsets(chunk, sa_episode, real_rows: int) -> np.ndarray:
-    """``(real_rows,)`` the chunk env-step offset of each of the agent's real rows: the
-    env step where it received the observation it acted on (RLlib's
-    ``env_t_to_agent_t`` holds global agent steps; the chunk's rows start at
-    ``sa_episode.t_started``)."""
-    position = {
-        int(step): index
-        for index, step in enumerate(_env_to_agent_steps(chunk, sa_episode.agent_id))
-        if step != chunk.SKIP_ENV_TS_TAG
-    }
-    try:
-        return np.array(
-            [position[sa_episode.t_started + row] for row in range(real_rows)], dtype=np.int64
-        )
-    except KeyError as e:
+    """``(real_rows,)`` the chunk env-step offset of each of the agent's real rows (the
+    env step where it observed and acted; ``episode_steps.acting_steps``)."""
+    acting = acting_steps(chunk, sa_episode.agent_id)
+    if [row for _, row in acting] != list(range(real_rows)):
         raise RuntimeError(
-            f"agent {sa_episode.agent_id!r} step {e} is not on an env step of chunk {chunk.id_!r}"
-        ) from None
+            f"agent {sa_episode.agent_id!r} of chunk {chunk.id_!r} has {real_rows} rows but "
+            f"acted at agent steps {[row for _, row in acting]} of its env steps"
+        )
+    return np.array([index for index, _ in acting], dtype=np.int64)
 
 
-def chunk_step_infos(chunk) -> list[dict]:
-    """Per env index ``0..T`` of the chunk, the info returned with the observations of
-    that env step (from the first agent, in sorted order, that observed there; every
-    agent's info carries the same global state)."""
-    infos: list[dict | None] = [None] * (chunk_env_steps(chunk) + 1)
-    for agent_id in sorted(chunk.agent_episodes):
-        sa_episode = chunk.agent_episodes[agent_id]
-        for index, step in enumerate(_env_to_agent_steps(chunk, agent_id)):
-            if infos[index] is None and step != chunk.SKIP_ENV_TS_TAG:
-                infos[index] = sa_episode.get_infos(int(step) - sa_episode.t_started)
+def chunk_infos_or_error(chunk) -> list[dict]:
+    """``episode_steps.chunk_step_infos``; every env step must have one."""
+    infos = chunk_step_infos(chunk)
     missing = [index for index, info in enumerate(infos) if info is None]
     if missing:
         raise RuntimeError(f"no agent observed env steps {missing} of chunk {chunk.id_!r}")

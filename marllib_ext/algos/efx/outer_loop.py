@@ -19,6 +19,7 @@ from marllib_ext.postprocessing.budget import (
     budget_controllers,
 )
 from marllib_ext.postprocessing.efx_advantage import EFXJointAdvantageConnector
+from marllib_ext.postprocessing.episode_steps import per_env_step
 from marllib_ext.postprocessing.episode_sums import sum_over_env_steps
 from marllib_ext.rllib_compat import connectors_of, env_to_module, settings_of
 
@@ -58,20 +59,18 @@ PER_TEAM = "efx_per_team"
 
 
 def _chunk_team_logp(chunk, agents=None) -> np.ndarray:
-    """``sum_{i in agents} log pi_i`` per env step of one chunk (every agent acts at
-    every step; ``agents=None``: every agent)."""
-    per_agent = [
-        np.asarray(agent_episode.get_extra_model_outputs(Columns.ACTION_LOGP), np.float64)
-        for agent_id, agent_episode in chunk.agent_episodes.items()
-        if len(agent_episode) > 0 and (agents is None or agent_id in agents)
-    ]
-    if not per_agent:
-        return np.zeros(0)
-    steps = max(len(logp) for logp in per_agent)
-    total = np.zeros(steps)
-    for logp in per_agent:
-        total[: len(logp)] += logp
-    return total
+    """``sum_{i in agents} log pi_i`` per env step of one chunk, over the agents that
+    acted at that step (``agents=None``: every agent)."""
+    return per_env_step(
+        chunk,
+        {
+            agent_id: np.asarray(
+                agent_episode.get_extra_model_outputs(Columns.ACTION_LOGP), np.float64
+            ).reshape(-1)
+            for agent_id, agent_episode in chunk.agent_episodes.items()
+            if len(agent_episode) > 0 and (agents is None or agent_id in agents)
+        },
+    )
 
 
 def episode_team_logp(chunks, agents=None) -> float:

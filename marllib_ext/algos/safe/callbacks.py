@@ -10,6 +10,7 @@ from typing import Any
 from marllib_ext.algos.progress import ProgressColumn, read_number
 from marllib_ext.algos.safe.learner import COST_MULTIPLIER
 from marllib_ext.envs.adapter import TEAM_COST_KEY
+from marllib_ext.postprocessing.episode_steps import chunk_step_infos
 from marllib_ext.postprocessing.episode_sums import sum_over_env_steps
 from marllib_ext.rllib_compat import settings_of
 
@@ -38,13 +39,11 @@ def progress(result: Mapping[str, Any]) -> dict[str, float]:
 
 def _chunk_team_costs(chunk, agents=None) -> list[float]:
     # Info k + 1 arrives with the observation after step k; team_cost is the same in
-    # the info of every agent of a team (the adapter sums the agent's own team).
-    agent_episode = next(
-        episode
-        for agent, episode in chunk.agent_episodes.items()
-        if agents is None or agent in agents
-    )
-    return [float(info.get(TEAM_COST_KEY, 0.0)) for info in agent_episode.get_infos()[1:]]
+    # the info of every agent of a team that observed there (the adapter sums the
+    # agent's own team). No team agent observing there: no team cost.
+    return [
+        float((info or {}).get(TEAM_COST_KEY, 0.0)) for info in chunk_step_infos(chunk, agents)[1:]
+    ]
 
 
 def episode_team_cost(chunks, agents=None) -> float:

@@ -1,0 +1,67 @@
+"""Where each agent's rows sit among a ``MultiAgentEpisode`` chunk's env steps.
+
+RLlib's ``env_t_to_agent_t[agent]`` lists, per env index ``0..T`` of a chunk (``T`` env
+steps; index ``T`` is the observation after the last one), the agent's global step
+observed there or a skip tag. An agent acts at every index where it observes except
+its last one in the chunk (its observation at the chunk's end, or its final one after
+it terminated). These helpers read that map, so they work for agents that are absent
+at some steps (dead, not yet arrived, waiting for their turn) and ignore the
+artificial step RLlib's learner connector appends to the agents' episodes.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+
+import numpy as np
+
+
+def chunk_env_steps(chunk) -> int:
+    """Env steps ``T`` of a ``MultiAgentEpisode`` chunk."""
+    return int(chunk.env_t - chunk.env_t_started)
+
+
+def observed_steps(chunk, agent_id: str) -> list[tuple[int, int]]:
+    """``(env index, agent row)`` of every observation of ``agent_id`` in the chunk, in
+    order; the agent row indexes its ``SingleAgentEpisode`` in the chunk."""
+    if agent_id not in chunk.env_t_to_agent_t or agent_id not in chunk.agent_episodes:
+        return []
+    started = chunk.agent_episodes[agent_id].t_started
+    steps = chunk.env_t_to_agent_t[agent_id].get(slice(0, chunk_env_steps(chunk) + 1))
+    return [
+        (index, int(step) - started)
+        for index, step in enumerate(steps)
+        if step != chunk.SKIP_ENV_TS_TAG
+    ]
+
+
+def acting_steps(chunk, agent_id: str) -> list[tuple[int, int]]:
+    """``(env index, agent row)`` of every step where ``agent_id`` acted in the chunk."""
+    return observed_steps(chunk, agent_id)[:-1]
+
+
+def chunk_step_infos(chunk, agents: Iterable[str] | None = None) -> list[dict | None]:
+    """Per env index ``0..T``, the info returned with the observations there, from the
+    first agent (sorted; of ``agents`` when given) that observed there; ``None`` where
+    none did."""
+    infos: list[dict | None] = [None] * (chunk_env_steps(chunk) + 1)
+    chosen = sorted(chunk.agent_episodes if agents is None else set(agents))
+    for agent_id in chosen:
+        observed = observed_steps(chunk, agent_id)
+        if not observed:
+            continue
+        agent_infos = chunk.agent_episodes[agent_id].get_infos()
+        for index, row in observed:
+            if infos[index] is None:
+                infos[index] = agent_infos[row]
+    return infos
+
+
+def per_env_step(chunk, agent_values: dict[str, np.ndarray]) -> np.ndarray:
+    """``(T,)`` per env step, the sum over agents of ``agent_values[agent][row]``, each
+    agent's acting rows placed on their env steps."""
+    total = np.zeros(chunk_env_steps(chunk), dtype=np.float64)
+    for agent_id, values in agent_values.items():
+        for index, row in acting_steps(chunk, agent_id):
+            total[index] += float(values[row])
+    return total

@@ -1,0 +1,66 @@
+"""Every pipeline on ``toy:come_and_go`` (an agent dies, another arrives late) with two
+data-parallel learners, or its refusal with the reason."""
+
+import math
+
+import pytest
+
+from marllib_ext import algos, make_env
+from marllib_ext.algos.registry import ALGORITHMS
+from marllib_ext.errors import ConfigError
+
+ON_POLICY = {"train_batch_size": 200, "minibatch_size": 100, "num_epochs": 1}
+A2C = {"train_batch_size": 200, "minibatch_size": None, "num_epochs": 1}
+TEAM_REPLAY = {"learning_starts": 2, "batch_episode": 4}
+ENV_ARGS = {
+    "iddpg": {"continuous_actions": True},
+    "maddpg": {"continuous_actions": True},
+    "facmac": {"continuous_actions": True},
+    "isac_roer": {"continuous_actions": True},
+    "mappo_lag": {"costs": True},
+    "mappo_pid_lag": {"costs": True},
+    "mappo_cup": {"costs": True},
+    "mappo_focops": {"costs": True},
+}
+SHARE = {"happo": "individual", "efx_happo": "individual"}
+MULTI_AGENT = [n for n, spec in ALGORITHMS.items() if not spec.capabilities.single_agent_only]
+DEFAULT_TIER = ("mappo", "vdppo", "qmix")
+
+
+def overrides(name):
+    spec = ALGORITHMS[name]
+    if name == "isac_roer":
+        return {}
+    if spec.capabilities.off_policy:
+        return TEAM_REPLAY
+    return A2C if name in ("ia2c", "maa2c", "vda2c", "coma") else ON_POLICY
+
+
+def tier(names):
+    return [n if n in DEFAULT_TIER else pytest.param(n, marks=pytest.mark.slow) for n in names]
+
+
+@pytest.mark.parametrize("name", tier(MULTI_AGENT))
+def test_trains_two_iterations_with_agents_that_come_and_go(ray_session, tmp_path, name):
+    spec = ALGORITHMS[name]
+    learners = 2 if spec.capabilities.data_parallel else 1
+    result = algos.get(
+        name, hyperparam_source="toy", num_env_runners=0, num_learners=learners, **overrides(name)
+    ).fit(
+        make_env("toy:come_and_go", **ENV_ARGS.get(name, {})),
+        stop={"training_iteration": 2},
+        local_dir=tmp_path,
+        share_policy=SHARE.get(name, "all"),
+    )
+    assert result.final["training_iteration"] == 2
+    assert math.isfinite(result.final["agent_return_mean"])
+
+
+@pytest.mark.parametrize(
+    "name", [n for n in MULTI_AGENT if not ALGORITHMS[n].capabilities.data_parallel]
+)
+def test_team_replay_refuses_two_learners_with_the_reason(name):
+    with pytest.raises(ConfigError, match="team-replay algorithms train on one learner"):
+        algos.get(name, hyperparam_source="toy", num_learners=2).rllib_config(
+            make_env("toy:come_and_go", **ENV_ARGS.get(name, {}))
+        )
