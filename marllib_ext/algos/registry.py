@@ -145,6 +145,9 @@ class AlgoSpec:
             # RLlib's env pre-check steps with unmasked random actions, which envs with
             # illegal moves reject.
             config.environment(disable_env_checking=True)
+        if env.is_multi_agent and env.spec.turn_based:
+            # An action completes at the agent's next turn: never cut an episode.
+            config.env_runners(batch_mode="complete_episodes")
         return (
             with_episode_end_callback(config, log_contract_breaches)
             if env.is_multi_agent

@@ -88,7 +88,13 @@ def cmd_list(args: argparse.Namespace) -> int:
         print(f"  {name:<28} share_policy: {modes:<22} {info.description}")
     print("env families (give an id):")
     for family in ENV_FAMILIES:
-        needs = f'pip install -e ".[{family.extra}]"' if family.extra else "no extra"
+        if not family.extra:
+            needs = "no extra"
+        elif family.installed:
+            needs = f"extra {family.extra!r} installed"
+        else:
+            needs = f'not installed: pip install -e ".[{family.extra}]"'
+
         print(f"  {family.pattern:<28} {family.description}; e.g. {family.example} ({needs})")
     print("  (single-agent algorithms also take any registered gymnasium id)")
     return 0

@@ -12,6 +12,10 @@ from ray.rllib.env.wrappers.pettingzoo_env import ParallelPettingZooEnv
 from ray.rllib.utils.annotations import override
 
 STATE_KEY = "state"
+# Every agent's reward of the step that led to this observation, {agent: reward}: the
+# team reward of an env step even when the agents that earned it are not observing
+# (RLlib credits such a reward to an agent's next row, a turn later on AEC envs).
+STEP_REWARDS_KEY = "step_rewards"
 # Per-agent cost reported by the env (safe MARL), and the team's sum added here.
 COST_KEY = "cost"
 TEAM_COST_KEY = "team_cost"
@@ -66,7 +70,8 @@ def masked_observation_space(observation: gym.Space, n_actions: int) -> gym.spac
 class ParallelEnvAdapter(ParallelPettingZooEnv):
     """RLlib's ``ParallelPettingZooEnv`` that also reports the global state.
 
-    Every agent's info dict carries ``info["state"]``: ``env.state()`` when the env
+    Every agent's info dict carries ``info["step_rewards"]`` (every agent's reward of
+    the step just taken) and ``info["state"]``: ``env.state()`` when the env
     implements it (``state_source="env"``, or ``"auto"``), else all agents'
     flattened observations concatenated in sorted agent-id order
     (``state_source="observations"``). Critics on the learner read it from the
@@ -223,7 +228,12 @@ class ParallelEnvAdapter(ParallelPettingZooEnv):
                 parts.append(np.zeros(gym.spaces.flatdim(space), np.float32))
         return np.concatenate(parts).astype(np.float32)
 
-    def _add_state(self, observations: dict[str, Any], infos: dict[str, Any]) -> dict[str, Any]:
+    def _add_state(
+        self,
+        observations: dict[str, Any],
+        infos: dict[str, Any],
+        rewards: Mapping[str, float] | None = None,
+    ) -> dict[str, Any]:
         state = self._global_state(observations)
         infos = dict(infos or {})
         costs = {a: info[COST_KEY] for a, info in infos.items() if COST_KEY in (info or {})}
@@ -233,8 +243,9 @@ class ParallelEnvAdapter(ParallelPettingZooEnv):
             for agent, cost in costs.items():
                 by_team.setdefault(self.team_of.get(agent), {})[agent] = cost
             cost_of_team = {team: team_cost(team_costs) for team, team_costs in by_team.items()}
+        step_rewards = {a: float(r) for a, r in (rewards or {}).items()}
         for agent in observations:
-            extra = {STATE_KEY: state}
+            extra = {STATE_KEY: state, STEP_REWARDS_KEY: step_rewards}
             if costs:
                 extra[TEAM_COST_KEY] = cost_of_team.get(self.team_of.get(agent), 0.0)
             infos[agent] = {**infos.get(agent, {}), **extra}
@@ -277,7 +288,8 @@ class ParallelEnvAdapter(ParallelPettingZooEnv):
                 )
         self.env_t += 1
         terminateds, truncateds = episode_end_flags(terminateds, truncateds)
-        return observations, rewards, terminateds, truncateds, self._add_state(observations, infos)
+        infos = self._add_state(observations, infos, rewards)
+        return observations, rewards, terminateds, truncateds, infos
 
     def _end_with_report(self, key, agent, env_step, observations, rewards, infos):
         """Ends the episode here; the report travels in the infos to the driver, which

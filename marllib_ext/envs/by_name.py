@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import functools
 import importlib
+import importlib.util
 from dataclasses import dataclass
 
 from marllib_ext.envs.spec import EnvSpec, PolicyMappingInfo
@@ -22,6 +23,11 @@ class EnvFamily:
     example: str
     extra: str  # the pip extra it needs ("" for none)
     description: str
+    modules: tuple[str, ...] = ()  # what the extra installs (import names)
+
+    @property
+    def installed(self) -> bool:
+        return all(importlib.util.find_spec(module) for module in self.modules)
 
 
 ENV_FAMILIES = (
@@ -36,20 +42,37 @@ ENV_FAMILIES = (
         "lbf:Foraging-8x8-2p-2f-coop-v3",
         "lbf",
         "Level-Based Foraging (lbforaging)",
+        ("lbforaging",),
     ),
     EnvFamily(
         "rware:<gymnasium id>",
         "rware:rware-tiny-2ag-v2",
         "rware",
         "multi-robot warehouse (rware)",
+        ("rware",),
     ),
     EnvFamily(
         "mamujoco:<scenario>",
         "mamujoco:HalfCheetah --env-arg agent_conf=2x3",
         "mamujoco",
         "multi-agent MuJoCo (gymnasium-robotics), continuous joints",
+        ("gymnasium_robotics", "mujoco"),
+    ),
+    EnvFamily(
+        "hanabi:<preset>",
+        "hanabi:small --env-arg players=2",
+        "hanabi",
+        "Hanabi (PettingZoo classic over OpenSpiel), turn-taking, action masks; presets "
+        "full, small",
+        ("pyspiel", "shimmy"),
     ),
 )
+
+# Hanabi Learning Environment's presets, as PettingZoo's hanabi_v5 arguments.
+HANABI_PRESETS = {
+    "full": dict(colors=5, ranks=5, hand_size=5, max_information_tokens=8, max_life_tokens=3),
+    "small": dict(colors=2, ranks=5, hand_size=2, max_information_tokens=3, max_life_tokens=1),
+}
 
 
 def group_prefix(agent: str) -> str:
@@ -172,6 +195,48 @@ def mamujoco_spec(name: str) -> EnvSpec:
     )
 
 
+def _hanabi_env(preset: str, players: int = 2, **kwargs):
+    try:
+        from pettingzoo.classic import hanabi_v5
+    except ImportError as e:
+        raise ConfigError(
+            f'hanabi:{preset} needs OpenSpiel and shimmy: pip install -e ".[hanabi]" ({e})'
+        ) from e
+    from marllib_ext.envs.turns import TurnBasedParallelEnv
+
+    try:
+        return TurnBasedParallelEnv(
+            hanabi_v5.env(players=players, **{**HANABI_PRESETS[preset], **kwargs})
+        )
+    except ValueError as e:
+        raise ConfigError(
+            f"env 'hanabi:{preset}' with {dict(players=players, **kwargs)}: {e}"
+        ) from e
+
+
+def hanabi_spec(name: str) -> EnvSpec:
+    """``hanabi:<preset>`` (``full``, ``small``; env args override the preset, e.g.
+    ``players=3``): players take turns, each step only the player to move observes
+    (the others are absent), moves are masked, every player gets the score's change.
+    One team; players share a policy by default."""
+    preset = name.partition(":")[2]
+    if preset not in HANABI_PRESETS:
+        raise ConfigError(f"unknown Hanabi preset {preset!r}; presets: {sorted(HANABI_PRESETS)}")
+    return EnvSpec(
+        name=name,
+        creator=functools.partial(_hanabi_env, preset),
+        policy_mapping=PolicyMappingInfo(
+            team_prefix=("player_",),
+            all_agents_one_policy=True,
+            one_agent_one_policy=True,
+            description=f"Hanabi ({preset}), turn-taking, action masks",
+        ),
+        hyperparam_source="hanabi",
+        state_source="observations",
+        turn_based=True,
+    )
+
+
 def spec_by_name(name: str) -> EnvSpec | None:
     """The spec for a by-name env, ``None`` for any other name."""
     if name.startswith(PZ_PREFIX):
@@ -180,4 +245,6 @@ def spec_by_name(name: str) -> EnvSpec | None:
         return tuple_agents_spec(name)
     if name.startswith("mamujoco:"):
         return mamujoco_spec(name)
+    if name.startswith("hanabi:"):
+        return hanabi_spec(name)
     return None

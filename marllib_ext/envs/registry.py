@@ -7,6 +7,7 @@ Built-in entries come from ``configs/envs/<family>.yaml`` (registered as
 from __future__ import annotations
 
 import difflib
+import functools
 import importlib
 from collections.abc import Callable, Mapping
 from typing import Any
@@ -37,8 +38,10 @@ def register_env(
     reward_range: tuple[float, float] | None = None,
     max_episode_steps: int | str | None = None,
     teams: Mapping[str, list[str] | tuple[str, ...]] | None = None,
+    turn_based: bool = False,
 ) -> EnvSpec:
-    """Registers a PettingZoo ParallelEnv factory under ``name``.
+    """Registers a PettingZoo ParallelEnv factory (or an AEC one, ``turn_based``)
+    under ``name``.
 
     Args:
         name: registry name, e.g. ``"my:task"``.
@@ -62,9 +65,14 @@ def register_env(
             ``simple_world_comm``'s lead adversary plays with the adversaries). Default:
             each ``team_prefix`` group is a team. The joint critics give every team its
             own critic and its own team reward.
+        turn_based: ``creator`` builds a turn-taking PettingZoo ``AECEnv``: each step
+            only the agent to move observes (``envs.turns.TurnBasedParallelEnv``), and
+            runs sample complete episodes.
     """
     if state_source not in STATE_SOURCES:
         raise ConfigError(f"state_source must be one of {STATE_SOURCES}, got {state_source!r}")
+    if turn_based:
+        creator = functools.partial(_turn_based, creator)
     spec = EnvSpec(
         name=name,
         creator=creator,
@@ -80,10 +88,17 @@ def register_env(
         reward_range=None if reward_range is None else _check_range(name, reward_range),
         max_episode_steps=max_episode_steps,
         teams=None if teams is None else {str(k): tuple(v) for k, v in teams.items()},
+        turn_based=turn_based,
     )
     spec.episode_limit()  # a bad declaration fails at registration
     _REGISTRY[name] = spec
     return spec
+
+
+def _turn_based(creator: Callable[..., Any], **env_args: Any) -> ParallelEnv:
+    from marllib_ext.envs.turns import TurnBasedParallelEnv
+
+    return TurnBasedParallelEnv(creator(**env_args))
 
 
 def register_spec(spec: EnvSpec) -> EnvSpec:
@@ -140,6 +155,7 @@ def _register_builtin_envs() -> None:
                 reward_range=entry.get("reward_range"),
                 max_episode_steps=entry.get("max_episode_steps"),
                 teams=entry.get("teams"),
+                turn_based=entry.get("turn_based", False),
             )
             _BUILTIN.append(f"{family}:{scenario}")
 

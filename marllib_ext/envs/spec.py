@@ -39,6 +39,10 @@ class EnvSpec:
     # Team name -> agent-id prefixes of its agents; None: each team_prefix group is a
     # team (one team when the env declares no prefixes).
     teams: Mapping[str, tuple[str, ...]] | None = None
+    # Agents move in turns (an AEC env): an agent's action completes only at its next
+    # turn, which a mid-episode sampler cut would put in another chunk, so runs on it
+    # sample complete episodes.
+    turn_based: bool = False
 
     def team_of(self, agents) -> dict[str, str]:
         """Agent id -> team name; every agent must belong to exactly one team."""

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 from gymnasium import spaces
-from pettingzoo.utils.env import ParallelEnv
+from pettingzoo.utils.env import AECEnv, ParallelEnv
 
 
 class CoordinationEnv(ParallelEnv):
@@ -360,3 +360,79 @@ class ComeAndGoEnv(ParallelEnv):
 
 def come_and_go_env(**kwargs) -> ComeAndGoEnv:
     return ComeAndGoEnv(**kwargs)
+
+
+class TakeTurnsEnv(AECEnv):
+    """A turn-taking (AEC) cooperative game with masks, for tests without extras.
+
+    Players ``player_0``, ``player_1``, ... move in turn for ``rounds`` rounds. The player
+    to move sees ``[one_hot(target), share of the game left]`` and may play only ``n_legal``
+    of ``n_targets`` actions (the target always among them, ``action_mask`` in a dict
+    observation). Playing the target gives every player 1.0 (the team's score).
+    """
+
+    metadata = {"name": "take_turns_v0", "render_modes": [], "is_parallelizable": False}
+
+    def __init__(self, players: int = 2, n_targets: int = 4, n_legal: int = 2, rounds: int = 4):
+        super().__init__()
+        self.possible_agents = [f"player_{i}" for i in range(players)]
+        self.n_targets, self.n_legal, self.turns = n_targets, n_legal, rounds * players
+        plain = spaces.Box(0.0, 1.0, (n_targets + 1,), np.float32)
+        mask = spaces.Box(0, 1, (n_targets,), np.int8)
+        self._observation_space = spaces.Dict({"observation": plain, "action_mask": mask})
+        self._action_space = spaces.Discrete(n_targets)
+        self._rng = np.random.default_rng()
+
+    def observation_space(self, agent):
+        return self._observation_space
+
+    def action_space(self, agent):
+        return self._action_space
+
+    def _draw(self) -> None:
+        self._target = int(self._rng.integers(self.n_targets))
+        others = np.delete(np.arange(self.n_targets), self._target)
+        legal = [self._target, *self._rng.choice(others, self.n_legal - 1, replace=False)]
+        self._mask = np.zeros(self.n_targets, np.int8)
+        self._mask[legal] = 1
+
+    def observe(self, agent):
+        obs = np.zeros(self.n_targets + 1, np.float32)
+        obs[self._target] = 1.0
+        obs[-1] = 1.0 - self._turn / self.turns
+        mask = self._mask if agent == self.agent_selection else np.zeros_like(self._mask)
+        return {"observation": obs, "action_mask": mask.copy()}
+
+    def reset(self, seed=None, options=None):
+        if seed is not None:
+            self._rng = np.random.default_rng(seed)
+        self.agents = list(self.possible_agents)
+        self.rewards = {a: 0.0 for a in self.agents}
+        self._cumulative_rewards = {a: 0.0 for a in self.agents}
+        self.terminations = {a: False for a in self.agents}
+        self.truncations = {a: False for a in self.agents}
+        self.infos = {a: {} for a in self.agents}
+        self._turn = 0
+        self.agent_selection = self.agents[0]
+        self._draw()
+
+    def step(self, action):
+        agent = self.agent_selection
+        if self.terminations[agent] or self.truncations[agent]:
+            self._was_dead_step(action)
+            return
+        if not self._mask[int(action)]:
+            raise ValueError(f"{agent!r} played illegal action {int(action)} at turn {self._turn}")
+        self._cumulative_rewards[agent] = 0.0
+        score = 1.0 if int(action) == self._target else 0.0
+        self.rewards = {a: score for a in self.agents}
+        self._turn += 1
+        if self._turn >= self.turns:
+            self.truncations = {a: True for a in self.agents}
+        self.agent_selection = self.agents[self._turn % len(self.agents)]
+        self._draw()
+        self._accumulate_rewards()
+
+
+def take_turns_env(**kwargs) -> TakeTurnsEnv:
+    return TakeTurnsEnv(**kwargs)

@@ -12,7 +12,12 @@ from ray.rllib.core.columns import Columns
 from ray.rllib.utils.annotations import override
 from ray.rllib.utils.metrics.metrics_logger import MetricsLogger
 
-from marllib_ext.envs.adapter import ACTION_MASK_KEY, OBSERVATION_KEY, STATE_KEY
+from marllib_ext.envs.adapter import (
+    ACTION_MASK_KEY,
+    OBSERVATION_KEY,
+    STATE_KEY,
+    STEP_REWARDS_KEY,
+)
 from marllib_ext.ops.advantages import standardize_valid, team_gae
 from marllib_ext.policies.joint_critic import CRITIC_MODULE_ID, STATE
 from marllib_ext.postprocessing.episode_steps import (
@@ -247,6 +252,18 @@ class JointAdvantageConnector(ConnectorV2):
         return batch
 
     @staticmethod
+    def team_rewards(layout, module_columns, chunk_infos) -> np.ndarray:
+        """The team reward per team row: the rewards the team's agents got at that env
+        step (also those earned while not observing, as on turn-taking envs); without
+        the adapter's ``step_rewards``, the sum of the agents' batch rewards."""
+        rewards = env_step_team_rewards(chunk_infos, layout.agent_ids, layout.chunk_lengths)
+        if rewards is not None:
+            return rewards
+        return layout.gather_sum(
+            {mid: cols[Columns.REWARDS] for mid, cols in module_columns.items()}
+        )
+
+    @staticmethod
     def _tensor(array: np.ndarray, device) -> torch.Tensor:
         return torch.from_numpy(np.ascontiguousarray(array, dtype=np.float32)).to(device)
 
@@ -340,9 +357,7 @@ class JointAdvantageConnector(ConnectorV2):
         return TeamBatch(
             layout=layout,
             states=np.concatenate(states).astype(np.float32),
-            rewards=layout.gather_sum(
-                {mid: cols[Columns.REWARDS] for mid, cols in module_columns.items()}
-            ),
+            rewards=self.team_rewards(layout, module_columns, chunk_infos),
             terminateds=terminateds,
             truncateds=truncateds,
             valid=layout.valid_mask(),
@@ -351,6 +366,23 @@ class JointAdvantageConnector(ConnectorV2):
             module_columns=module_columns,
             chunk_infos=chunk_infos,
         )
+
+
+def env_step_team_rewards(
+    chunk_infos: list[list[dict]], agents: list[str], chunk_lengths: np.ndarray
+) -> np.ndarray | None:
+    """``(n_rows,)`` per team row, the rewards of ``agents`` at that env step (from the
+    ``step_rewards`` the adapter puts in the next observation's info; 0 on bootstrap
+    rows); ``None`` when an info lacks them (an env not built through the adapter)."""
+    rows = []
+    for infos, length in zip(chunk_infos, chunk_lengths, strict=True):
+        for info in infos[1:length]:
+            step = info.get(STEP_REWARDS_KEY)
+            if step is None:
+                return None
+            rows.append(sum(float(step.get(agent, 0.0)) for agent in agents))
+        rows.append(0.0)  # the bootstrap row
+    return np.asarray(rows, dtype=np.float64)
 
 
 def agent_env_offsets(chunk, sa_episode, real_rows: int) -> np.ndarray:
@@ -370,5 +402,8 @@ def chunk_infos_or_error(chunk) -> list[dict]:
     infos = chunk_step_infos(chunk)
     missing = [index for index, info in enumerate(infos) if info is None]
     if missing:
-        raise RuntimeError(f"no agent observed env steps {missing} of chunk {chunk.id_!r}")
+        raise RuntimeError(
+            f"no agent observed env steps {missing} of chunk {chunk.id_!r}; turn-taking "
+            "envs sample complete episodes (EnvSpec.turn_based)"
+        )
     return infos

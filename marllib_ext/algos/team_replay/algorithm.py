@@ -32,7 +32,12 @@ from ray.rllib.utils.metrics import (
 
 from marllib_ext.algos.team_replay.progress import PROGRESS_KEY
 from marllib_ext.algos.team_replay.settings import TeamReplaySettings
-from marllib_ext.envs.adapter import ACTION_MASK_KEY, OBSERVATION_KEY, STATE_KEY
+from marllib_ext.envs.adapter import (
+    ACTION_MASK_KEY,
+    OBSERVATION_KEY,
+    STATE_KEY,
+    STEP_REWARDS_KEY,
+)
 from marllib_ext.replay.team_episodes import SampledTeamBatch, TeamEpisode, TeamEpisodeStore
 from marllib_ext.rllib_compat import learner_value, priorities_from_learner, settings_of
 
@@ -95,6 +100,13 @@ def team_episode(episode, agents: tuple[str, ...], obs_dim: int) -> TeamEpisode:
             if step != episode.SKIP_ENV_TS_TAG and infos[row] is None:
                 infos[row] = agent_infos[step]
     state = np.stack([np.asarray(info[STATE_KEY], np.float32).reshape(-1) for info in infos])
+    if all(STEP_REWARDS_KEY in info for info in infos[1:]):
+        # Each agent's reward of each env step, also where it was not observing (RLlib
+        # credits those to its next row, a turn later on turn-taking envs).
+        rewards = np.array(
+            [[info[STEP_REWARDS_KEY].get(aid, 0.0) for aid in agents] for info in infos[1:]],
+            np.float32,
+        ).reshape(length, n_agents)
     return TeamEpisode(
         obs=obs,
         state=state,

@@ -1,0 +1,71 @@
+"""Turn-taking (AEC) envs behind the parallel API: one agent observes per step."""
+
+import numpy as np
+import pytest
+
+from marllib_ext import make_env
+from marllib_ext.envs.adapter import STEP_REWARDS_KEY, ParallelEnvAdapter
+from marllib_ext.envs.toy import TakeTurnsEnv
+from marllib_ext.envs.turns import TurnBasedParallelEnv
+from marllib_ext.postprocessing.joint_advantage import env_step_team_rewards
+
+
+def play(env, seed=0):
+    observations, _ = env.reset(seed=seed)
+    steps = []
+    while True:
+        actions = {a: int(np.flatnonzero(o["action_mask"])[0]) for a, o in observations.items()}
+        observations, rewards, terminateds, truncateds, infos = env.step(actions)
+        steps.append((actions, observations, rewards, terminateds, truncateds, infos))
+        if terminateds.get("__all__") or truncateds.get("__all__"):
+            return steps
+
+
+def test_only_the_player_to_move_observes_and_everyone_gets_rewards():
+    env = ParallelEnvAdapter(TurnBasedParallelEnv(TakeTurnsEnv(players=3, rounds=2)))
+    steps = play(env)
+    assert len(steps) == 6
+    movers = [next(iter(actions)) for actions, *_ in steps]
+    assert movers == ["player_0", "player_1", "player_2"] * 2
+    for (_, observations, rewards, _, truncateds, infos), k in zip(steps, range(6), strict=True):
+        assert set(rewards) == {"player_0", "player_1", "player_2"}
+        if k < 5:
+            assert list(observations) == [movers[k + 1]]  # the next mover only
+        else:  # the end: every player gets its final observation, truncated
+            assert set(observations) == set(rewards) and truncateds["__all__"]
+        for info in infos.values():
+            assert info[STEP_REWARDS_KEY] == rewards
+
+
+def test_moving_out_of_turn_is_an_error():
+    env = TurnBasedParallelEnv(TakeTurnsEnv())
+    env.reset(seed=0)
+    with pytest.raises(ValueError, match="it is 'player_0'.s turn"):
+        env.step({"player_1": 0})
+
+
+def test_team_rewards_sit_on_the_env_step_that_earned_them():
+    infos = [
+        [{}, {STEP_REWARDS_KEY: {"a": 1.0, "b": 1.0}}, {STEP_REWARDS_KEY: {"a": 0.0, "b": 0.5}}],
+        [{}, {STEP_REWARDS_KEY: {"a": 2.0, "c": 9.0}}],
+    ]
+    rewards = env_step_team_rewards(infos, ["a", "b"], np.array([3, 2]))
+    np.testing.assert_allclose(rewards, [2.0, 0.5, 0.0, 2.0, 0.0])  # bootstrap rows: 0
+    assert env_step_team_rewards([[{}, {}]], ["a"], np.array([2])) is None
+
+
+def test_turn_based_envs_sample_complete_episodes():
+    from marllib_ext import algos
+
+    config = algos.mappo(hyperparam_source="toy").rllib_config("toy:take_turns")
+    assert config.batch_mode == "complete_episodes"
+    assert make_env("toy:take_turns").spec.turn_based
+
+
+def test_hanabi_presets_are_turn_based_with_masks():
+    pytest.importorskip("pyspiel", reason="the hanabi extra is not installed")
+    env = make_env("hanabi:small")
+    assert env.spec.turn_based and env.layout.has_action_masks
+    assert env.layout.agents == ("player_0", "player_1")
+    steps = play(env.make_rllib_env())
+    assert all(len(observations) >= 1 for _, observations, *_ in steps)
