@@ -68,6 +68,16 @@ ENV_FAMILIES = (
     ),
 )
 
+MAGENT_FAMILY = EnvFamily(
+    "magent:<task>",
+    "magent:battle_v4 --env-arg opponent=random",
+    "magent",
+    "MAgent2 battles (agents die), small maps; tasks battle_v4, adversarial_pursuit_v4, "
+    "battlefield_v5, combined_arms_v6, gather_v5, tiger_deer_v4",
+    ("magent2",),
+)
+ENV_FAMILIES = (*ENV_FAMILIES, MAGENT_FAMILY)
+
 # Hanabi Learning Environment's presets, as PettingZoo's hanabi_v5 arguments.
 HANABI_PRESETS = {
     "full": dict(colors=5, ranks=5, hand_size=5, max_information_tokens=8, max_life_tokens=3),
@@ -237,6 +247,36 @@ def hanabi_spec(name: str) -> EnvSpec:
     )
 
 
+def magent_spec(name: str) -> EnvSpec:
+    """``magent:<task>``: MAgent2 on a small map (``map_size``, ``max_cycles`` 100;
+    env args override), observations and state flattened, teams by agent-id prefix
+    (``share_policy="group"``). ``--env-arg opponent=random`` (or
+    ``opponent=checkpoint:<path>``) plays the last team (``opponent_team``) with that
+    fixed policy, so the others train against it."""
+    from marllib_ext.envs.magent import MAGENT_TASKS, magent_env
+
+    task = name.partition(":")[2]
+    if task not in MAGENT_TASKS:
+        raise ConfigError(f"unknown MAgent2 task {task!r}; tasks: {sorted(MAGENT_TASKS)}")
+    teams = MAGENT_TASKS[task].teams
+    prefixes = tuple(p for team in teams.values() for p in team)
+    return EnvSpec(
+        name=name,
+        creator=functools.partial(magent_env, task),
+        policy_mapping=PolicyMappingInfo(
+            team_prefix=prefixes,
+            all_agents_one_policy=len(teams) == 1,
+            one_agent_one_policy=True,
+            description=f"MAgent2 {task} (small map), agents die",
+        ),
+        hyperparam_source="magent",
+        state_source="env",
+        max_episode_steps="max_cycles",
+        env_args=dict(MAGENT_TASKS[task].preset),
+        teams=teams,
+    )
+
+
 def spec_by_name(name: str) -> EnvSpec | None:
     """The spec for a by-name env, ``None`` for any other name."""
     if name.startswith(PZ_PREFIX):
@@ -247,4 +287,6 @@ def spec_by_name(name: str) -> EnvSpec | None:
         return mamujoco_spec(name)
     if name.startswith("hanabi:"):
         return hanabi_spec(name)
+    if name.startswith("magent:"):
+        return magent_spec(name)
     return None
