@@ -16,15 +16,15 @@ from marllib_ext.envs.adapter import (
     ACTION_MASK_KEY,
     OBSERVATION_KEY,
     STATE_KEY,
-    STEP_REWARDS_KEY,
 )
 from marllib_ext.ops.advantages import standardize_valid, team_gae
 from marllib_ext.policies.joint_critic import CRITIC_MODULE_ID, STATE
 from marllib_ext.postprocessing.episode_steps import (
-    acting_steps,
+    agent_env_offsets,
     chunk_env_steps,
-    chunk_step_infos,
+    env_step_team_rewards,
     observed_steps,
+    team_chunk_infos,
 )
 from marllib_ext.postprocessing.team_layout import AgentRows, TeamLayout, build_team_layout
 from marllib_ext.rllib_compat import plain_module
@@ -316,7 +316,7 @@ class JointAdvantageConnector(ConnectorV2):
                     "env's reward for NaN/inf"
                 )
 
-        chunk_infos = [chunk_infos_or_error(chunks[cid]) for cid in layout.chunk_ids]
+        chunk_infos = [team_chunk_infos(chunks[cid], layout.agent_ids) for cid in layout.chunk_ids]
         states = []
         for infos in chunk_infos:
             try:
@@ -366,44 +366,3 @@ class JointAdvantageConnector(ConnectorV2):
             module_columns=module_columns,
             chunk_infos=chunk_infos,
         )
-
-
-def env_step_team_rewards(
-    chunk_infos: list[list[dict]], agents: list[str], chunk_lengths: np.ndarray
-) -> np.ndarray | None:
-    """``(n_rows,)`` per team row, the rewards of ``agents`` at that env step (from the
-    ``step_rewards`` the adapter puts in the next observation's info; 0 on bootstrap
-    rows); ``None`` when an info lacks them (an env not built through the adapter)."""
-    rows = []
-    for infos, length in zip(chunk_infos, chunk_lengths, strict=True):
-        for info in infos[1:length]:
-            step = info.get(STEP_REWARDS_KEY)
-            if step is None:
-                return None
-            rows.append(sum(float(step.get(agent, 0.0)) for agent in agents))
-        rows.append(0.0)  # the bootstrap row
-    return np.asarray(rows, dtype=np.float64)
-
-
-def agent_env_offsets(chunk, sa_episode, real_rows: int) -> np.ndarray:
-    """``(real_rows,)`` the chunk env-step offset of each of the agent's real rows (the
-    env step where it observed and acted; ``episode_steps.acting_steps``)."""
-    acting = acting_steps(chunk, sa_episode.agent_id)
-    if [row for _, row in acting] != list(range(real_rows)):
-        raise RuntimeError(
-            f"agent {sa_episode.agent_id!r} of chunk {chunk.id_!r} has {real_rows} rows but "
-            f"acted at agent steps {[row for _, row in acting]} of its env steps"
-        )
-    return np.array([index for index, _ in acting], dtype=np.int64)
-
-
-def chunk_infos_or_error(chunk) -> list[dict]:
-    """``episode_steps.chunk_step_infos``; every env step must have one."""
-    infos = chunk_step_infos(chunk)
-    missing = [index for index, info in enumerate(infos) if info is None]
-    if missing:
-        raise RuntimeError(
-            f"no agent observed env steps {missing} of chunk {chunk.id_!r}; turn-taking "
-            "envs sample complete episodes (EnvSpec.turn_based)"
-        )
-    return infos

@@ -51,15 +51,19 @@ def test_list_shows_algorithms_and_envs(tmp_path):
     assert result.returncode == 0
     for name in ("ippo", "mappo", "qmix", "mpe:simple_spread", "toy:coordination"):
         assert name in result.stdout
-    # Env families that take an id are discoverable, each with an example and its extra.
-    for family, extra in (
-        ("pz:<module>", "no extra"),
-        ("lbf:<gymnasium id>", '".[lbf]"'),
-        ("rware:<gymnasium id>", '".[rware]"'),
-        ("mamujoco:<scenario>", '".[mamujoco]"'),
-    ):
-        line = next(line for line in result.stdout.splitlines() if family in line)
-        assert "e.g. " in line and extra in line
+    # Env families that take an id are discoverable, each with an example, its extra and
+    # whether that extra is installed here.
+    from marllib_ext.envs.by_name import ENV_FAMILIES
+
+    for family in ENV_FAMILIES:
+        line = next(line for line in result.stdout.splitlines() if family.pattern in line)
+        assert "e.g. " in line
+        if not family.extra:
+            assert "no extra" in line
+        elif family.installed:
+            assert f"extra {family.extra!r} installed" in line
+        else:
+            assert f'not installed: pip install -e ".[{family.extra}]"' in line
 
 
 def test_env_family_examples_resolve():

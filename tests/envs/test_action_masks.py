@@ -6,7 +6,8 @@ from gymnasium import spaces
 
 from marllib_ext.envs import STATE_KEY, ParallelEnvAdapter, make_env
 from marllib_ext.envs.adapter import EMPTY_ACTION_MASK_KEY
-from marllib_ext.envs.toy import CoordinationEnv, LegalMovesEnv
+from marllib_ext.envs.toy import CoordinationEnv
+from marllib_ext.envs.toy_agents import LegalMovesEnv
 
 
 def legal_actions(observations):

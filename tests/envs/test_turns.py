@@ -5,9 +5,9 @@ import pytest
 
 from marllib_ext import make_env
 from marllib_ext.envs.adapter import STEP_REWARDS_KEY, ParallelEnvAdapter
-from marllib_ext.envs.toy import TakeTurnsEnv
+from marllib_ext.envs.toy_agents import TakeTurnsEnv
 from marllib_ext.envs.turns import TurnBasedParallelEnv
-from marllib_ext.postprocessing.joint_advantage import env_step_team_rewards
+from marllib_ext.postprocessing.episode_steps import env_step_team_rewards
 
 
 def play(env, seed=0):

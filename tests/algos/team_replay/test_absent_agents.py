@@ -9,7 +9,7 @@ from ray.rllib.env.multi_agent_episode import MultiAgentEpisode
 from marllib_ext import algos
 from marllib_ext.algos.team_replay.algorithm import team_episode
 from marllib_ext.envs.adapter import ParallelEnvAdapter
-from marllib_ext.envs.toy import ComeAndGoEnv
+from marllib_ext.envs.toy_agents import ComeAndGoEnv
 from marllib_ext.replay.team_episodes import TeamEpisodeStore
 from marllib_ext.rllib_compat import local_learner
 
