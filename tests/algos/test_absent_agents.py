@@ -24,7 +24,7 @@ ENV_ARGS = {
 }
 SHARE = {"happo": "individual", "efx_happo": "individual"}
 MULTI_AGENT = [n for n, spec in ALGORITHMS.items() if not spec.capabilities.single_agent_only]
-DEFAULT_TIER = ("mappo", "vdppo", "qmix")
+DEFAULT_TIER = ("mappo",)  # joint Q on absent agents: team_replay/test_absent_agents.py
 
 
 def overrides(name):

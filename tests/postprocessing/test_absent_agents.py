@@ -140,7 +140,9 @@ def reference_advantages(record):
     return {key: (value - raw.mean()) / max(1e-4, raw.std()) for key, value in advantages.items()}
 
 
-@pytest.mark.parametrize("share_policy", ["all", "individual"])
+@pytest.mark.parametrize(
+    "share_policy", ["all", pytest.param("individual", marks=pytest.mark.slow)]
+)
 def test_present_agents_get_their_team_step_advantage(ray_session, share_policy):
     RECORDED.clear()
     config = counter_config(

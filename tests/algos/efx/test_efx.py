@@ -320,6 +320,7 @@ def test_outer_loop_reads_the_episodes_played_at_the_deployment_budget(ray_sessi
     assert efx["mixture_extrinsic_return_mean"] == pytest.approx(np.mean(mixture))
 
 
+@pytest.mark.slow  # the CLI evaluate path runs in tests/cli (chosen budget)
 def test_cli_evaluate_z_auto_and_z_sweep(ray_session, tmp_path, capsys):
     from marllib_ext.cli import main
 
