@@ -54,6 +54,7 @@ def test_grid_parsing_and_yaml_search_space():
     assert search_space("mappo") == {}
 
 
+@pytest.mark.slow  # the sweep below runs the same Tune path by default
 def test_registry_config_runs_as_a_plain_tune_trainable(ray_session, tmp_path):
     from ray import tune
 

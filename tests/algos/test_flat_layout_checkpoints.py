@@ -29,7 +29,11 @@ def checkpoint(request, tmp_path):
     return copy
 
 
-@pytest.mark.parametrize("checkpoint", ["mappo", "efx_mappo", "qmix"], indirect=True)
+@pytest.mark.parametrize(
+    "checkpoint",
+    ["mappo", pytest.param("efx_mappo", marks=pytest.mark.slow), "qmix"],
+    indirect=True,
+)
 def test_a_flat_layout_checkpoint_evaluates(ray_session, checkpoint):
     result = evaluate(checkpoint, episodes=4)
     assert len(result.team_returns) == 4
