@@ -143,6 +143,7 @@ def test_multi_team_env_trains_with_two_learners(ray_session, name):
         algorithm.stop()
 
 
+@pytest.mark.slow  # learner state across data-parallel learners (a slow-tier topic)
 def test_efx_budgets_stay_identical_across_learners(ray_session):
     algorithm, result = train_and_check("efx_mappo", iterations=3)
     try:
@@ -159,7 +160,7 @@ def test_efx_budgets_stay_identical_across_learners(ray_session):
 
 
 @pytest.mark.parametrize(
-    "name", ["mappo_lag", pytest.param("mappo_pid_lag", marks=pytest.mark.slow)]
+    "name", [pytest.param(n, marks=pytest.mark.slow) for n in ("mappo_lag", "mappo_pid_lag")]
 )
 def test_safe_multipliers_stay_identical_across_learners(ray_session, name):
     algorithm, result = train_and_check(name, iterations=3)

@@ -48,6 +48,7 @@ def random_team_return(episodes=200):
     return total / episodes
 
 
+@pytest.mark.slow  # a learning run; continuous actions train by default in other tests
 def test_continuous_mappo_learns_beyond_random(ray_session, tmp_path):
     random_return = random_team_return()  # about -6.7 per agent
     result = algos.mappo(num_env_runners=0, free_log_std=True).fit(
