@@ -77,6 +77,11 @@ def play(handle, policy, episodes: int, seed: int) -> dict[str, float]:
     return out
 
 
+def checkpoint_of(path: Path) -> Path:
+    """Where a run's final checkpoint goes (``runs/``, not committed)."""
+    return Path("runs") / "come_and_go" / path.parent.parent.name / path.parent.name / path.stem
+
+
 def train(label: str, handle, seed: int, steps: int, path: Path) -> None:
     if finished_run(path, steps):
         return
@@ -95,7 +100,7 @@ def train(label: str, handle, seed: int, steps: int, path: Path) -> None:
             done = int(row["timesteps_total"])
             writer.writerow([done, row["agent_return_mean"]])
             f.flush()
-    algo.save_to_path(str(path.with_suffix("")) + "_checkpoint")
+    algo.save_to_path(str(checkpoint_of(path).resolve()))
     algo.stop()
 
 
@@ -132,11 +137,11 @@ def main() -> None:
             if not rows:
                 continue
             finals.append(window_mean(rows, "agent_return_mean", WINDOW))
-            checkpoint = Path(str(path.with_suffix("")) + "_checkpoint")
+            checkpoint = checkpoint_of(path)
             if args.task.startswith("magent:") and checkpoint.exists():
                 from marllib_ext.envs.magent import checkpoint_policy
 
-                evaluations.append(play(handle, checkpoint_policy(str(checkpoint), seed),
+                evaluations.append(play(handle, checkpoint_policy(str(checkpoint.resolve()), seed),
                                         args.episodes, 10_000))  # fmt: skip
         if not finals:
             continue
