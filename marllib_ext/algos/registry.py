@@ -3,6 +3,7 @@ algorithm can do and which progress columns it reports."""
 
 from __future__ import annotations
 
+import dataclasses
 import difflib
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
@@ -45,6 +46,9 @@ class Capabilities:
     off_policy: bool = False  # replay buffer
     multi_team: bool = True  # mixed/competitive envs (one joint critic per team)
     data_parallel: bool = True  # num_learners >= 2 (torch DDP); False: refused with the reason
+    # Turn-taking envs; False for the independent team-replay learners, which bootstrap
+    # an agent from the next env step, where on such envs it is not observing.
+    turn_based: bool = True
 
 
 def _no_progress(result: Mapping[str, Any]) -> dict[str, float]:
@@ -120,6 +124,13 @@ class AlgoSpec:
                     "--env-arg continuous_actions=true; for discrete actions: "
                     f"{', '.join(algorithms_that(off_policy=True, continuous_actions=False))})"
                 )
+        if not self.capabilities.turn_based and env.is_multi_agent and env.spec.turn_based:
+            raise ConfigError(
+                f"{self.name} bootstraps each agent from the next env step, where on the "
+                f"turn-taking env {env.name!r} that agent is not observing; use "
+                f"{', '.join(algorithms_that(off_policy=True, turn_based=True))} (mixed "
+                "team values) or an on-policy algorithm"
+            )
         if not self.capabilities.multi_team and env.is_multi_agent:
             teams = env.layout.teams
             if len(teams) > 1:
@@ -165,6 +176,7 @@ EFX_CAPABILITIES = Capabilities(has_budget=True)
 SAFE_CAPABILITIES = Capabilities(needs_costs=True)
 JOINT_Q_CAPABILITIES = Capabilities(continuous_actions=False, off_policy=True, data_parallel=False)
 DDPG_CAPABILITIES = Capabilities(discrete_actions=False, off_policy=True, data_parallel=False)
+INDEPENDENT_REPLAY = {"turn_based": False}
 TEAM_REPLAY_PROGRESS = {
     "progress_columns": team_replay.PROGRESS_COLUMNS,
     "progress": team_replay.progress,
@@ -277,7 +289,7 @@ ALGORITHMS: dict[str, AlgoSpec] = {
             "IL",
             joint_q.JointQSettings,
             joint_q.build_iql,
-            JOINT_Q_CAPABILITIES,
+            dataclasses.replace(JOINT_Q_CAPABILITIES, **INDEPENDENT_REPLAY),
             **TEAM_REPLAY_PROGRESS,
         ),
         AlgoSpec(
@@ -301,7 +313,7 @@ ALGORITHMS: dict[str, AlgoSpec] = {
             "IL",
             ddpg.DDPGSettings,
             ddpg.build_iddpg,
-            DDPG_CAPABILITIES,
+            dataclasses.replace(DDPG_CAPABILITIES, **INDEPENDENT_REPLAY),
             **TEAM_REPLAY_PROGRESS,
         ),
         AlgoSpec(

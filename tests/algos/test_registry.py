@@ -58,6 +58,10 @@ def test_builds_and_validates_rllib_config(name, env_name):
         with pytest.raises(ConfigError, match="continuous"):
             algos.get(name).rllib_config(env, share_policy=share, seed=1)
         return
+    if not capabilities.turn_based and env.spec.turn_based:
+        with pytest.raises(ConfigError, match="bootstraps each agent from the next env step"):
+            algos.get(name).rllib_config(env, share_policy=share, seed=1)
+        return
     if not capabilities.multi_team and len(env.layout.teams) > 1:
         with pytest.raises(ConfigError, match="supports one team"):
             algos.get(name).rllib_config(env, share_policy=share, seed=1)

@@ -69,3 +69,13 @@ def test_hanabi_presets_are_turn_based_with_masks():
     assert env.layout.agents == ("player_0", "player_1")
     steps = play(env.make_rllib_env())
     assert all(len(observations) >= 1 for _, observations, *_ in steps)
+
+
+def test_independent_team_replay_refuses_turn_taking_envs():
+    from marllib_ext import algos
+    from marllib_ext.errors import ConfigError
+
+    with pytest.raises(ConfigError, match="iql bootstraps each agent from the next env step"):
+        algos.get("iql").rllib_config("toy:take_turns")
+    # iddpg (continuous actions) carries the same refusal.
+    assert not algos.ALGORITHMS["iddpg"].capabilities.turn_based
