@@ -36,8 +36,23 @@ def overrides(name):
     return A2C if name in ("ia2c", "maa2c", "vda2c", "coma") else ON_POLICY
 
 
+# RLlib 2.60's MultiAgentEpisode.concat_episode (used by its prioritized multi-agent
+# episode buffer, which isac_roer builds on) raises KeyError for an agent that first
+# appears in a later chunk of an episode; RLlib's fix is ray-project/ray#59895.
+RLLIB_CONCAT_BUG = pytest.mark.xfail(
+    strict=True, raises=Exception, reason="RLlib 2.60 concat_episode: agent arriving mid-episode"
+)
+
+
 def tier(names):
-    return [n if n in DEFAULT_TIER else pytest.param(n, marks=pytest.mark.slow) for n in names]
+    return [
+        n
+        if n in DEFAULT_TIER
+        else pytest.param(
+            n, marks=[pytest.mark.slow] + ([RLLIB_CONCAT_BUG] if n == "isac_roer" else [])
+        )
+        for n in names
+    ]
 
 
 @pytest.mark.parametrize("name", tier(MULTI_AGENT))
