@@ -126,8 +126,9 @@ def main() -> None:
         return
     baseline = play(handle, random_legal(handle.make_rllib_env(), np.random.default_rng(0)),
                     args.episodes, 10_000)  # fmt: skip
-    print(f"| team | env steps | score | {' | '.join(k for k in baseline if k != 'score')} |")
-    print(f"| random (legal moves) | 0 | {baseline['score']:.3f} | "
+    print(f"| team | env steps | training return (last {WINDOW} iterations) | evaluated score "
+          f"| {' | '.join(k for k in baseline if k != 'score')} |")  # fmt: skip
+    print(f"| random (legal moves) | 0 | - | {baseline['score']:.3f} | "
           + " | ".join(f"{v:.2f}" for k, v in baseline.items() if k != "score") + " |")  # fmt: skip
     for label in args.labels:
         finals, evaluations = [], []
@@ -138,7 +139,7 @@ def main() -> None:
                 continue
             finals.append(window_mean(rows, "agent_return_mean", WINDOW))
             checkpoint = checkpoint_of(path)
-            if args.task.startswith("magent:") and checkpoint.exists():
+            if checkpoint.exists():
                 from marllib_ext.envs.magent import checkpoint_policy
 
                 evaluations.append(play(handle, checkpoint_policy(str(checkpoint.resolve()), seed),
@@ -147,7 +148,7 @@ def main() -> None:
             continue
         extra = ""
         if evaluations:
-            keys = [k for k in evaluations[0] if k != "score"]
+            keys = list(evaluations[0])
             extra = " | " + " | ".join(
                 f"{np.mean([e[k] for e in evaluations]):.2f} ± "
                 f"{np.std([e[k] for e in evaluations]):.2f}"

@@ -160,7 +160,12 @@ def checkpoint_policy(path: str, seed: int | None = None):
         raise ConfigError(f"opponent checkpoint {path!r} has no policy for agent {agent!r}")
 
     def act(agent: str, observation) -> int:
-        obs = torch.as_tensor(np.asarray(observation, np.float32)[None])
+        if isinstance(observation, dict):  # masked observations
+            obs = {
+                k: torch.as_tensor(np.asarray(v, np.float32)[None]) for k, v in observation.items()
+            }
+        else:
+            obs = torch.as_tensor(np.asarray(observation, np.float32)[None])
         with torch.no_grad():
             out = module_of(agent).forward_inference({Columns.OBS: obs})
         logits = out[Columns.ACTION_DIST_INPUTS][0]
