@@ -25,6 +25,7 @@ from marllib_ext.algos.config import (
 from marllib_ext.algos.efx.budget import with_resolved_budget
 from marllib_ext.algos.env_checks import log_contract_breaches, with_episode_end_callback
 from marllib_ext.algos.progress import ProgressColumn
+from marllib_ext.envs.batched import BatchedEnvRunner
 from marllib_ext.envs.handle import EnvHandle
 from marllib_ext.errors import ConfigError
 from marllib_ext.policies.masked_actor import with_masked_actors
@@ -146,7 +147,7 @@ class AlgoSpec:
         """The RLlib config, carrying the (resolved) settings to every learner, env
         runner and callback."""
         self.check_env(env)
-        settings = self.resolve(settings, env)
+        settings = gaussian_only_settings(self.resolve(settings, env), env)
         config = with_settings(self.build(settings, env, share_policy, seed), settings)
         if env.is_multi_agent and env.layout.has_action_masks:
             try:
@@ -159,11 +160,27 @@ class AlgoSpec:
         if env.is_multi_agent and env.spec.turn_based:
             # An action completes at the agent's next turn: never cut an episode.
             config.env_runners(batch_mode="complete_episodes")
+        if env.is_multi_agent and env.spec.batched_creator is not None:
+            # One batched simulator per env runner; RLlib's pre-check would step one
+            # world of the batch alone.
+            config.env_runners(env_runner_cls=BatchedEnvRunner)
+            config.environment(disable_env_checking=True)
         return (
             with_episode_end_callback(config, log_contract_breaches)
             if env.is_multi_agent
             else config
         )
+
+
+def gaussian_only_settings(settings: Any, env: EnvHandle) -> Any:
+    """``free_log_std`` (a state-independent log std) is a Gaussian's: off where no agent
+    has continuous actions, so a family default (vmas) also fits its discrete tasks."""
+    if not getattr(settings, "free_log_std", False) or not env.is_multi_agent:
+        return settings
+    spaces = env.layout.action_spaces.values()
+    if any(isinstance(space, gym.spaces.Box) for space in spaces):
+        return settings
+    return dataclasses.replace(settings, free_log_std=False)
 
 
 EFX_PROGRESS = {"progress_columns": efx.PROGRESS_COLUMNS, "progress": efx.progress}

@@ -1,6 +1,7 @@
 """Envs usable by name without registering: ``pz:<module>`` (any PettingZoo
-ParallelEnv), ``lbf:<gymnasium id>``, ``rware:<gymnasium id>`` and
-``mamujoco:<scenario>`` (optional extras)."""
+ParallelEnv), ``lbf:<gymnasium id>``, ``rware:<gymnasium id>``,
+``mamujoco:<scenario>``, ``hanabi:<preset>``, ``magent:<task>`` and ``vmas:<task>``
+(optional extras)."""
 
 from __future__ import annotations
 
@@ -76,7 +77,15 @@ MAGENT_FAMILY = EnvFamily(
     "battlefield_v5, combined_arms_v6, gather_v5, tiger_deer_v4",
     ("magent2",),
 )
-ENV_FAMILIES = (*ENV_FAMILIES, MAGENT_FAMILY)
+VMAS_FAMILY = EnvFamily(
+    "vmas:<task>",
+    "vmas:navigation --env-arg n_agents=4",
+    "vmas",
+    "VMAS (vectorized physics) on its own batching, BenchMARL's task settings; continuous "
+    "actions (continuous_actions=false: discrete)",
+    ("vmas",),
+)
+ENV_FAMILIES = (*ENV_FAMILIES, MAGENT_FAMILY, VMAS_FAMILY)
 
 # Hanabi Learning Environment's presets, as PettingZoo's hanabi_v5 arguments.
 HANABI_PRESETS = {
@@ -277,6 +286,33 @@ def magent_spec(name: str) -> EnvSpec:
     )
 
 
+def vmas_spec(name: str) -> EnvSpec:
+    """``vmas:<task>``: one VMAS world per single env and one batched VMAS simulator of
+    ``num_envs_per_env_runner`` worlds per env runner (``EnvSpec.batched_creator``);
+    BenchMARL's task settings (env args override), one cooperative team, the global
+    state from every agent's observation, the episode limit ``max_steps``."""
+    from marllib_ext.envs.vmas import VMAS_TASKS, vmas_env, vmas_world
+
+    task = name.partition(":")[2]
+    if task not in VMAS_TASKS:
+        raise ConfigError(f"unknown VMAS task {task!r}; tasks: {sorted(VMAS_TASKS)}")
+    return EnvSpec(
+        name=name,
+        creator=functools.partial(vmas_env, task),
+        batched_creator=functools.partial(vmas_world, task),
+        policy_mapping=PolicyMappingInfo(
+            team_prefix=("agent_",),
+            all_agents_one_policy=True,
+            one_agent_one_policy=True,
+            description=f"VMAS {task}",
+        ),
+        hyperparam_source="vmas",
+        state_source="observations",
+        max_episode_steps="max_steps",
+        env_args=dict(VMAS_TASKS[task]),
+    )
+
+
 def spec_by_name(name: str) -> EnvSpec | None:
     """The spec for a by-name env, ``None`` for any other name."""
     if name.startswith(PZ_PREFIX):
@@ -289,4 +325,6 @@ def spec_by_name(name: str) -> EnvSpec | None:
         return hanabi_spec(name)
     if name.startswith("magent:"):
         return magent_spec(name)
+    if name.startswith("vmas:"):
+        return vmas_spec(name)
     return None

@@ -13,6 +13,7 @@ from marllib_ext.envs.adapter import (
     has_action_mask,
     plain_observation_space,
 )
+from marllib_ext.envs.batched import BatchedVectorEnv
 from marllib_ext.envs.registry import EnvSpec, get_env_spec, is_gymnasium_id
 from marllib_ext.envs.time_feature import TIME_FEATURE_ARG, TimeLeftObservation
 from marllib_ext.errors import ConfigError
@@ -46,14 +47,17 @@ class EnvLayout:
         }
 
 
-def _make_rllib_env(config: dict[str, Any], *, spec: EnvSpec) -> ParallelEnvAdapter:
-    config = dict(config)
+def _time_feature(config: dict[str, Any]) -> bool:
+    """Pops the ``time_feature`` env argument from ``config`` (checked)."""
     with_time = config.pop(TIME_FEATURE_ARG, False)
     if not isinstance(with_time, bool):
         raise ConfigError(
             f"env argument {TIME_FEATURE_ARG} must be true or false, got {with_time!r}"
         )
-    env = spec.make(**config)
+    return with_time
+
+
+def _adapt(env, config: dict[str, Any], with_time: bool, spec: EnvSpec) -> ParallelEnvAdapter:
     if with_time:
         limit = spec.episode_limit(config)
         if limit is None:
@@ -66,7 +70,33 @@ def _make_rllib_env(config: dict[str, Any], *, spec: EnvSpec) -> ParallelEnvAdap
         state_source=spec.state_source,
         env_name=spec.name,
         team_of=spec.team_of(env.possible_agents),
+        # Batched worlds carry no masks; "auto" would reset a slot to look for one.
+        action_mask="none" if spec.batched_creator is not None else "auto",
     )
+
+
+def _make_rllib_env(config: dict[str, Any], *, spec: EnvSpec) -> ParallelEnvAdapter:
+    config = dict(config)
+    with_time = _time_feature(config)
+    return _adapt(spec.make(**config), config, with_time, spec)
+
+
+class RllibEnvCreator:
+    """What is registered with Ray's env registry for one env: ``creator(config)``
+    builds its single RLlib env; ``make_batched`` builds the vector env of an env with
+    a batched simulator (``envs.batched.BatchedEnvRunner`` calls it)."""
+
+    def __init__(self, spec: EnvSpec) -> None:
+        self.spec = spec
+
+    def __call__(self, config: dict[str, Any]) -> ParallelEnvAdapter:
+        return _make_rllib_env(config, spec=self.spec)
+
+    def make_batched(self, num_envs: int, config: dict[str, Any]) -> BatchedVectorEnv:
+        config = dict(config)
+        with_time = _time_feature(config)
+        world = self.spec.make_batched(num_envs, **config)
+        return BatchedVectorEnv(world, lambda slot: _adapt(slot, config, with_time, self.spec))
 
 
 @dataclass(frozen=True)
@@ -98,7 +128,7 @@ class EnvHandle:
         if self.is_multi_agent:
             from ray.tune.registry import register_env
 
-            register_env(self.rllib_env_id, functools.partial(_make_rllib_env, spec=self.spec))
+            register_env(self.rllib_env_id, RllibEnvCreator(self.spec))
         return self.rllib_env_id
 
     def make_rllib_env(self) -> ParallelEnvAdapter:

@@ -43,6 +43,10 @@ class EnvSpec:
     # turn, which a mid-episode sampler cut would put in another chunk, so runs on it
     # sample complete episodes.
     turn_based: bool = False
+    # ``batched_creator(num_envs, **env_args)``: one simulator stepping ``num_envs``
+    # worlds at once (``envs.batched.BatchedWorld``), used for the env runners' vector
+    # env; ``creator`` still builds the single env (evaluation, spaces).
+    batched_creator: Callable[..., Any] | None = None
 
     def team_of(self, agents) -> dict[str, str]:
         """Agent id -> team name; every agent must belong to exactly one team."""
@@ -83,6 +87,14 @@ class EnvSpec:
                 f"env {self.name!r}: max_episode_steps must be an int >= 1, got {limit!r}"
             )
         return limit
+
+    def make_batched(self, num_envs: int, **env_args: Any) -> Any:
+        """The ``BatchedWorld`` of ``num_envs`` worlds with these env arguments."""
+        kwargs = {**self.env_args, **env_args}
+        try:
+            return self.batched_creator(num_envs, **kwargs)
+        except TypeError as e:
+            raise ConfigError(f"env {self.name!r} rejected env_args {kwargs}: {e}") from e
 
     def make(self, **env_args: Any) -> ParallelEnv:
         """Builds the PettingZoo ParallelEnv with the defaults updated by ``env_args``."""

@@ -1,0 +1,151 @@
+"""Natively batched envs (one simulator stepping many worlds at once, as VMAS does)
+behind RLlib's vectorized multi-agent env.
+
+RLlib 2.60's ``MultiAgentEnvRunner`` builds ``num_envs_per_env_runner`` separate env
+copies and steps them one after another (``SyncVectorMultiAgentEnv``). A batched
+simulator is instead one object with ``num_envs`` worlds; ``BatchedVectorEnv`` puts
+it behind RLlib's ``VectorMultiAgentEnv`` interface: one batched step per vector
+step, then each world's slot is read through its own ``ParallelEnvAdapter`` (global
+state, step rewards, episode-end flags), as every other env is.
+
+A ``BatchedWorld`` (``EnvSpec.batched_creator(num_envs, **env_args)``) holds the
+simulator and ``slots``: one PettingZoo ``ParallelEnv`` per world whose ``reset`` /
+``step`` hand out what the batched call computed for that world.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from typing import Any, Protocol
+
+import numpy as np
+from pettingzoo.utils.env import ParallelEnv
+from ray.rllib.callbacks.utils import make_callback
+from ray.rllib.env.env_context import EnvContext
+from ray.rllib.env.multi_agent_env import MultiAgentEnv
+from ray.rllib.env.multi_agent_env_runner import MultiAgentEnvRunner
+from ray.rllib.env.vector.vector_multi_agent_env import VectorMultiAgentEnv
+from ray.rllib.utils.annotations import override
+from ray.tune.registry import ENV_CREATOR, _global_registry
+
+
+class BatchedWorld(Protocol):
+    """``num_envs`` worlds stepped by one call."""
+
+    num_envs: int
+    slots: Sequence[ParallelEnv]
+
+    def reset(self, seed: int | None = None) -> None:
+        """Resets every world; each slot's next ``reset()`` returns its world's start."""
+
+    def step(self, actions: Sequence[dict[str, Any]]) -> None:
+        """Steps every world at once (``actions[i]``: world i's actions, ``{}`` for a
+        world about to be reset); each slot's next ``step()`` returns its result."""
+
+    def reset_world(self, index: int) -> None:
+        """Resets world ``index`` alone; its slot's next ``reset()`` returns it."""
+
+    def close(self) -> None: ...
+
+
+class BatchedVectorEnv(VectorMultiAgentEnv):
+    """RLlib's vector multi-agent env over one ``BatchedWorld``.
+
+    Auto-reset follows RLlib's ``"next_step"`` mode: a world that ended is reset on
+    the next ``step`` call (its actions are ``{}``), after the batched step, and its
+    slot returns the reset observations with zero rewards.
+
+    Args:
+        world: the batched simulator and its slots.
+        adapt: ``adapt(slot) -> MultiAgentEnv`` (the package's ``ParallelEnvAdapter``
+            with the env's teams and wrappers).
+    """
+
+    def __init__(self, world: BatchedWorld, adapt: Callable[[ParallelEnv], MultiAgentEnv]) -> None:
+        super().__init__()
+        self.world = world
+        self.envs = [adapt(slot) for slot in world.slots]
+        self.num_envs = world.num_envs
+        first = self.envs[0]
+        self.single_observation_spaces = dict(first.observation_space.spaces)
+        self.single_action_spaces = dict(first.action_space.spaces)
+        self.single_observation_space = first.observation_space
+        self.single_action_space = first.action_space
+        self.metadata = {"autoreset_mode": "next_step"}
+        self._ended = np.zeros(self.num_envs, dtype=bool)
+
+    def reset(self, *, seed: int | None = None, options: dict | None = None):
+        super().reset(seed=seed)
+        self.world.reset(seed)
+        self._ended[:] = False
+        observations, infos = zip(*(env.reset() for env in self.envs), strict=True)
+        return list(observations), list(infos)
+
+    def step(self, actions: list[dict[str, Any]]):
+        ended = np.flatnonzero(self._ended)
+        self.world.step([{} if self._ended[i] else actions[i] for i in range(self.num_envs)])
+        for index in ended:
+            self.world.reset_world(int(index))
+        results = []
+        for i, env in enumerate(self.envs):
+            if self._ended[i]:
+                observations, infos = env.reset()
+                agents = env.possible_agents
+                results.append(
+                    (
+                        observations,
+                        {a: 0.0 for a in agents},
+                        {**{a: False for a in agents}, "__all__": False},
+                        {**{a: False for a in agents}, "__all__": False},
+                        infos,
+                    )
+                )
+            else:
+                results.append(env.step(actions[i]))
+        self._ended = np.array([r[2]["__all__"] or r[3]["__all__"] for r in results])
+        observations, rewards, terminateds, truncateds, infos = (
+            list(column) for column in zip(*results, strict=True)
+        )
+        return observations, rewards, terminateds, truncateds, infos
+
+    def close_extras(self, **kwargs: Any) -> None:
+        self.world.close()
+
+
+class BatchedEnvRunner(MultiAgentEnvRunner):
+    """``MultiAgentEnvRunner`` whose ``num_envs_per_env_runner`` envs are one batched
+    simulator (``EnvSpec.batched_creator``) instead of that many separate copies; envs
+    without one are built as RLlib builds them."""
+
+    @override(MultiAgentEnvRunner)
+    def make_env(self):
+        creator = None
+        if isinstance(self.config.env, str) and _global_registry.contains(
+            ENV_CREATOR, self.config.env
+        ):
+            creator = _global_registry.get(ENV_CREATOR, self.config.env)
+        spec = getattr(creator, "spec", None)
+        if getattr(spec, "batched_creator", None) is None:
+            return super().make_env()
+        if self.env is not None:
+            self.env.close()
+        env_context = EnvContext(
+            dict(self.config.env_config),
+            worker_index=self.worker_index,
+            num_workers=self.config.num_env_runners,
+            remote=self.config.remote_worker_envs,
+        )
+        self.env = creator.make_batched(self.config.num_envs_per_env_runner, env_context)
+        self.num_envs = self.env.num_envs
+        self._needs_initial_reset = True
+        make_callback(
+            "on_environment_created",
+            callbacks_objects=self._callbacks,
+            callbacks_functions=self.config.callbacks_on_environment_created,
+            kwargs=dict(
+                env_runner=self,
+                metrics_logger=self.metrics,
+                env=self.env.unwrapped,
+                env_context=env_context,
+            ),
+        )
