@@ -130,14 +130,32 @@ def _check_checkpoint(checkpoint: str | Path, episodes: int) -> Path:
     return path
 
 
+def register_checkpoint_env(path: Path) -> None:
+    """Registers with RLlib the env a checkpoint names by our registry id: every
+    registered env, and a by-name family's env (``vmas:navigation``, ``magent:...``)
+    that this process has not built yet."""
+    import pickle
+
+    for name in list_envs():
+        EnvHandle(name).register_with_rllib()
+    ctor_file = path / "class_and_ctor_args.pkl"
+    if not ctor_file.exists():
+        return
+    with open(ctor_file, "rb") as f:
+        args, _ = pickle.load(f)["ctor_args_and_kwargs"]
+    env_id = args[0].get("env") if args and isinstance(args[0], dict) else None
+    handle = EnvHandle.from_rllib_env_id(env_id) if isinstance(env_id, str) else None
+    if handle is not None and handle.name not in list_envs():
+        handle.register_with_rllib()
+
+
 @contextlib.contextmanager
 def restored_algorithm(path: Path, *, render: str | None = None):
     """The checkpoint's algorithm rebuilt with one local env runner (a single env when
     rendering) and restored; stopped on exit."""
     from ray.rllib.algorithms.algorithm import Algorithm
 
-    for name in list_envs():  # the checkpoint names its env by our registry id
-        EnvHandle(name).register_with_rllib()
+    register_checkpoint_env(path)
     trained = Algorithm.from_checkpoint(str(path.resolve()))
     config = trained.config.copy(copy_frozen=False)
     trained.stop()

@@ -18,6 +18,8 @@ from marllib_ext.envs.registry import EnvSpec, get_env_spec, is_gymnasium_id
 from marllib_ext.envs.time_feature import TIME_FEATURE_ARG, TimeLeftObservation
 from marllib_ext.errors import ConfigError
 
+RLLIB_ENV_PREFIX = "marllib_ext/"
+
 
 @dataclass(frozen=True)
 class EnvLayout:
@@ -121,7 +123,15 @@ class EnvHandle:
     @property
     def rllib_env_id(self) -> str:
         """The name under which Ray Tune's env registry knows this env."""
-        return f"marllib_ext/{self.name}" if self.is_multi_agent else self.name
+        return f"{RLLIB_ENV_PREFIX}{self.name}" if self.is_multi_agent else self.name
+
+    @classmethod
+    def from_rllib_env_id(cls, env_id: str) -> EnvHandle | None:
+        """The handle of an env registered by ``register_with_rllib`` (None for other
+        ids, e.g. a gymnasium id)."""
+        if not env_id.startswith(RLLIB_ENV_PREFIX):
+            return None
+        return cls(env_id[len(RLLIB_ENV_PREFIX) :])
 
     def register_with_rllib(self) -> str:
         """Registers the RLlib env creator (a ``ParallelEnvAdapter``) and returns its id."""

@@ -2,6 +2,8 @@
 simulator of num_envs_per_env_runner worlds."""
 
 import math
+import subprocess
+import sys
 
 import pytest
 
@@ -57,3 +59,18 @@ def test_trains_on_vmas(ray_session, tmp_path, name, env_args, settings):
     )
     assert result.final["training_iteration"] == 2
     assert math.isfinite(result.final["agent_return_mean"])
+
+
+def test_a_checkpoint_of_a_by_name_env_evaluates_in_a_fresh_process(ray_session, tmp_path):
+    result = algos.mappo(hyperparam_source="vmas", num_envs_per_env_runner=4, **SMALL).fit(
+        make_env("vmas:navigation", max_steps=20), stop={"training_iteration": 1},
+        local_dir=tmp_path,
+    )  # fmt: skip
+    # A new process has not built vmas:navigation: the checkpoint's env id registers it.
+    evaluated = subprocess.run(
+        [sys.executable, "-m", "marllib_ext.cli", "evaluate", str(result.checkpoint_path),
+         "--episodes", "2"],
+        capture_output=True, text=True, timeout=600,
+    )  # fmt: skip
+    assert evaluated.returncode == 0, evaluated.stderr[-3000:]
+    assert "team return mean" in evaluated.stdout
