@@ -20,6 +20,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+import gymnasium as gym
+
 from marllib_ext.configs import ALGO_CONFIG_DIR, load_yaml
 from marllib_ext.errors import ConfigError
 from marllib_ext.policies.joint_critic import ACTIVATIONS
@@ -303,3 +305,14 @@ def _parents(data: dict[str, Any]) -> list[str]:
     """``inherits``: one file name or a list, merged left to right."""
     parents = data.get("inherits") or []
     return [parents] if isinstance(parents, str) else list(parents)
+
+
+def gaussian_only_settings(settings: Any, env: Any) -> Any:
+    """``free_log_std`` (a state-independent log std) is a Gaussian's: off where no agent
+    has continuous actions, so a family default (vmas) also fits its discrete tasks."""
+    if not getattr(settings, "free_log_std", False) or not env.is_multi_agent:
+        return settings
+    spaces = env.layout.action_spaces.values()
+    if any(isinstance(space, gym.spaces.Box) for space in spaces):
+        return settings
+    return dataclasses.replace(settings, free_log_std=False)

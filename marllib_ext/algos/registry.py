@@ -12,12 +12,24 @@ from typing import Any
 import gymnasium as gym
 from ray.rllib.algorithms.algorithm_config import AlgorithmConfig
 
-from marllib_ext.algos import coma, ddpg, efx, happo, joint_q, ppo, roer, safe, team_replay
+from marllib_ext.algos import (
+    coma,
+    ddpg,
+    efx,
+    happo,
+    joint_q,
+    ppo,
+    roer,
+    safe,
+    team_replay,
+    trust_region,
+)
 from marllib_ext.algos.config import (
     CentralCriticSettings,
     PPOSettings,
     VDSettings,
     build_settings,
+    gaussian_only_settings,
     known_sources,
     load_algo_yaml,
     merged_values,
@@ -50,6 +62,7 @@ class Capabilities:
     # Turn-taking envs; False for the independent team-replay learners, which bootstrap
     # an agent from the next env step, where on such envs it is not observing.
     turn_based: bool = True
+    sequential: bool = False  # policies updated in turn: a team needs several policies
 
 
 def _no_progress(result: Mapping[str, Any]) -> dict[str, float]:
@@ -172,17 +185,6 @@ class AlgoSpec:
         )
 
 
-def gaussian_only_settings(settings: Any, env: EnvHandle) -> Any:
-    """``free_log_std`` (a state-independent log std) is a Gaussian's: off where no agent
-    has continuous actions, so a family default (vmas) also fits its discrete tasks."""
-    if not getattr(settings, "free_log_std", False) or not env.is_multi_agent:
-        return settings
-    spaces = env.layout.action_spaces.values()
-    if any(isinstance(space, gym.spaces.Box) for space in spaces):
-        return settings
-    return dataclasses.replace(settings, free_log_std=False)
-
-
 EFX_PROGRESS = {"progress_columns": efx.PROGRESS_COLUMNS, "progress": efx.progress}
 SAFE_PROGRESS = {
     "progress_columns": safe.PROGRESS_COLUMNS,
@@ -194,6 +196,14 @@ SAFE_CAPABILITIES = Capabilities(needs_costs=True)
 JOINT_Q_CAPABILITIES = Capabilities(continuous_actions=False, off_policy=True, data_parallel=False)
 DDPG_CAPABILITIES = Capabilities(discrete_actions=False, off_policy=True, data_parallel=False)
 INDEPENDENT_REPLAY = {"turn_based": False}
+SEQUENTIAL = Capabilities(sequential=True)
+TRUST_REGION = {
+    "progress_columns": trust_region.PROGRESS_COLUMNS,
+    "progress": trust_region.progress,
+}
+TR = {"capabilities": Capabilities(data_parallel=False), **TRUST_REGION}
+TR_SEQ = {"capabilities": Capabilities(data_parallel=False, sequential=True), **TRUST_REGION}
+SAFE = {"capabilities": SAFE_CAPABILITIES, **SAFE_PROGRESS}
 TEAM_REPLAY_PROGRESS = {
     "progress_columns": team_replay.PROGRESS_COLUMNS,
     "progress": team_replay.progress,
@@ -245,48 +255,23 @@ ALGORITHMS: dict[str, AlgoSpec] = {
             coma.build_coma,
             Capabilities(continuous_actions=False),
         ),
-        AlgoSpec("happo", "CC", CentralCriticSettings, happo.build_happo),
+        AlgoSpec("happo", "CC", CentralCriticSettings, happo.build_happo, SEQUENTIAL),
+        AlgoSpec("itrpo", "IL", trust_region.ITRPOSettings, trust_region.build_itrpo, **TR),
+        AlgoSpec("matrpo", "CC", trust_region.MATRPOSettings, trust_region.build_matrpo, **TR),
+        AlgoSpec("hatrpo", "CC", trust_region.MATRPOSettings, trust_region.build_hatrpo, **TR_SEQ),
         AlgoSpec(
             "efx_happo",
             "CC",
             efx.EFXSettings,
             efx.build_efx_happo,
-            EFX_CAPABILITIES,
+            dataclasses.replace(EFX_CAPABILITIES, sequential=True),
             resolve=with_resolved_budget,
             **EFX_PROGRESS,
         ),
-        AlgoSpec(
-            "mappo_lag",
-            "CC",
-            safe.LagSettings,
-            safe.build_mappo_lag,
-            SAFE_CAPABILITIES,
-            **SAFE_PROGRESS,
-        ),
-        AlgoSpec(
-            "mappo_pid_lag",
-            "CC",
-            safe.PIDLagSettings,
-            safe.build_mappo_pid_lag,
-            SAFE_CAPABILITIES,
-            **SAFE_PROGRESS,
-        ),
-        AlgoSpec(
-            "mappo_cup",
-            "CC",
-            safe.CUPSettings,
-            safe.build_mappo_cup,
-            SAFE_CAPABILITIES,
-            **SAFE_PROGRESS,
-        ),
-        AlgoSpec(
-            "mappo_focops",
-            "CC",
-            safe.FOCOPSSettings,
-            safe.build_mappo_focops,
-            SAFE_CAPABILITIES,
-            **SAFE_PROGRESS,
-        ),
+        AlgoSpec("mappo_lag", "CC", safe.LagSettings, safe.build_mappo_lag, **SAFE),
+        AlgoSpec("mappo_pid_lag", "CC", safe.PIDLagSettings, safe.build_mappo_pid_lag, **SAFE),
+        AlgoSpec("mappo_cup", "CC", safe.CUPSettings, safe.build_mappo_cup, **SAFE),
+        AlgoSpec("mappo_focops", "CC", safe.FOCOPSSettings, safe.build_mappo_focops, **SAFE),
         AlgoSpec(
             "sac_roer",
             "SA",

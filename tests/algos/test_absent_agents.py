@@ -22,7 +22,6 @@ ENV_ARGS = {
     "mappo_cup": {"costs": True},
     "mappo_focops": {"costs": True},
 }
-SHARE = {"happo": "individual", "efx_happo": "individual"}
 MULTI_AGENT = [n for n, spec in ALGORITHMS.items() if not spec.capabilities.single_agent_only]
 DEFAULT_TIER = ("mappo",)  # joint Q on absent agents: team_replay/test_absent_agents.py
 
@@ -67,14 +66,19 @@ def test_trains_two_iterations_with_agents_that_come_and_go(ray_session, tmp_pat
         make_env("toy:come_and_go", **ENV_ARGS.get(name, {})),
         stop={"training_iteration": 2},
         local_dir=tmp_path,
-        share_policy=SHARE.get(name, "all"),
+        share_policy="individual" if spec.capabilities.sequential else "all",
     )
     assert result.final["training_iteration"] == 2
     assert math.isfinite(result.final["agent_return_mean"])
 
 
 @pytest.mark.parametrize(
-    "name", [n for n in MULTI_AGENT if not ALGORITHMS[n].capabilities.data_parallel]
+    "name",
+    [
+        n
+        for n in MULTI_AGENT
+        if ALGORITHMS[n].capabilities.off_policy and not ALGORITHMS[n].capabilities.data_parallel
+    ],
 )
 def test_team_replay_refuses_two_learners_with_the_reason(name):
     with pytest.raises(ConfigError, match="team-replay algorithms train on one learner"):

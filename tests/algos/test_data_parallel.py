@@ -47,7 +47,7 @@ def two_learner_config(name, **overrides):
             minibatch_size=None if whole_batch else BATCH // 2,
         )
     settings.update(overrides)
-    share = "individual" if "happo" in name else "all"
+    share = "individual" if ALGORITHMS[name].capabilities.sequential else "all"
     return algos.get(name, **settings).rllib_config(
         ENV_OF.get(name, "toy:coordination"), share_policy=share, seed=0
     )

@@ -46,7 +46,7 @@ def test_builds_and_validates_rllib_config(name, env_name):
         with pytest.raises(ConfigError, match="does not support action masks yet"):
             algos.get(name).rllib_config(env, share_policy=share, seed=1)
         return
-    if name.endswith("happo"):  # sequential updates need one policy per agent
+    if algos.ALGORITHMS[name].capabilities.sequential:  # updates in turn need several policies
         share = "individual"
     overrides = {}
     boxes = [s for s in env.layout.action_spaces.values() if isinstance(s, gym.spaces.Box)]
@@ -260,7 +260,7 @@ def test_multi_agent_only_algorithms_reject_a_gymnasium_env(name):
 def test_budget_algorithms_resolve_the_budget_before_it_travels(name):
     from marllib_ext.rllib_compat import settings_of
 
-    share = "individual" if name.endswith("happo") else "all"
+    share = "individual" if algos.ALGORITHMS[name].capabilities.sequential else "all"
     settings = settings_of(algos.get(name).rllib_config("toy:coordination", share_policy=share))
     assert settings.z_low == 0.0 < settings.z_high and settings.z_ext_scale > 0
 

@@ -132,7 +132,7 @@ def test_a_single_team_algorithm_refuses_mixed_envs_before_anything_starts():
     ],
 )
 def test_joint_critic_algorithms_build_one_critic_per_team_on_simple_tag(name):
-    share = "individual" if name.endswith("happo") else "group"
+    share = "individual" if algos.ALGORITHMS[name].capabilities.sequential else "group"
     config = algos.get(name).rllib_config("mpe:simple_tag", share_policy=share)
     critics = sorted(p for p in config.policies if p.startswith("joint_critic"))
     assert critics == [critic_module_id("adversary"), critic_module_id("agent")]

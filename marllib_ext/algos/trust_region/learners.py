@@ -1,0 +1,238 @@
+"""Trust-region learners: ``itrpo`` (independent), ``matrpo`` (MAPPO's central critic)
+and ``hatrpo`` (HAPPO's order and factor ``M``).
+
+Each ``update``: the learner connector builds the batch once (GAE, or MAPPO's team GAE);
+every actor policy takes one trust-region step on its whole batch
+(:mod:`marllib_ext.ops.trust_region`); then the value functions take their epochs of
+SGD (``lr``, ``num_epochs``, ``minibatch_size``) on the same batch.
+
+The step maximizes the surrogate ``L = mean(r * A)`` (``r = pi / pi_old`` of the taken
+action, no entropy term, as in TRPO) subject to ``mean KL(pi_old || pi) <= delta``
+(``kl_threshold``). The Fisher matrix is the Hessian of the mean KL of the current
+policy against itself (detached), at the parameters the batch was sampled with.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+import torch
+from ray.rllib.algorithms.ppo.ppo import LEARNER_RESULTS_VF_EXPLAINED_VAR_KEY
+from ray.rllib.algorithms.ppo.torch.ppo_torch_learner import PPOTorchLearner
+from ray.rllib.core.columns import Columns
+from ray.rllib.core.learner.learner import VF_LOSS_KEY
+from ray.rllib.core.learner.training_data import TrainingData
+from ray.rllib.policy.sample_batch import SampleBatch
+from ray.rllib.utils.annotations import override
+
+from marllib_ext.algos.happo.learner import FACTOR_MEAN, TEAM_ROW, HAPPOLearner
+from marllib_ext.algos.ppo.learners import (
+    JointCriticPPOLearner,
+    PPOLearner,
+    masked_mean,
+    masked_value_loss,
+)
+from marllib_ext.ops.happo import team_row_log_ratio
+from marllib_ext.ops.trust_region import (
+    backtracking_line_search,
+    conjugate_gradient,
+    fisher_vector_product,
+    flat,
+    max_step_size,
+)
+from marllib_ext.policies.joint_critic import is_critic_module
+from marllib_ext.rllib_compat import (
+    first_learners_array,
+    learner_batch,
+    plain_module,
+    settings_of,
+)
+
+# Per actor module, logged each iteration (window 1).
+KL_AFTER_STEP = "tr_kl"  # mean KL(pi_old || pi) after the step (0 when rejected)
+LINE_SEARCH_STEPS = "tr_line_search_steps"  # candidates evaluated
+STEP_ACCEPTED = "tr_accepted"  # 1.0 accepted, 0.0 rejected (its mean: acceptance rate)
+SURROGATE_GAIN = "tr_improvement"  # L(theta_new) - L(theta_old)
+STEP_SIZE = "tr_step_size"  # beta = sqrt(2 delta / s^T F s)
+
+# RLlib's default PPO module: the value function's parameters (its own encoder when
+# vf_share_layers is false, and the value head).
+VALUE_PARAMETER_PREFIXES = ("vf.", "encoder.critic_encoder.")
+
+
+def policy_parameters(module) -> list[torch.nn.Parameter]:
+    """The actor's trainable parameters of an RLlib PPO module: all but the value
+    function's (a shared encoder is the actor's)."""
+    return [
+        p
+        for name, p in module.named_parameters()
+        if p.requires_grad and not name.startswith(VALUE_PARAMETER_PREFIXES)
+    ]
+
+
+class TrustRegionActors:
+    """Learner mixin: the whole-batch trust-region step of one actor module."""
+
+    def trust_region_step(
+        self, module_id: str, batch: dict[str, Any], factor: torch.Tensor | None = None
+    ) -> dict[str, float]:
+        """One step of ``module_id`` on ``batch`` (its whole batch), the advantages
+        weighted by ``factor`` (HATRPO's ``M``) when given; logs and returns the step's
+        statistics."""
+        settings = self.settings
+        module = plain_module(self.module, module_id)
+        params = policy_parameters(module)
+        dist_class = module.get_train_action_dist_cls()
+        sampled = module.get_exploration_action_dist_cls().from_logits(
+            batch[Columns.ACTION_DIST_INPUTS]
+        )
+        advantages = batch[Columns.ADVANTAGES]
+        if factor is not None:
+            advantages = advantages * factor
+        mean = masked_mean(batch)
+        actions, old_logp = batch[Columns.ACTIONS], batch[Columns.ACTION_LOGP]
+
+        def surrogate_and_kl(dist_inputs):
+            dist = dist_class.from_logits(dist_inputs)
+            surrogate = mean(torch.exp(dist.logp(actions) - old_logp) * advantages)
+            return surrogate, dist
+
+        dist_inputs = module.forward_train(dict(batch))[Columns.ACTION_DIST_INPUTS]
+        surrogate, dist = surrogate_and_kl(dist_inputs)
+        gradient = flat(
+            torch.autograd.grad(surrogate, params, retain_graph=True, allow_unused=True), params
+        )
+        self_kl = mean(dist_class.from_logits(dist_inputs.detach()).kl(dist))
+        product = fisher_vector_product(self_kl, params, settings.cg_damping)
+        direction = conjugate_gradient(product, gradient.detach(), settings.cg_iterations)
+        beta = max_step_size(direction, product(direction), settings.kl_threshold)
+        full_step = beta * direction
+
+        def evaluate() -> tuple[float, float]:
+            with torch.no_grad():
+                new_inputs = module.forward_train(dict(batch))[Columns.ACTION_DIST_INPUTS]
+                new_surrogate, new_dist = surrogate_and_kl(new_inputs)
+                return float(new_surrogate), float(mean(sampled.kl(new_dist)))
+
+        result = backtracking_line_search(
+            params,
+            full_step,
+            evaluate,
+            surrogate_before=float(surrogate),
+            expected_improvement=float(gradient @ full_step),
+            delta=settings.kl_threshold,
+            backtrack_coef=settings.backtrack_coef,
+            max_steps=settings.line_search_steps,
+            accept_ratio=settings.accept_ratio,
+        )
+        stats = {
+            KL_AFTER_STEP: result.kl if result.accepted else 0.0,
+            LINE_SEARCH_STEPS: float(result.steps),
+            STEP_ACCEPTED: float(result.accepted),
+            SURROGATE_GAIN: result.improvement if result.accepted else 0.0,
+            STEP_SIZE: beta,
+        }
+        self.metrics.log_dict(stats, key=module_id, window=1)
+        return stats
+
+
+class ITRPOLearner(TrustRegionActors, PPOLearner):
+    """Independent TRPO: RLlib's GAE on each policy's own value head; each policy takes
+    a trust-region step, then the value heads their SGD epochs (value loss only)."""
+
+    @override(PPOTorchLearner)
+    def build(self) -> None:
+        super().build()
+        self.settings = settings_of(self.config)
+
+    @override(PPOTorchLearner)
+    def update(self, *args, training_data=None, timesteps=None, **kwargs):
+        batch = learner_batch(self, training_data)
+        for module_id in sorted(batch.policy_batches):
+            self.trust_region_step(module_id, dict(batch.policy_batches[module_id]))
+        # The value heads' epochs on the same batch (the connector ran once).
+        return super().update(
+            *args, training_data=TrainingData(batch=batch), timesteps=timesteps, **kwargs
+        )
+
+    @override(PPOTorchLearner)
+    def compute_loss_for_module(self, *, module_id, config, batch, fwd_out):
+        module = plain_module(self.module, module_id)
+        values = module.compute_values(batch, embeddings=fwd_out.get(Columns.EMBEDDINGS))
+        mask = batch.get(Columns.LOSS_MASK)
+        vf_loss, explained = masked_value_loss(
+            values,
+            batch[Columns.VALUE_TARGETS],
+            torch.ones_like(values, dtype=torch.bool) if mask is None else mask,
+            clip=config.vf_clip_param,
+        )
+        self.metrics.log_dict(
+            {VF_LOSS_KEY: vf_loss, LEARNER_RESULTS_VF_EXPLAINED_VAR_KEY: explained},
+            key=module_id,
+            window=1,
+        )
+        return config.vf_loss_coeff * vf_loss
+
+
+class MATRPOLearner(TrustRegionActors, JointCriticPPOLearner):
+    """MATRPO: trust-region actors on the joint critic's team advantages; the critics
+    take their SGD epochs after the actors' steps."""
+
+    @override(PPOTorchLearner)
+    def update(self, *args, training_data=None, timesteps=None, **kwargs):
+        batch = learner_batch(self, training_data)
+        critics = sorted(m for m in batch.policy_batches if is_critic_module(m))
+        self.before_actor_steps(batch, critics)
+        for module_id in self.actor_order(batch):
+            self.step_actor(module_id, batch)
+        return self.update_modules(
+            {c: batch.policy_batches[c] for c in critics},
+            batch.env_steps(),
+            timesteps,
+            kwargs,
+            last=True,
+        )
+
+    def before_actor_steps(self, batch, critics: list[str]) -> None:
+        """Hook run once per update before the actors' steps; nothing here."""
+
+    def actor_order(self, batch) -> list[str]:
+        return sorted(m for m in batch.policy_batches if not is_critic_module(m))
+
+    def step_actor(self, module_id: str, batch) -> None:
+        self.trust_region_step(module_id, dict(batch.policy_batches[module_id]))
+
+
+class HATRPOLearner(MATRPOLearner, HAPPOLearner):
+    """HATRPO: the actors step one after another in a random order drawn each
+    iteration, each surrogate's advantage weighted by the factor ``M`` of the policies
+    of its team already updated (HAPPO's ``ops.happo``)."""
+
+    @override(MATRPOLearner)
+    def before_actor_steps(self, batch, critics: list[str]) -> None:
+        # Per team row, the log of M: the log ratios of the policies stepped so far.
+        self._log_factors = {c: np.zeros(len(batch.policy_batches[c])) for c in critics}
+
+    def actor_order(self, batch) -> list[str]:
+        actors = sorted(m for m in batch.policy_batches if not is_critic_module(m))
+        order = first_learners_array(self._order_rng.permutation(len(actors)))
+        self.last_order = [str(actors[i]) for i in order]
+        return self.last_order
+
+    def step_actor(self, module_id: str, batch) -> None:
+        critic = self.critic_of_actor[module_id]
+        module_batch = dict(batch.policy_batches[module_id])
+        team_rows = module_batch[TEAM_ROW].long().cpu().numpy()
+        factor = torch.as_tensor(
+            np.exp(self._log_factors[critic][team_rows]),
+            dtype=torch.float32,
+            device=module_batch[TEAM_ROW].device,
+        )
+        self.metrics.log_value((module_id, FACTOR_MEAN), factor.mean(), window=1)
+        self.trust_region_step(module_id, module_batch, factor=factor)
+        self._log_factors[critic] += team_row_log_ratio(
+            self.log_ratio(module_id, SampleBatch(module_batch)),
+            team_rows,
+            len(self._log_factors[critic]),
+        )

@@ -1,0 +1,131 @@
+"""itrpo, matrpo and hatrpo: the mean KL after every accepted step stays within
+kl_threshold on every iteration, a rejected step leaves the actor as it was, the
+progress columns, HATRPO's order and factor, checkpoints and resume."""
+
+import math
+
+import pytest
+import torch
+
+from marllib_ext import algos
+from marllib_ext.algos import ALGORITHMS
+from marllib_ext.algos.api import progress_row
+from marllib_ext.algos.happo import FACTOR_MEAN
+from marllib_ext.algos.trust_region import policy_parameters
+from marllib_ext.errors import ConfigError
+from marllib_ext.policies.joint_critic import is_critic_module
+from marllib_ext.rllib_compat import local_learner, plain_module
+
+TOY = {"num_env_runners": 0}
+SHARE = {"itrpo": "all", "matrpo": "all", "hatrpo": "individual"}
+
+
+def build(name, env="toy:coordination", **overrides):
+    config = algos.get(name, hyperparam_source="toy", **TOY, **overrides).rllib_config(
+        env, share_policy=SHARE[name], seed=0
+    )
+    return config.build_algo()
+
+
+def actor_results(result):
+    return {
+        mid: values
+        for mid, values in result["learners"].items()
+        if isinstance(values, dict) and "tr_accepted" in values
+    }
+
+
+@pytest.mark.parametrize(
+    ("name", "env"),
+    [
+        ("itrpo", "toy:coordination"),
+        ("matrpo", "toy:coordination"),
+        ("hatrpo", "toy:coordination"),
+        ("matrpo", "toy:continuous_target"),
+        pytest.param("itrpo", "toy:continuous_target", marks=pytest.mark.slow),
+        pytest.param("hatrpo", "toy:continuous_target", marks=pytest.mark.slow),
+    ],
+)
+def test_the_kl_after_every_accepted_step_is_within_the_threshold(ray_session, name, env):
+    algorithm = build(name, env)
+    delta = algos.get(name, hyperparam_source="toy").settings(env).kl_threshold
+    accepted = 0
+    try:
+        for _ in range(4):
+            result = algorithm.train()
+            actors = actor_results(result)
+            assert actors, "no actor took a trust-region step"
+            for values in actors.values():
+                assert values["tr_line_search_steps"] >= 1
+                if values["tr_accepted"] == 1.0:
+                    accepted += 1
+                    assert 0.0 < values["tr_kl"] <= delta
+                    assert values["tr_improvement"] > 0.0
+                else:
+                    assert values["tr_kl"] == 0.0
+            row = progress_row(result, ALGORITHMS[name])
+            assert 0.0 <= row["tr_accept_rate"] <= 1.0
+            assert math.isfinite(row["tr_kl"]) and row["tr_kl"] <= delta
+    finally:
+        algorithm.stop()
+    assert accepted > 0
+
+
+def test_a_rejected_step_leaves_the_actor_as_it_was_and_the_critic_still_learns(ray_session):
+    # A step to KL 10 with one candidate gains far less than its linear prediction
+    # (accept_ratio 0.999): the line search rejects it and restores the parameters.
+    algorithm = build("matrpo", kl_threshold=10.0, accept_ratio=0.999, line_search_steps=1)
+    try:
+        learner = local_learner(algorithm)
+        modules = {mid: plain_module(learner.module, mid) for mid in learner.module.keys()}  # noqa: SIM118
+        before = {
+            mid: [p.detach().clone() for p in module.parameters()]
+            for mid, module in modules.items()
+        }
+        result = algorithm.train()
+        for mid, values in actor_results(result).items():
+            assert values["tr_accepted"] == 0.0 and values["tr_line_search_steps"] == 1.0
+            after = policy_parameters(modules[mid])
+            assert all(
+                torch.equal(p, q) for p, q in zip(after, before[mid][: len(after)], strict=True)
+            )
+        critics = [mid for mid in modules if is_critic_module(mid)]
+        assert critics
+        for mid in critics:
+            assert any(
+                not torch.equal(p, q)
+                for p, q in zip(modules[mid].parameters(), before[mid], strict=True)
+            )
+    finally:
+        algorithm.stop()
+
+
+def test_hatrpo_steps_every_policy_in_a_drawn_order_with_the_factor(ray_session):
+    algorithm = build("hatrpo")
+    try:
+        result = algorithm.train()
+        learner = local_learner(algorithm)
+        actors = sorted(actor_results(result))
+        assert sorted(learner.last_order) == actors and len(actors) == 2
+        # The first policy in the order has M = 1 on every row.
+        assert result["learners"][learner.last_order[0]][FACTOR_MEAN] == pytest.approx(1.0)
+    finally:
+        algorithm.stop()
+
+
+def test_itrpo_refuses_a_value_head_sharing_the_actor_encoder():
+    with pytest.raises(ConfigError, match="vf_share_layers.*must be false"):
+        algos.itrpo(vf_share_layers=True).settings("toy:coordination")
+
+
+def test_trust_region_runs_resume_from_a_checkpoint(ray_session, tmp_path):
+    algo = algos.matrpo(hyperparam_source="toy", **TOY)
+    first = algo.fit("toy:coordination", stop={"training_iteration": 2}, local_dir=tmp_path)
+    resumed = algo.fit(
+        "toy:coordination",
+        stop={"training_iteration": 3},
+        local_dir=tmp_path,
+        resume_from=first.checkpoint_path,
+    )
+    assert [row["training_iteration"] for row in resumed.progress] == [3]
+    assert resumed.progress[0]["tr_accept_rate"] >= 0.0
