@@ -246,6 +246,9 @@ ALGORITHMS: dict[str, AlgoSpec] = {
             ppo.build_ia2c,
             Capabilities(multi_agent_only=False),
         ),
+        AlgoSpec(
+            "ipg", "IL", ppo.A2CSettings, ppo.build_ia2c, Capabilities(multi_agent_only=False)
+        ),
         AlgoSpec("maa2c", "CC", ppo.MAA2CSettings, ppo.build_maa2c),
         AlgoSpec("vda2c", "VD", ppo.VDA2CSettings, ppo.build_vda2c),
         AlgoSpec(

@@ -1,4 +1,5 @@
-"""ia2c / maa2c / vda2c: A2C's actor loss on the IL, CC and VD pipelines."""
+"""ia2c / maa2c / vda2c (and ipg, the baseline policy gradient): A2C's actor loss on the
+IL, CC and VD pipelines."""
 
 import pytest
 
@@ -7,10 +8,10 @@ from marllib_ext.algos.ppo import a2c
 from marllib_ext.errors import ConfigError
 from tests.algos.ppo.test_learning import RANDOM_AGENT_RETURN
 
-A2C_ALGOS = ("ia2c", "maa2c", "vda2c")
+A2C_ALGOS = ("ia2c", "maa2c", "vda2c", "ipg")
 
 
-SHARING = {"ia2c": "individual", "maa2c": "all", "vda2c": "all"}
+SHARING = {"ia2c": "individual", "maa2c": "all", "vda2c": "all", "ipg": "individual"}
 
 
 def spy_on_the_a2c_loss(monkeypatch) -> list:
@@ -69,3 +70,9 @@ def test_marllib_defaults():
     settings = algos.maa2c().settings("mpe:simple_spread")
     assert (settings.lambda_, settings.lr, settings.entropy_coeff) == (1.0, 0.0005, 0.01)
     assert algos.vda2c(mixer="vdn").settings("mpe:simple_spread").mixer == "vdn"
+
+
+def test_ipg_is_the_monte_carlo_policy_gradient_with_a_baseline_and_no_entropy_bonus():
+    settings = algos.ipg().settings("mpe:simple_spread")
+    assert (settings.lambda_, settings.entropy_coeff, settings.num_epochs) == (1.0, 0.0, 1)
+    assert settings.minibatch_size is None
