@@ -63,11 +63,11 @@ def play(handle, policy, episodes: int, seed: int) -> dict[str, float]:
             if terminateds["__all__"] or truncateds["__all__"]:
                 break
         scores.append(total / len(handle.layout.agents))
-        inner = getattr(env.par_env, "env", None)
-        if handle.name.startswith("magent:") and inner is not None and hasattr(inner, "prefixes"):
-            blue = [a for a in inner.env.possible_agents if a.startswith(inner.prefixes)]
-            alive = set(inner.env.agents)
-            kills.append(sum(1 for a in blue if a not in alive))
+        opponent = env.par_env
+        while opponent is not None and not hasattr(opponent, "opponents_dead"):
+            opponent = getattr(opponent, "env", None)
+        if opponent is not None:  # a battle against a fixed team: red's kills and losses
+            kills.append(len(opponent.opponents_dead))
             losses.append(len(dead))
             wins.append(kills[-1] > losses[-1])
     out = {"score": float(np.mean(scores))}

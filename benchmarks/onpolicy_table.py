@@ -18,8 +18,8 @@ Timing (all algorithms built at once, trained in turns, in one run)::
 
     python benchmarks/onpolicy_table.py --timing-iters 3 --skip-learning
 
-``happo`` / ``efx_happo`` use ``share_policy=individual`` (they need one policy per
-agent); every other algorithm shares one policy (``all``). The uniformly random team
+``happo`` / ``efx_happo`` / ``hatrpo`` use ``share_policy=individual`` (they update
+policies in turn); every other algorithm shares one policy (``all``). The uniformly random team
 gets -26.4 per agent (2000 episodes). Each CSV also holds the algorithm's own progress
 columns (safe: team episode cost and multiplier; EFX: budget z).
 """
@@ -43,12 +43,21 @@ RANDOM_PER_AGENT = -26.4  # 2000 uniformly random episodes
 WINDOW = 3  # iterations averaged for the final return
 
 
+# Registered, not yet run at this table's budget (their simple_spread benchmark against
+# mappo and happo is open work); every other on-policy algorithm must have its rows.
+NOT_YET_BENCHMARKED = ("itrpo", "matrpo", "hatrpo", "ipg")
+
+
 def on_policy_algorithms() -> list[str]:
-    return algos.algorithms_that(off_policy=False, single_agent_only=False)
+    return [
+        name
+        for name in algos.algorithms_that(off_policy=False, single_agent_only=False)
+        if name not in NOT_YET_BENCHMARKED
+    ]
 
 
 def share_policy(name: str) -> str:
-    return "individual" if name.endswith("happo") else "all"
+    return "individual" if algos.ALGORITHMS[name].capabilities.sequential else "all"
 
 
 def per_agent_return(result: dict) -> float:

@@ -86,6 +86,8 @@ class FixedOpponent(BaseParallelWrapper):
         if len(self.possible_agents) == len(env.possible_agents):
             raise ConfigError(f"no agent of the env starts with {prefixes}")
         self._opponent_obs: dict[str, Any] = {}
+        # The opponent agents that died this episode (their terminations are hidden).
+        self.opponents_dead: set[str] = set()
 
     @property
     def agents(self):
@@ -97,6 +99,7 @@ class FixedOpponent(BaseParallelWrapper):
 
     def reset(self, seed=None, options=None):
         observations, infos = self.env.reset(seed=seed, options=options)
+        self.opponents_dead = set()
         observations, self._opponent_obs = self._split(observations)
         return observations, self._split(infos)[0]
 
@@ -108,6 +111,7 @@ class FixedOpponent(BaseParallelWrapper):
             {**actions, **opponents}
         )
         observations, opponent_obs = self._split(observations)
+        self.opponents_dead |= {a for a, t in self._split(terminations)[1].items() if t}
         done = {**terminations, **truncations}
         self._opponent_obs = {
             a: o

@@ -1,9 +1,12 @@
 """The magent:<task> family (extra magent): presets, teams, a fixed opponent team."""
 
+import gymnasium as gym
+import numpy as np
 import pytest
+from pettingzoo.utils.env import ParallelEnv
 
 from marllib_ext import make_env
-from marllib_ext.envs.magent import MAGENT_TASKS
+from marllib_ext.envs.magent import MAGENT_TASKS, FixedOpponent
 from marllib_ext.errors import ConfigError
 
 pytest.importorskip("magent2", reason="the magent extra is not installed")
@@ -46,3 +49,41 @@ def test_bad_opponents_and_tasks_are_named():
         make_env("magent:battle_v9")
     with pytest.raises(ConfigError, match="holds no policies"):
         make_env("magent:battle_v4", opponent="checkpoint:/nonexistent").make_rllib_env()
+
+
+class ScriptedBattle(ParallelEnv):
+    """red_0 against blue_0 and blue_1; blue_1 dies at step 2, the battle ends at 4."""
+
+    possible_agents = ["red_0", "blue_0", "blue_1"]
+
+    def observation_space(self, agent):
+        return gym.spaces.Box(0, 10, (1,), np.float32)
+
+    def action_space(self, agent):
+        return gym.spaces.Discrete(2)
+
+    def reset(self, seed=None, options=None):
+        self.t, self.agents = 0, list(self.possible_agents)
+        return {a: np.zeros(1, np.float32) for a in self.agents}, {a: {} for a in self.agents}
+
+    def step(self, actions):
+        self.t += 1
+        dies = {"blue_1"} if self.t == 2 else set()
+        done = self.t >= 4
+        terminations = {a: a in dies for a in self.agents}
+        truncations = {a: done for a in self.agents}
+        observations = {a: np.full(1, self.t, np.float32) for a in self.agents}
+        self.agents = [] if done else [a for a in self.agents if a not in dies]
+        rewards = {a: 0.0 for a in observations}
+        return observations, rewards, terminations, truncations, {a: {} for a in observations}
+
+
+def test_the_fixed_opponent_records_which_of_its_agents_died():
+    env = FixedOpponent(ScriptedBattle(), ("blue_",), lambda agent, obs: 0)
+    env.reset(seed=0)
+    for step in range(1, 5):
+        observations, *_ = env.step({"red_0": 1})
+        assert set(observations) == {"red_0"}  # the opponents stay hidden
+        assert env.opponents_dead == (set() if step < 2 else {"blue_1"})
+    env.reset(seed=1)
+    assert env.opponents_dead == set()
