@@ -143,6 +143,17 @@ def max_over_learners(count: int) -> int:
     return int(value.item())
 
 
+def sum_over_learners(tensor: torch.Tensor) -> torch.Tensor:
+    """``tensor`` summed over all data-parallel learners (``tensor`` itself with one);
+    every learner gets the same sum, on ``tensor``'s device."""
+    device = _process_group_device()
+    if device is None:
+        return tensor
+    value = tensor.detach().to(device).clone()
+    torch.distributed.all_reduce(value, op=torch.distributed.ReduceOp.SUM)
+    return value.to(tensor.device)
+
+
 def first_learners_array(array: np.ndarray) -> np.ndarray:
     """The first learner's ``array`` (an int64 or float64 array of the same shape on
     every learner), for choices that must agree across learners (HAPPO's order)."""

@@ -201,8 +201,8 @@ TRUST_REGION = {
     "progress_columns": trust_region.PROGRESS_COLUMNS,
     "progress": trust_region.progress,
 }
-TR = {"capabilities": Capabilities(data_parallel=False), **TRUST_REGION}
-TR_SEQ = {"capabilities": Capabilities(data_parallel=False, sequential=True), **TRUST_REGION}
+TR = TRUST_REGION
+TR_SEQ = {"capabilities": SEQUENTIAL, **TRUST_REGION}
 SAFE = {"capabilities": SAFE_CAPABILITIES, **SAFE_PROGRESS}
 TEAM_REPLAY_PROGRESS = {
     "progress_columns": team_replay.PROGRESS_COLUMNS,

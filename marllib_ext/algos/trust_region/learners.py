@@ -30,7 +30,6 @@ from marllib_ext.algos.happo.learner import FACTOR_MEAN, TEAM_ROW, HAPPOLearner
 from marllib_ext.algos.ppo.learners import (
     JointCriticPPOLearner,
     PPOLearner,
-    masked_mean,
     masked_value_loss,
 )
 from marllib_ext.ops.happo import team_row_log_ratio
@@ -47,6 +46,7 @@ from marllib_ext.rllib_compat import (
     learner_batch,
     plain_module,
     settings_of,
+    sum_over_learners,
 )
 
 # Per actor module, logged each iteration (window 1).
@@ -59,6 +59,21 @@ STEP_SIZE = "tr_step_size"  # beta = sqrt(2 delta / s^T F s)
 # RLlib's default PPO module: the value function's parameters (its own encoder when
 # vf_share_layers is false, and the value head).
 VALUE_PARAMETER_PREFIXES = ("vf.", "encoder.critic_encoder.")
+
+
+def global_mean_share(batch: dict[str, Any]):
+    """``values -> sum(values over this learner's loss-mask rows) / N``, ``N`` the rows
+    of every data-parallel learner: summed over the learners, the mean over all rows."""
+    mask = batch.get(Columns.LOSS_MASK)
+    rows = batch[Columns.ADVANTAGES].new_tensor(
+        float(mask.sum()) if mask is not None else float(len(batch[Columns.ADVANTAGES]))
+    )
+    total = sum_over_learners(rows.double())
+
+    def share(values: torch.Tensor) -> torch.Tensor:
+        return (values if mask is None else values[mask]).sum() / total.to(values.dtype)
+
+    return share
 
 
 def policy_parameters(module) -> list[torch.nn.Parameter]:
@@ -90,21 +105,31 @@ class TrustRegionActors:
         advantages = batch[Columns.ADVANTAGES]
         if factor is not None:
             advantages = advantages * factor
-        mean = masked_mean(batch)
+        share = global_mean_share(batch)
         actions, old_logp = batch[Columns.ACTIONS], batch[Columns.ACTION_LOGP]
 
         def surrogate_and_kl(dist_inputs):
             dist = dist_class.from_logits(dist_inputs)
-            surrogate = mean(torch.exp(dist.logp(actions) - old_logp) * advantages)
+            surrogate = share(torch.exp(dist.logp(actions) - old_logp) * advantages)
             return surrogate, dist
 
+        # With data-parallel learners each term below is this learner's share of the
+        # mean over every learner's rows; summing the shares (and the gradients and
+        # Fisher-vector products taken from them) gives every learner the same step.
         dist_inputs = module.forward_train(dict(batch))[Columns.ACTION_DIST_INPUTS]
         surrogate, dist = surrogate_and_kl(dist_inputs)
-        gradient = flat(
-            torch.autograd.grad(surrogate, params, retain_graph=True, allow_unused=True), params
+        gradient = sum_over_learners(
+            flat(
+                torch.autograd.grad(surrogate, params, retain_graph=True, allow_unused=True),
+                params,
+            )
         )
-        self_kl = mean(dist_class.from_logits(dist_inputs.detach()).kl(dist))
-        product = fisher_vector_product(self_kl, params, settings.cg_damping)
+        self_kl = share(dist_class.from_logits(dist_inputs.detach()).kl(dist))
+        local_product = fisher_vector_product(self_kl, params, damping=0.0)
+
+        def product(vector: torch.Tensor) -> torch.Tensor:
+            return sum_over_learners(local_product(vector)) + settings.cg_damping * vector
+
         direction = conjugate_gradient(product, gradient.detach(), settings.cg_iterations)
         beta = max_step_size(direction, product(direction), settings.kl_threshold)
         full_step = beta * direction
@@ -113,13 +138,16 @@ class TrustRegionActors:
             with torch.no_grad():
                 new_inputs = module.forward_train(dict(batch))[Columns.ACTION_DIST_INPUTS]
                 new_surrogate, new_dist = surrogate_and_kl(new_inputs)
-                return float(new_surrogate), float(mean(sampled.kl(new_dist)))
+                totals = sum_over_learners(
+                    torch.stack([new_surrogate, share(sampled.kl(new_dist))]).double()
+                )
+            return float(totals[0]), float(totals[1])
 
         result = backtracking_line_search(
             params,
             full_step,
             evaluate,
-            surrogate_before=float(surrogate),
+            surrogate_before=float(sum_over_learners(surrogate.detach().double())),
             expected_improvement=float(gradient @ full_step),
             delta=settings.kl_threshold,
             backtrack_coef=settings.backtrack_coef,
@@ -172,7 +200,11 @@ class ITRPOLearner(TrustRegionActors, PPOLearner):
             key=module_id,
             window=1,
         )
-        return config.vf_loss_coeff * vf_loss
+        # The actor's outputs enter with weight 0: with data-parallel learners DDP's
+        # static graph expects every parameter of the wrapped forward in every loss
+        # (their gradients are 0; the actor moves only by the trust-region step).
+        unused_actor = 0.0 * fwd_out[Columns.ACTION_DIST_INPUTS].sum()
+        return config.vf_loss_coeff * vf_loss + unused_actor
 
 
 class MATRPOLearner(TrustRegionActors, JointCriticPPOLearner):

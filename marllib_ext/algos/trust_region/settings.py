@@ -28,13 +28,6 @@ class TrustRegionFields:
             (0 < self.backtrack_coef < 1, "backtrack_coef", "must be in (0, 1)"),
             (self.line_search_steps >= 1, "line_search_steps", "must be >= 1"),
             (0 <= self.accept_ratio < 1, "accept_ratio", "must be in [0, 1)"),
-            (
-                self.num_learners <= 1,
-                "num_learners",
-                "trust-region algorithms train on one learner (0 or 1): the step's "
-                "gradient, Fisher-vector products and line search are not all-reduced "
-                "across data-parallel learners",
-            ),
         ]
 
 

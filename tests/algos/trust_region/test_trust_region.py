@@ -12,9 +12,11 @@ from marllib_ext.algos import ALGORITHMS
 from marllib_ext.algos.api import progress_row
 from marllib_ext.algos.happo import FACTOR_MEAN
 from marllib_ext.algos.trust_region import policy_parameters
+from marllib_ext.algos.trust_region.learners import VALUE_PARAMETER_PREFIXES
 from marllib_ext.errors import ConfigError
 from marllib_ext.policies.joint_critic import is_critic_module
 from marllib_ext.rllib_compat import local_learner, plain_module
+from tests.algos.test_data_parallel import assert_learners_identical, two_learner_algorithm
 
 TOY = {"num_env_runners": 0}
 SHARE = {"itrpo": "all", "matrpo": "all", "hatrpo": "individual"}
@@ -71,31 +73,42 @@ def test_the_kl_after_every_accepted_step_is_within_the_threshold(ray_session, n
     assert accepted > 0
 
 
-def test_a_rejected_step_leaves_the_actor_as_it_was_and_the_critic_still_learns(ray_session):
+@pytest.mark.parametrize("name", ["matrpo", "itrpo"])
+def test_a_rejected_step_leaves_the_actor_as_it_was_and_the_values_still_learn(ray_session, name):
     # A step to KL 10 with one candidate gains far less than its linear prediction
     # (accept_ratio 0.999): the line search rejects it and restores the parameters.
-    algorithm = build("matrpo", kl_threshold=10.0, accept_ratio=0.999, line_search_steps=1)
+    algorithm = build(name, kl_threshold=10.0, accept_ratio=0.999, line_search_steps=1)
     try:
         learner = local_learner(algorithm)
         modules = {mid: plain_module(learner.module, mid) for mid in learner.module.keys()}  # noqa: SIM118
-        before = {
-            mid: [p.detach().clone() for p in module.parameters()]
-            for mid, module in modules.items()
-        }
+
+        def snapshot():
+            return {
+                mid: {n: p.detach().clone() for n, p in module.named_parameters()}
+                for mid, module in modules.items()
+            }
+
+        before = snapshot()
         result = algorithm.train()
-        for mid, values in actor_results(result).items():
+        after = snapshot()
+        actors = actor_results(result)
+        assert actors
+        for mid, values in actors.items():
             assert values["tr_accepted"] == 0.0 and values["tr_line_search_steps"] == 1.0
-            after = policy_parameters(modules[mid])
-            assert all(
-                torch.equal(p, q) for p, q in zip(after, before[mid][: len(after)], strict=True)
-            )
-        critics = [mid for mid in modules if is_critic_module(mid)]
-        assert critics
-        for mid in critics:
-            assert any(
-                not torch.equal(p, q)
-                for p, q in zip(modules[mid].parameters(), before[mid], strict=True)
-            )
+            policy = {n for n, p in modules[mid].named_parameters() if any(
+                p is q for q in policy_parameters(modules[mid]))}  # fmt: skip
+            assert policy
+            assert all(torch.equal(after[mid][n], before[mid][n]) for n in policy)
+        # The value functions took their SGD epochs: the critic modules (matrpo) or the
+        # actors' own value heads (itrpo).
+        value_params = [
+            (mid, n)
+            for mid, params in before.items()
+            for n in params
+            if is_critic_module(mid) or n.startswith(VALUE_PARAMETER_PREFIXES)
+        ]
+        assert value_params
+        assert any(not torch.equal(after[m][n], before[m][n]) for m, n in value_params)
     finally:
         algorithm.stop()
 
@@ -129,3 +142,24 @@ def test_trust_region_runs_resume_from_a_checkpoint(ray_session, tmp_path):
     )
     assert [row["training_iteration"] for row in resumed.progress] == [3]
     assert resumed.progress[0]["tr_accept_rate"] >= 0.0
+
+
+@pytest.mark.parametrize(
+    "name", ["matrpo", *(pytest.param(n, marks=pytest.mark.slow) for n in ("itrpo", "hatrpo"))]
+)
+def test_two_data_parallel_learners_take_the_same_trust_region_step(ray_session, name):
+    algorithm = two_learner_algorithm(name)
+    delta = algos.get(name, hyperparam_source="toy").settings("toy:coordination").kl_threshold
+    try:
+        accepted = 0
+        for _ in range(3):
+            result = algorithm.train()
+            for values in actor_results(result).values():
+                accepted += values["tr_accepted"] == 1.0
+                assert values["tr_kl"] <= delta
+        assert accepted > 0
+        # The gradient, Fisher-vector products and line-search values are summed over
+        # the learners' shares: both learners hold the same weights after 3 iterations.
+        assert_learners_identical(algorithm)
+    finally:
+        algorithm.stop()
