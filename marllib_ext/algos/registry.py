@@ -204,6 +204,18 @@ TRUST_REGION = {
 TR = TRUST_REGION
 TR_SEQ = {"capabilities": SEQUENTIAL, **TRUST_REGION}
 SAFE = {"capabilities": SAFE_CAPABILITIES, **SAFE_PROGRESS}
+
+
+def efx_trust_region_progress(result: Mapping[str, Any]) -> dict[str, float]:
+    return {**efx.progress(result), **trust_region.progress(result)}
+
+
+EFX_TRUST_REGION = {
+    "capabilities": dataclasses.replace(EFX_CAPABILITIES, sequential=True),
+    "resolve": with_resolved_budget,
+    "progress_columns": efx.PROGRESS_COLUMNS + trust_region.PROGRESS_COLUMNS,
+    "progress": efx_trust_region_progress,
+}
 TEAM_REPLAY_PROGRESS = {
     "progress_columns": team_replay.PROGRESS_COLUMNS,
     "progress": team_replay.progress,
@@ -262,6 +274,13 @@ ALGORITHMS: dict[str, AlgoSpec] = {
         AlgoSpec("itrpo", "IL", trust_region.ITRPOSettings, trust_region.build_itrpo, **TR),
         AlgoSpec("matrpo", "CC", trust_region.MATRPOSettings, trust_region.build_matrpo, **TR),
         AlgoSpec("hatrpo", "CC", trust_region.MATRPOSettings, trust_region.build_hatrpo, **TR_SEQ),
+        AlgoSpec(
+            "efx_hatrpo",
+            "CC",
+            efx.EFXTrustRegionSettings,
+            efx.build_efx_hatrpo,
+            **EFX_TRUST_REGION,
+        ),
         AlgoSpec(
             "efx_happo",
             "CC",

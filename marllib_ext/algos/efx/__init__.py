@@ -1,5 +1,5 @@
 """EFXplorer conservative exploration (seed 000) on the joint-critic pipelines:
-``efx_mappo``, ``efx_vdppo``, ``efx_happo``.
+``efx_mappo``, ``efx_vdppo``, ``efx_happo``, ``efx_hatrpo``.
 
 - ``settings``: the EFX fields and their checks;
 - ``budget``: the budget range ``[z_low, z_high]`` resolved from the env;
@@ -11,8 +11,18 @@ The math is in ``ops.efx``; the connectors in ``postprocessing.budget`` and
 ``postprocessing.efx_advantage``.
 """
 
-from marllib_ext.algos.efx.builders import build_efx_happo, build_efx_mappo, build_efx_vdppo
-from marllib_ext.algos.efx.learners import EFXHAPPOLearner, EFXJointCriticLearner, EFXVDLearner
+from marllib_ext.algos.efx.builders import (
+    build_efx_happo,
+    build_efx_hatrpo,
+    build_efx_mappo,
+    build_efx_vdppo,
+)
+from marllib_ext.algos.efx.learners import (
+    EFXHAPPOLearner,
+    EFXHATRPOLearner,
+    EFXJointCriticLearner,
+    EFXVDLearner,
+)
 from marllib_ext.algos.efx.outer_loop import (
     PROGRESS_COLUMNS,
     RESULT_KEY,
@@ -20,7 +30,7 @@ from marllib_ext.algos.efx.outer_loop import (
     episode_team_logp,
     progress,
 )
-from marllib_ext.algos.efx.settings import EFXSettings, EFXVDSettings
+from marllib_ext.algos.efx.settings import EFXSettings, EFXTrustRegionSettings, EFXVDSettings
 from marllib_ext.legacy_paths import legacy_getattr
 from marllib_ext.postprocessing.efx_advantage import EFXVDJointAdvantageConnector
 
@@ -30,13 +40,16 @@ __all__ = [
     "PROGRESS_COLUMNS",
     "RESULT_KEY",
     "EFXHAPPOLearner",
+    "EFXHATRPOLearner",
     "EFXJointCriticLearner",
     "EFXSettings",
+    "EFXTrustRegionSettings",
     "EFXVDJointAdvantageConnector",
     "EFXVDLearner",
     "EFXVDSettings",
     "budget_connector",
     "build_efx_happo",
+    "build_efx_hatrpo",
     "build_efx_mappo",
     "build_efx_vdppo",
     "episode_team_logp",

@@ -1,4 +1,4 @@
-"""The EFX configs (``efx_mappo``, ``efx_vdppo``, ``efx_happo``): the joint-critic
+"""The EFX configs (``efx_mappo``, ``efx_vdppo``, ``efx_happo``, ``efx_hatrpo``): the joint-critic
 pipeline's config with the budget connector on the env runners, the EFX learner, the
 outer-loop callbacks and, with ``budget_temperature``, the budget-scaled actors."""
 
@@ -12,7 +12,12 @@ from ray.rllib.algorithms.ppo import PPOConfig
 from ray.rllib.algorithms.ppo.torch.default_ppo_torch_rl_module import DefaultPPOTorchRLModule
 from ray.rllib.core.rl_module.multi_rl_module import MultiRLModuleSpec
 
-from marllib_ext.algos.efx.learners import EFXHAPPOLearner, EFXJointCriticLearner, EFXVDLearner
+from marllib_ext.algos.efx.learners import (
+    EFXHAPPOLearner,
+    EFXHATRPOLearner,
+    EFXJointCriticLearner,
+    EFXVDLearner,
+)
 from marllib_ext.algos.efx.outer_loop import log_episode_returns, update_budget
 from marllib_ext.algos.efx.settings import EFXFields
 from marllib_ext.algos.happo.builders import build_happo
@@ -88,3 +93,5 @@ def _with_budget(base_builder, learner_class: type, name: str) -> Callable[..., 
 build_efx_mappo = _with_budget(build_mappo, EFXJointCriticLearner, "efx_mappo")
 build_efx_vdppo = _with_budget(build_vdppo, EFXVDLearner, "efx_vdppo")
 build_efx_happo = _with_budget(build_happo, EFXHAPPOLearner, "efx_happo")
+# HAPPO's builder (heterogeneous policies, MAPPO's critic) with HATRPO's learner.
+build_efx_hatrpo = _with_budget(build_happo, EFXHATRPOLearner, "efx_hatrpo")

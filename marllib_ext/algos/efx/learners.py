@@ -1,10 +1,11 @@
-"""EFX's learners: the joint-critic pipelines (MAPPO, VDPPO, HAPPO) whose advantage
-connector writes the conservative advantage instead of the team GAE."""
+"""EFX's learners: the joint-critic pipelines (MAPPO, VDPPO, HAPPO, HATRPO) whose
+advantage connector writes the conservative advantage instead of the team GAE."""
 
 from __future__ import annotations
 
 from marllib_ext.algos.happo.learner import HAPPOLearner, TeamRowColumn
 from marllib_ext.algos.ppo.learners import JointCriticPPOLearner
+from marllib_ext.algos.trust_region.learners import HATRPOLearner
 from marllib_ext.postprocessing.efx_advantage import (
     EFXJointAdvantageConnector,
     EFXVDJointAdvantageConnector,
@@ -29,5 +30,11 @@ class EFXHAPPOAdvantageConnector(TeamRowColumn, EFXJointAdvantageConnector):
 
 class EFXHAPPOLearner(HAPPOLearner):
     """``efx_happo``: HAPPO on EFX's conservative advantage."""
+
+    advantage_connector_class = EFXHAPPOAdvantageConnector
+
+
+class EFXHATRPOLearner(HATRPOLearner):
+    """``efx_hatrpo``: HATRPO's trust-region steps on EFX's conservative advantage."""
 
     advantage_connector_class = EFXHAPPOAdvantageConnector

@@ -5,6 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from marllib_ext.algos.config import CentralCriticSettings, Check, VDSettings
+from marllib_ext.algos.trust_region.settings import TrustRegionFields
 from marllib_ext.ops.efx import (
     BUDGET_RANGES,
     EFX_ADVANTAGE_FORMS,
@@ -91,6 +92,11 @@ class EFXFields:
 @dataclass(frozen=True)
 class EFXSettings(CentralCriticSettings, EFXFields):
     """``efx_mappo``: MAPPO settings plus the budget."""
+
+
+@dataclass(frozen=True)
+class EFXTrustRegionSettings(CentralCriticSettings, TrustRegionFields, EFXFields):
+    """``efx_hatrpo``: HATRPO settings plus the budget."""
 
 
 @dataclass(frozen=True)

@@ -19,7 +19,7 @@ from marllib_ext.rllib_compat import local_learner, plain_module
 from tests.algos.test_data_parallel import assert_learners_identical, two_learner_algorithm
 
 TOY = {"num_env_runners": 0}
-SHARE = {"itrpo": "all", "matrpo": "all", "hatrpo": "individual"}
+SHARE = {"itrpo": "all", "matrpo": "all", "hatrpo": "individual", "efx_hatrpo": "individual"}
 
 
 def build(name, env="toy:coordination", **overrides):
@@ -43,6 +43,7 @@ def actor_results(result):
         ("itrpo", "toy:coordination"),
         ("matrpo", "toy:coordination"),
         ("hatrpo", "toy:coordination"),
+        ("efx_hatrpo", "toy:coordination"),
         ("matrpo", "toy:continuous_target"),
         pytest.param("itrpo", "toy:continuous_target", marks=pytest.mark.slow),
         pytest.param("hatrpo", "toy:continuous_target", marks=pytest.mark.slow),
