@@ -14,6 +14,7 @@ policy against itself (detached), at the parameters the batch was sampled with.
 
 from __future__ import annotations
 
+import time
 from typing import Any
 
 import numpy as np
@@ -55,6 +56,8 @@ LINE_SEARCH_STEPS = "tr_line_search_steps"  # candidates evaluated
 STEP_ACCEPTED = "tr_accepted"  # 1.0 accepted, 0.0 rejected (its mean: acceptance rate)
 SURROGATE_GAIN = "tr_improvement"  # L(theta_new) - L(theta_old)
 STEP_SIZE = "tr_step_size"  # beta = sqrt(2 delta / s^T F s)
+CG_SECONDS = "tr_cg_s"  # wall time of the Fisher setup and conjugate gradient
+LINE_SEARCH_SECONDS = "tr_line_search_s"  # wall time of the line search
 
 # RLlib's default PPO module: the value function's parameters (its own encoder when
 # vf_share_layers is false, and the value head).
@@ -124,6 +127,7 @@ class TrustRegionActors:
                 params,
             )
         )
+        started = time.perf_counter()
         self_kl = share(dist_class.from_logits(dist_inputs.detach()).kl(dist))
         local_product = fisher_vector_product(self_kl, params, damping=0.0)
 
@@ -133,6 +137,7 @@ class TrustRegionActors:
         direction = conjugate_gradient(product, gradient.detach(), settings.cg_iterations)
         beta = max_step_size(direction, product(direction), settings.kl_threshold)
         full_step = beta * direction
+        cg_done = time.perf_counter()
 
         def evaluate() -> tuple[float, float]:
             with torch.no_grad():
@@ -154,12 +159,15 @@ class TrustRegionActors:
             max_steps=settings.line_search_steps,
             accept_ratio=settings.accept_ratio,
         )
+        searched = time.perf_counter()
         stats = {
             KL_AFTER_STEP: result.kl if result.accepted else 0.0,
             LINE_SEARCH_STEPS: float(result.steps),
             STEP_ACCEPTED: float(result.accepted),
             SURROGATE_GAIN: result.improvement if result.accepted else 0.0,
             STEP_SIZE: beta,
+            CG_SECONDS: cg_done - started,
+            LINE_SEARCH_SECONDS: searched - cg_done,
         }
         self.metrics.log_dict(stats, key=module_id, window=1)
         return stats

@@ -1,0 +1,150 @@
+"""The trust-region family against `mappo` and `happo`: learning on mpe:simple_spread at
+equal env-step budgets over seeds, and where a trust-region iteration's time goes
+(conjugate gradient and line search) next to `mappo`'s iteration time, in one run.
+
+Learning (resumable: a run whose CSV reached ``--steps`` is read, not rerun)::
+
+    python benchmarks/trust_region.py --labels itrpo matrpo hatrpo ipg mappo happo \\
+        --seeds 0 1 2 --steps 300000
+    python benchmarks/trust_region.py --env mamujoco:HalfCheetah --env-arg agent_conf=2x3 \\
+        --labels hatrpo happo mappo --seeds 0 1 2 --steps 200000
+
+The table of finished runs (trains nothing)::
+
+    python benchmarks/trust_region.py --labels itrpo matrpo hatrpo ipg mappo happo --report
+
+Timing (every label built at once, iterations interleaved)::
+
+    python benchmarks/trust_region.py --labels matrpo hatrpo mappo --timing-iters 4
+
+``happo`` / ``hatrpo`` share individually (they update policies in turn), the others
+share one policy; per-agent return, mean ± std over seeds [min, max].
+"""
+
+from __future__ import annotations
+
+import argparse
+import csv
+import statistics
+from pathlib import Path
+
+import numpy as np
+import ray
+from run_csv import finished_run, mean_at, window_mean
+
+from marllib_ext import algos, make_env
+from marllib_ext.algos.api import progress_row
+from marllib_ext.cli import parse_assignments
+
+WINDOW = 5
+COLUMNS = ("timesteps_total", "agent_return_mean", "tr_kl", "tr_accept_rate")
+
+
+def share_policy(label: str) -> str:
+    return "individual" if algos.ALGORITHMS[label].capabilities.sequential else "all"
+
+
+def build(label: str, handle, seed: int):
+    return (
+        algos.get(label)
+        .rllib_config(handle, share_policy=share_policy(label), seed=seed)
+        .build_algo()
+    )
+
+
+def train(label: str, handle, seed: int, steps: int, path: Path) -> None:
+    if finished_run(path, steps):
+        return
+    algo = build(label, handle, seed)
+    spec = algos.ALGORITHMS[label]
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with open(path, "w", newline="") as f:
+        writer = csv.writer(f)
+        writer.writerow(COLUMNS)
+        done = 0
+        while done < steps:
+            row = progress_row(algo.train(), spec)
+            done = int(row["timesteps_total"])
+            writer.writerow([row.get(c, float("nan")) for c in COLUMNS])
+            f.flush()
+    algo.stop()
+
+
+def timing(labels: list[str], handle, iterations: int) -> None:
+    """Median seconds per iteration of each label, iterations interleaved, and for the
+    trust-region labels the share spent in CG and in the line search."""
+    built = {label: build(label, handle, 0) for label in labels}
+    seconds = {label: [] for label in labels}
+    cg = {label: [] for label in labels}
+    search = {label: [] for label in labels}
+    for _ in range(iterations + 1):  # the first iteration is warm-up
+        for label, algo in built.items():
+            result = algo.train()
+            seconds[label].append(result["time_this_iter_s"])
+            learners = [v for v in result["learners"].values() if isinstance(v, dict)]
+            cg[label].append(sum(v.get("tr_cg_s", 0.0) for v in learners))
+            search[label].append(sum(v.get("tr_line_search_s", 0.0) for v in learners))
+    reference = statistics.median(seconds["mappo"][1:]) if "mappo" in seconds else None
+    print("| algorithm | s/iteration | / mappo | CG share | line-search share |")
+    print("|---|---|---|---|---|")
+    for label in labels:
+        median = statistics.median(seconds[label][1:])
+        ratio = f"{median / reference:.2f}" if reference else "-"
+        print(
+            f"| `{label}` | {median:.2f} | {ratio} | "
+            f"{statistics.median(cg[label][1:]) / median:.3f} | "
+            f"{statistics.median(search[label][1:]) / median:.3f} |"
+        )
+    for algo in built.values():
+        algo.stop()
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--env", default="mpe:simple_spread")
+    parser.add_argument("--env-arg", nargs="*", default=[])
+    parser.add_argument("--labels", nargs="+", default=["itrpo", "matrpo", "hatrpo", "ipg",
+                                                         "mappo", "happo"])  # fmt: skip
+    parser.add_argument("--seeds", nargs="+", type=int, default=[0, 1, 2])
+    parser.add_argument("--steps", type=int, default=300_000)
+    parser.add_argument("--timing-iters", type=int, default=0)
+    parser.add_argument("--out", type=Path, default=Path("benchmarks/results/trust_region"))
+    parser.add_argument("--report", action="store_true")
+    args = parser.parse_args()
+    handle = make_env(args.env, **parse_assignments(args.env_arg, "--env-arg"))
+    root = args.out / args.env.replace(":", "-")
+    if args.report:
+        half = args.steps // 2
+        print(f"| algorithm | seeds | at {half // 1000}k | at {args.steps // 1000}k "
+              "| KL after the step | accepted |")  # fmt: skip
+        print("|---|---|---|---|---|---|")
+        for label in args.labels:
+            runs = [
+                rows
+                for seed in args.seeds
+                if (rows := finished_run(root / label / f"seed{seed}.csv", args.steps))
+            ]
+            if not runs:
+                continue
+            middle = [mean_at(r, half, "agent_return_mean", WINDOW) for r in runs]
+            final = [window_mean(r, "agent_return_mean", WINDOW) for r in runs]
+            kl = [window_mean(r, "tr_kl", WINDOW) for r in runs]
+            accepted = [window_mean(r, "tr_accept_rate", WINDOW) for r in runs]
+            print(
+                f"| `{label}` | {len(runs)} | {np.mean(middle):.2f} ± {np.std(middle):.2f} | "
+                f"{np.mean(final):.2f} ± {np.std(final):.2f} [{min(final):.2f}, "
+                f"{max(final):.2f}] | {np.nanmean(kl):.4f} | {np.nanmean(accepted):.2f} |"
+            )
+        return
+    ray.init(num_cpus=2, include_dashboard=False, configure_logging=False, log_to_driver=False)
+    if args.timing_iters:
+        timing(args.labels, handle, args.timing_iters)
+        return
+    for label in args.labels:
+        for seed in args.seeds:
+            train(label, handle, seed, args.steps, root / label / f"seed{seed}.csv")
+            print(f"{label} seed {seed}: done", flush=True)
+
+
+if __name__ == "__main__":
+    main()
