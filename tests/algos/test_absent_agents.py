@@ -32,7 +32,8 @@ def overrides(name):
         return {}
     if spec.capabilities.off_policy:
         return TEAM_REPLAY
-    return A2C if name in ("ia2c", "maa2c", "vda2c", "coma") else ON_POLICY
+    # One whole-batch step per iteration (A2C, COMA, IPG) by the algorithm's own defaults.
+    return A2C if spec.settings("toy").minibatch_size is None else ON_POLICY
 
 
 # RLlib 2.60's MultiAgentEpisode.concat_episode (used by its prioritized multi-agent

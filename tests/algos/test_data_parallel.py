@@ -40,7 +40,8 @@ def two_learner_config(name, **overrides):
         settings.update(train_batch_size=64, num_steps_sampled_before_learning_starts=64)
         settings["per_type"] = "uniform"
     else:
-        whole_batch = "a2c" in name or name == "coma"
+        # One whole-batch step per iteration (A2C, COMA, IPG) by the algorithm's defaults.
+        whole_batch = ALGORITHMS[name].settings("toy").minibatch_size is None
         settings.update(
             hyperparam_source="toy",
             train_batch_size=BATCH,
