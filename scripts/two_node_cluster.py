@@ -34,6 +34,10 @@ CPUS_PER_NODE = 2
 ENV_RUNNERS = 3  # more than one node holds: runners land on both
 
 
+class NodeExited(RuntimeError):
+    """A node's ``ray start --block`` ended while the cluster was starting."""
+
+
 def free_ports(count: int) -> list[int]:
     sockets = [socket.socket() for _ in range(count)]
     try:
@@ -125,6 +129,27 @@ class Cluster:
             )
         print(f"started {name} node: ray start --block, pid {self.nodes[name].pid}", flush=True)
 
+    def start_node_and_wait(self, name: str, *, head: bool, count: int, tries: int = 3) -> None:
+        """``start_node`` then ``wait_for_nodes(count)``; a node that exits while starting
+        is started again on fresh ports (a port chosen free can be taken by another
+        process before the node binds it), up to ``tries`` times."""
+        for attempt in range(1, tries + 1):
+            self.start_node(name, head=head)
+            try:
+                self.wait_for_nodes(count)
+                return
+            except NodeExited as e:
+                if attempt == tries:
+                    raise
+                print(f"{e}; starting it again ({attempt + 1}/{tries})", flush=True)
+                self.nodes.pop(name)
+                log = self.root / f"{name}.log"
+                log.rename(self.root / f"{name}.attempt{attempt}.log")
+                shutil.rmtree(self.root / name, ignore_errors=True)
+                if head:
+                    self.gcs_port, self.dashboard_port = free_ports(2)
+                    self.address = f"127.0.0.1:{self.gcs_port}"
+
     def wait_for_nodes(self, count: int, timeout: float = 120.0) -> None:
         probe = (
             f"import ray; ray.init(address='{self.address}', logging_level='ERROR'); "
@@ -134,7 +159,9 @@ class Cluster:
         while time.time() < deadline:
             for name, process in self.nodes.items():
                 if process.poll() is not None:
-                    raise RuntimeError(f"{name} node exited; see {self.root / (name + '.log')}")
+                    log = self.root / f"{name}.log"
+                    tail = "\n".join(log.read_text(errors="replace").splitlines()[-15:])
+                    raise NodeExited(f"{name} node exited; its log ({log}) ends:\n{tail}")
             try:  # ray.init waits for a head that is still starting, or never will
                 out = subprocess.run(
                     [sys.executable, "-c", probe],
@@ -245,10 +272,8 @@ def main() -> int:
     root = Path(tempfile.mkdtemp(prefix="mxc", dir="/tmp"))
     cluster = Cluster(root)
     try:
-        cluster.start_node("head", head=True)
-        cluster.wait_for_nodes(1)
-        cluster.start_node("worker", head=False)
-        cluster.wait_for_nodes(2)
+        cluster.start_node_and_wait("head", head=True, count=1)
+        cluster.start_node_and_wait("worker", head=False, count=2)
         print(f"cluster up at {cluster.address} (2 nodes x {CPUS_PER_NODE} CPUs)", flush=True)
         submit_job(cluster)
         checkpoint = train_across_nodes(cluster, args.iters, args.kill_after)
