@@ -30,9 +30,13 @@ def test_training_survives_losing_the_worker_node():
     out = result.stdout
     assert result.returncode == 0, out[-3000:] + result.stderr[-3000:]
     assert "ray job submit: SUCCEEDED" in out
-    nodes = re.search(r"env runners on nodes: (.*)", out).group(1)
-    assert len(nodes.split(", ")) == 2  # runners on the head and on the worker node
+    nodes = re.search(r"env runners on nodes: (.*)", out).group(1).split(", ")
+    assert len(nodes) == 2  # runners on the head and on the worker node
+    per_node = [int(node.rpartition(" x")[2]) for node in nodes]
     assert re.search(r"killed the worker node's raylet \(pid \d+\)", out)
     after = out.split("killed the worker node's raylet")[1]
-    assert re.search(r"iter\s+6 .*env runners 2/3 healthy", after)  # training went on
+    # Training went on without the runners of the lost node (Ray places the 3 runners
+    # 2 + 1 either way round, so 1 or 2 of them are left).
+    healthy = re.search(r"iter\s+6 .*env runners (\d)/3 healthy", after)
+    assert healthy and int(healthy.group(1)) in {3 - n for n in per_node}, after[-2000:]
     assert "final checkpoint:" in after
