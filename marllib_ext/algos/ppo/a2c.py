@@ -8,12 +8,9 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 import torch
-from ray.rllib.algorithms.ppo.ppo import (
-    LEARNER_RESULTS_VF_EXPLAINED_VAR_KEY,
-)
 from ray.rllib.algorithms.ppo.torch.ppo_torch_learner import PPOTorchLearner
 from ray.rllib.core.columns import Columns
-from ray.rllib.core.learner.learner import ENTROPY_KEY, POLICY_LOSS_KEY, VF_LOSS_KEY
+from ray.rllib.core.learner.learner import ENTROPY_KEY, POLICY_LOSS_KEY
 from ray.rllib.utils.annotations import override
 
 from marllib_ext.algos.config import CentralCriticSettings, Check, PPOSettings, VDSettings
@@ -23,7 +20,7 @@ from marllib_ext.algos.ppo.learners import (
     VDPPOLearner,
     WholeBatchSteps,
     masked_mean,
-    masked_value_loss,
+    own_value_loss,
 )
 from marllib_ext.ops.a2c import a2c_policy_loss
 from marllib_ext.rllib_compat import SameModuleOrderOnEveryLearner, plain_module
@@ -89,21 +86,7 @@ class IA2CLearner(SameModuleOrderOnEveryLearner, WholeBatchSteps, PPOTorchLearne
     @override(PPOTorchLearner)
     def compute_loss_for_module(self, *, module_id, config, batch, fwd_out):
         policy_loss = a2c_actor_loss(self, module_id, batch, fwd_out)
-        module = plain_module(self.module, module_id)
-        values = module.compute_values(batch, embeddings=fwd_out.get(Columns.EMBEDDINGS))
-        mask = batch.get(Columns.LOSS_MASK)
-        vf_loss, explained = masked_value_loss(
-            values,
-            batch[Columns.VALUE_TARGETS],
-            torch.ones_like(values, dtype=torch.bool) if mask is None else mask,
-            clip=config.vf_clip_param,
-        )
-        self.metrics.log_dict(
-            {VF_LOSS_KEY: vf_loss, LEARNER_RESULTS_VF_EXPLAINED_VAR_KEY: explained},
-            key=module_id,
-            window=1,
-        )
-        return policy_loss + config.vf_loss_coeff * vf_loss
+        return policy_loss + own_value_loss(self, module_id, config, batch, fwd_out)
 
 
 class MAA2CLearner(JointCriticPPOLearner):

@@ -26,6 +26,7 @@ from marllib_ext.rllib_compat import (
     data_parallel,
     learner_connector,
     max_over_learners,
+    plain_module,
     settings_of,
 )
 
@@ -46,6 +47,27 @@ def masked_value_loss(
     if clip is not None:
         squared = torch.clamp(squared, 0.0, clip)
     return torch.mean(squared[mask]), explained_variance(targets[mask], values[mask])
+
+
+def own_value_loss(learner, module_id: str, config, batch, fwd_out) -> torch.Tensor:
+    """``vf_loss_coeff`` times the value loss of a PPO module's own value head over the
+    batch's loss mask (each squared error clamped at ``vf_clip_param`` as in RLlib's
+    PPO); logs the value loss and its explained variance."""
+    module = plain_module(learner.module, module_id)
+    values = module.compute_values(batch, embeddings=fwd_out.get(Columns.EMBEDDINGS))
+    mask = batch.get(Columns.LOSS_MASK)
+    vf_loss, explained = masked_value_loss(
+        values,
+        batch[Columns.VALUE_TARGETS],
+        torch.ones_like(values, dtype=torch.bool) if mask is None else mask,
+        clip=config.vf_clip_param,
+    )
+    learner.metrics.log_dict(
+        {VF_LOSS_KEY: vf_loss, LEARNER_RESULTS_VF_EXPLAINED_VAR_KEY: explained},
+        key=module_id,
+        window=1,
+    )
+    return config.vf_loss_coeff * vf_loss
 
 
 def masked_mean(batch) -> Any:

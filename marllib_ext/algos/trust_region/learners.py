@@ -19,20 +19,14 @@ from typing import Any
 
 import numpy as np
 import torch
-from ray.rllib.algorithms.ppo.ppo import LEARNER_RESULTS_VF_EXPLAINED_VAR_KEY
 from ray.rllib.algorithms.ppo.torch.ppo_torch_learner import PPOTorchLearner
 from ray.rllib.core.columns import Columns
-from ray.rllib.core.learner.learner import VF_LOSS_KEY
 from ray.rllib.core.learner.training_data import TrainingData
 from ray.rllib.policy.sample_batch import SampleBatch
 from ray.rllib.utils.annotations import override
 
 from marllib_ext.algos.happo.learner import FACTOR_MEAN, TEAM_ROW, HAPPOLearner
-from marllib_ext.algos.ppo.learners import (
-    JointCriticPPOLearner,
-    PPOLearner,
-    masked_value_loss,
-)
+from marllib_ext.algos.ppo.learners import JointCriticPPOLearner, PPOLearner, own_value_loss
 from marllib_ext.ops.happo import team_row_log_ratio
 from marllib_ext.ops.trust_region import (
     backtracking_line_search,
@@ -194,25 +188,11 @@ class ITRPOLearner(TrustRegionActors, PPOLearner):
 
     @override(PPOTorchLearner)
     def compute_loss_for_module(self, *, module_id, config, batch, fwd_out):
-        module = plain_module(self.module, module_id)
-        values = module.compute_values(batch, embeddings=fwd_out.get(Columns.EMBEDDINGS))
-        mask = batch.get(Columns.LOSS_MASK)
-        vf_loss, explained = masked_value_loss(
-            values,
-            batch[Columns.VALUE_TARGETS],
-            torch.ones_like(values, dtype=torch.bool) if mask is None else mask,
-            clip=config.vf_clip_param,
-        )
-        self.metrics.log_dict(
-            {VF_LOSS_KEY: vf_loss, LEARNER_RESULTS_VF_EXPLAINED_VAR_KEY: explained},
-            key=module_id,
-            window=1,
-        )
         # The actor's outputs enter with weight 0: with data-parallel learners DDP's
         # static graph expects every parameter of the wrapped forward in every loss
         # (their gradients are 0; the actor moves only by the trust-region step).
         unused_actor = 0.0 * fwd_out[Columns.ACTION_DIST_INPUTS].sum()
-        return config.vf_loss_coeff * vf_loss + unused_actor
+        return own_value_loss(self, module_id, config, batch, fwd_out) + unused_actor
 
 
 class MATRPOLearner(TrustRegionActors, JointCriticPPOLearner):
