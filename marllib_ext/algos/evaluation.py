@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import contextlib
 import math
+import pickle
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -134,8 +135,6 @@ def register_checkpoint_env(path: Path) -> None:
     """Registers with RLlib the env a checkpoint names by our registry id: every
     registered env, and a by-name family's env (``vmas:navigation``, ``magent:...``)
     that this process has not built yet."""
-    import pickle
-
     for name in list_envs():
         EnvHandle(name).register_with_rllib()
     ctor_file = path / "class_and_ctor_args.pkl"

@@ -1,4 +1,5 @@
-"""YAML files holding every default: ``algos/<name>.yaml`` and ``envs/<family>.yaml``."""
+"""YAML files holding every default: ``algos/<name>.yaml``, ``envs/<family>.yaml`` and
+``env_presets/<family>.yaml``."""
 
 from __future__ import annotations
 
@@ -10,6 +11,9 @@ import yaml
 CONFIG_DIR = Path(__file__).resolve().parent
 ALGO_CONFIG_DIR = CONFIG_DIR / "algos"
 ENV_CONFIG_DIR = CONFIG_DIR / "envs"
+# Per-task settings of the env families used by name (``vmas:<task>``), not registered
+# one by one as ``envs/<family>.yaml`` entries are.
+ENV_PRESET_DIR = CONFIG_DIR / "env_presets"
 
 
 def load_yaml(path: Path) -> dict[str, Any]:

@@ -72,8 +72,6 @@ def _adapt(env, config: dict[str, Any], with_time: bool, spec: EnvSpec) -> Paral
         state_source=spec.state_source,
         env_name=spec.name,
         team_of=spec.team_of(env.possible_agents),
-        # Batched worlds carry no masks; "auto" would reset a slot to look for one.
-        action_mask="none" if spec.batched_creator is not None else "auto",
     )
 
 

@@ -3,6 +3,7 @@ hyperparameter source) and MARLlib's ``PolicyMappingInfo``."""
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
@@ -90,16 +91,15 @@ class EnvSpec:
 
     def make_batched(self, num_envs: int, **env_args: Any) -> Any:
         """The ``BatchedWorld`` of ``num_envs`` worlds with these env arguments."""
-        kwargs = {**self.env_args, **env_args}
-        try:
-            return self.batched_creator(num_envs, **kwargs)
-        except TypeError as e:
-            raise ConfigError(f"env {self.name!r} rejected env_args {kwargs}: {e}") from e
+        return self._build(functools.partial(self.batched_creator, num_envs), env_args)
 
     def make(self, **env_args: Any) -> ParallelEnv:
         """Builds the PettingZoo ParallelEnv with the defaults updated by ``env_args``."""
+        return self._build(self.creator, env_args)
+
+    def _build(self, factory: Callable[..., Any], env_args: Mapping[str, Any]) -> Any:
         kwargs = {**self.env_args, **env_args}
         try:
-            return self.creator(**kwargs)
+            return factory(**kwargs)
         except TypeError as e:
             raise ConfigError(f"env {self.name!r} rejected env_args {kwargs}: {e}") from e

@@ -3,8 +3,8 @@
 One VMAS ``Environment`` with ``num_envs = num_envs_per_env_runner`` worlds serves an
 env runner (``envs.batched``); a single env (evaluation, spaces) is the same with one
 world. Observations, rewards and done flags leave torch once per batched step.
-Presets are BenchMARL's task settings (``benchmarl/conf/task/vmas/<task>.yaml``);
-env args override them. Every VMAS scenario here is cooperative: one team.
+Presets are BenchMARL's task settings (``configs/env_presets/vmas.yaml``); env args
+override them. Every VMAS scenario here is cooperative: one team.
 """
 
 from __future__ import annotations
@@ -17,123 +17,11 @@ import gymnasium as gym
 import numpy as np
 from pettingzoo.utils.env import ParallelEnv
 
+from marllib_ext.configs import ENV_PRESET_DIR, load_yaml
 from marllib_ext.errors import ConfigError
 
-# BenchMARL's VMAS task settings (max_steps included); the scenario's own defaults
-# for the rest.
-VMAS_TASKS: dict[str, dict[str, Any]] = {
-    "balance": dict(max_steps=100, n_agents=4, random_package_pos_on_line=True, package_mass=5),
-    "ball_passage": dict(max_steps=500, n_passages=1, fixed_passage=False, random_start_angle=True),
-    "ball_trajectory": dict(max_steps=100, joints=True),
-    "buzz_wire": dict(max_steps=100, random_start_angle=True, collision_reward=-10),
-    "discovery": dict(
-        max_steps=100,
-        n_agents=5,
-        n_targets=7,
-        lidar_range=0.35,
-        covering_range=0.25,
-        agents_per_target=2,
-        targets_respawn=True,
-        shared_reward=True,
-    ),
-    "dispersion": dict(
-        max_steps=100,
-        n_agents=4,
-        n_food=4,
-        share_reward=True,
-        food_radius=0.02,
-        penalise_by_time=False,
-    ),  # fmt: skip
-    "dropout": dict(max_steps=100, n_agents=4, energy_coeff=0.02, start_same_point=False),
-    "flocking": dict(max_steps=100, n_agents=4, n_obstacles=5, collision_reward=-0.2),
-    # BenchMARL plays 1 v 1, which VMAS 1.5.2's football fails to build (torch.cat of an
-    # empty list); 2 v 2 with the same settings.
-    "football": dict(
-        max_steps=500,
-        n_blue_agents=2,
-        n_red_agents=2,
-        disable_ai_red=True,
-        ball_mass=0.25,
-    ),  # fmt: skip
-    "give_way": dict(
-        max_steps=100,
-        mirror_passage=False,
-        observe_rel_pos=False,
-        done_on_completion=False,
-        final_reward=0.01,
-    ),  # fmt: skip
-    "joint_passage": dict(
-        max_steps=500,
-        n_passages=1,
-        fixed_passage=True,
-        joint_length=0.5,
-        random_start_angle=True,
-        random_goal_angle=True,
-        observe_joint_angle=False,
-        asym_package=True,
-        mass_ratio=5,
-        mass_position=0.75,
-    ),  # fmt: skip
-    "joint_passage_size": dict(
-        max_steps=500,
-        n_passages=3,
-        fixed_passage=False,
-        random_start_angle=False,
-        random_goal_angle=False,
-        observe_joint_angle=False,
-    ),  # fmt: skip
-    "multi_give_way": dict(max_steps=200, agent_collision_penalty=-0.1),
-    "navigation": dict(
-        max_steps=100,
-        n_agents=3,
-        collisions=True,
-        agents_with_same_goal=1,
-        split_goals=False,
-        observe_all_goals=False,
-        shared_rew=False,
-        lidar_range=0.35,
-        agent_radius=0.1,
-    ),  # fmt: skip
-    "passage": dict(max_steps=500, n_passages=1, shared_reward=True),
-    "reverse_transport": dict(
-        max_steps=100, n_agents=4, package_width=0.6, package_length=0.6, package_mass=50
-    ),
-    "sampling": dict(
-        max_steps=100,
-        n_agents=3,
-        shared_rew=False,
-        n_gaussians=3,
-        lidar_range=0.2,
-        cov=0.05,
-        collisions=True,
-        spawn_same_pos=False,
-    ),  # fmt: skip
-    "transport": dict(
-        max_steps=100,
-        n_agents=4,
-        n_packages=1,
-        package_width=0.15,
-        package_length=0.15,
-        package_mass=50,
-    ),  # fmt: skip
-    "wheel": dict(max_steps=100, n_agents=4, line_length=1, line_mass=30, desired_velocity=0.05),
-    "wind_flocking": dict(
-        max_steps=100,
-        horizon=100,
-        dist_shaping_factor=1,
-        vel_shaping_factor=1,
-        wind_shaping_factor=1,
-        rot_shaping_factor=0,
-        pos_shaping_factor=0,
-        energy_shaping_factor=0,
-        wind=0,
-        cover_angle_tolerance=1,
-        observe_rel_pos=True,
-        observe_rel_vel=True,
-        observe_pos=False,
-        desired_vel=0.4,
-    ),  # fmt: skip
-}
+# BenchMARL's VMAS task settings (configs/env_presets/vmas.yaml), max_steps included.
+VMAS_TASKS: dict[str, dict[str, Any]] = load_yaml(ENV_PRESET_DIR / "vmas.yaml")
 
 
 def _gymnasium_space(space: Any, agent: str, task: str) -> gym.Space:
@@ -196,10 +84,7 @@ class VmasWorld:
         unused = [w for w in caught if "passed but not used by the scenario" in str(w.message)]
         if unused:
             raise ConfigError(f"env 'vmas:{task}': {unused[0].message}")
-        self.task = task
         self.num_envs = num_envs
-        self.max_steps = max_steps
-        self.continuous_actions = continuous_actions
         self.agents = [agent.name for agent in self.env.agents]
         self.observation_spaces = {
             a: _gymnasium_space(self.env.observation_space[a], a, task) for a in self.agents

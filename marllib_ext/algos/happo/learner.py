@@ -64,9 +64,7 @@ class HAPPOLearner(JointCriticPPOLearner):
         batch = learner_batch(self, training_data)
         critics = sorted(m for m in batch.policy_batches if is_critic_module(m))
         actors = sorted(m for m in batch.policy_batches if not is_critic_module(m))
-        # Data-parallel learners must update the same policy at the same time.
-        order = first_learners_array(self._order_rng.permutation(len(actors)))
-        self.last_order = [str(actors[i]) for i in order]
+        self.draw_order(actors)
         log_factors = {c: np.zeros(len(batch.policy_batches[c])) for c in critics}
         env_steps = batch.env_steps()
         result = self.update_modules(
@@ -77,13 +75,8 @@ class HAPPOLearner(JointCriticPPOLearner):
             last=not actors,
         )
         for index, module_id in enumerate(self.last_order):
-            critic = self.critic_of_actor[module_id]
             module_batch = dict(batch.policy_batches[module_id])
-            team_rows = module_batch[TEAM_ROW].long().cpu().numpy()
-            factor = np.exp(log_factors[critic][team_rows])
-            module_batch[HAPPO_FACTOR] = torch.as_tensor(
-                factor, dtype=torch.float32, device=module_batch[TEAM_ROW].device
-            )
+            module_batch[HAPPO_FACTOR] = self.factor_of(module_id, module_batch, log_factors)
             result = self.update_modules(
                 {module_id: SampleBatch(module_batch)},
                 env_steps,
@@ -91,10 +84,34 @@ class HAPPOLearner(JointCriticPPOLearner):
                 kwargs,
                 last=index == len(self.last_order) - 1,
             )
-            log_factors[critic] += team_row_log_ratio(
-                self.log_ratio(module_id, module_batch), team_rows, len(log_factors[critic])
-            )
+            self.record_update(module_id, module_batch, log_factors)
         return result
+
+    def draw_order(self, actors: list[str]) -> list[str]:
+        """A fresh random order of ``actors`` (the same on every data-parallel learner),
+        kept in ``last_order``."""
+        order = first_learners_array(self._order_rng.permutation(len(actors)))
+        self.last_order = [str(actors[i]) for i in order]
+        return self.last_order
+
+    def factor_of(self, module_id: str, module_batch: dict, log_factors: dict) -> torch.Tensor:
+        """``(n_rows,)`` the factor ``M`` of each of the module's rows: ``exp`` of its
+        team's summed log ratios (``log_factors[critic]``, per team row) so far."""
+        team_rows = module_batch[TEAM_ROW].long().cpu().numpy()
+        return torch.as_tensor(
+            np.exp(log_factors[self.critic_of_actor[module_id]][team_rows]),
+            dtype=torch.float32,
+            device=module_batch[TEAM_ROW].device,
+        )
+
+    def record_update(self, module_id: str, module_batch: dict, log_factors: dict) -> None:
+        """Adds the module's log ratios after its update to its team's ``log_factors``."""
+        critic = self.critic_of_actor[module_id]
+        log_factors[critic] += team_row_log_ratio(
+            self.log_ratio(module_id, module_batch),
+            module_batch[TEAM_ROW].long().cpu().numpy(),
+            len(log_factors[critic]),
+        )
 
     def log_ratio(self, module_id: str, module_batch: dict) -> np.ndarray:
         """``(n_rows,)`` ``log pi_new - log pi_old`` of the taken actions after this

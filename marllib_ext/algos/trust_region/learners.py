@@ -22,12 +22,10 @@ import torch
 from ray.rllib.algorithms.ppo.torch.ppo_torch_learner import PPOTorchLearner
 from ray.rllib.core.columns import Columns
 from ray.rllib.core.learner.training_data import TrainingData
-from ray.rllib.policy.sample_batch import SampleBatch
 from ray.rllib.utils.annotations import override
 
-from marllib_ext.algos.happo.learner import FACTOR_MEAN, TEAM_ROW, HAPPOLearner
+from marllib_ext.algos.happo.learner import FACTOR_MEAN, HAPPOLearner
 from marllib_ext.algos.ppo.learners import JointCriticPPOLearner, PPOLearner, own_value_loss
-from marllib_ext.ops.happo import team_row_log_ratio
 from marllib_ext.ops.trust_region import (
     backtracking_line_search,
     conjugate_gradient,
@@ -37,7 +35,6 @@ from marllib_ext.ops.trust_region import (
 )
 from marllib_ext.policies.joint_critic import is_critic_module
 from marllib_ext.rllib_compat import (
-    first_learners_array,
     learner_batch,
     plain_module,
     settings_of,
@@ -235,24 +232,11 @@ class HATRPOLearner(MATRPOLearner, HAPPOLearner):
         self._log_factors = {c: np.zeros(len(batch.policy_batches[c])) for c in critics}
 
     def actor_order(self, batch) -> list[str]:
-        actors = sorted(m for m in batch.policy_batches if not is_critic_module(m))
-        order = first_learners_array(self._order_rng.permutation(len(actors)))
-        self.last_order = [str(actors[i]) for i in order]
-        return self.last_order
+        return self.draw_order(super().actor_order(batch))
 
     def step_actor(self, module_id: str, batch) -> None:
-        critic = self.critic_of_actor[module_id]
         module_batch = dict(batch.policy_batches[module_id])
-        team_rows = module_batch[TEAM_ROW].long().cpu().numpy()
-        factor = torch.as_tensor(
-            np.exp(self._log_factors[critic][team_rows]),
-            dtype=torch.float32,
-            device=module_batch[TEAM_ROW].device,
-        )
+        factor = self.factor_of(module_id, module_batch, self._log_factors)
         self.metrics.log_value((module_id, FACTOR_MEAN), factor.mean(), window=1)
         self.trust_region_step(module_id, module_batch, factor=factor)
-        self._log_factors[critic] += team_row_log_ratio(
-            self.log_ratio(module_id, SampleBatch(module_batch)),
-            team_rows,
-            len(self._log_factors[critic]),
-        )
+        self.record_update(module_id, module_batch, self._log_factors)
