@@ -10,6 +10,7 @@ import importlib
 import importlib.util
 from dataclasses import dataclass
 
+from marllib_ext.configs import ENV_PRESET_DIR, load_yaml
 from marllib_ext.envs.spec import EnvSpec, PolicyMappingInfo
 from marllib_ext.errors import ConfigError
 
@@ -87,11 +88,9 @@ VMAS_FAMILY = EnvFamily(
 )
 ENV_FAMILIES = (*ENV_FAMILIES, MAGENT_FAMILY, VMAS_FAMILY)
 
-# Hanabi Learning Environment's presets, as PettingZoo's hanabi_v5 arguments.
-HANABI_PRESETS = {
-    "full": dict(colors=5, ranks=5, hand_size=5, max_information_tokens=8, max_life_tokens=3),
-    "small": dict(colors=2, ranks=5, hand_size=2, max_information_tokens=3, max_life_tokens=1),
-}
+# The Hanabi Learning Environment's presets as hanabi_v5 arguments
+# (configs/env_presets/hanabi.yaml).
+HANABI_PRESETS = load_yaml(ENV_PRESET_DIR / "hanabi.yaml")
 
 
 def group_prefix(agent: str) -> str:

@@ -14,6 +14,7 @@ import numpy as np
 from pettingzoo.utils.env import ParallelEnv
 from pettingzoo.utils.wrappers import BaseParallelWrapper
 
+from marllib_ext.configs import ENV_PRESET_DIR, load_yaml
 from marllib_ext.errors import ConfigError
 
 
@@ -25,26 +26,13 @@ class MAgentTask:
     preset: dict[str, Any] = field(default_factory=dict)
 
 
+# Each task's teams and small preset (configs/env_presets/magent.yaml).
 MAGENT_TASKS = {
-    "battle_v4": MAgentTask(
-        {"red": ("red_",), "blue": ("blue_",)}, {"map_size": 12, "max_cycles": 100}
-    ),
-    "adversarial_pursuit_v4": MAgentTask(
-        {"predator": ("predator_",), "prey": ("prey_",)}, {"map_size": 10, "max_cycles": 100}
-    ),
-    # The smallest map MAgent2 allows (46).
-    "battlefield_v5": MAgentTask(
-        {"red": ("red_",), "blue": ("blue_",)}, {"map_size": 46, "max_cycles": 100}
-    ),
-    "combined_arms_v6": MAgentTask(
-        {"red": ("redmelee_", "redranged_"), "blue": ("bluemelee_", "blueranged_")},
-        {"map_size": 16, "max_cycles": 100},
-    ),
-    # A fixed 200 x 200 map with hundreds of agents: not a 2-core task.
-    "gather_v5": MAgentTask({"omnivore": ("omnivore_",)}, {"max_cycles": 100}),
-    "tiger_deer_v4": MAgentTask(
-        {"tiger": ("tiger_",), "deer": ("deer_",)}, {"map_size": 10, "max_cycles": 100}
-    ),
+    task: MAgentTask(
+        {team: tuple(prefixes) for team, prefixes in entry["teams"].items()},
+        dict(entry.get("preset", {})),
+    )
+    for task, entry in load_yaml(ENV_PRESET_DIR / "magent.yaml").items()
 }
 
 
