@@ -7,9 +7,14 @@ Learning (resumable: a run whose CSV reached ``--steps`` is read, not rerun)::
     python benchmarks/trust_region.py --labels itrpo matrpo hatrpo ipg mappo happo \\
         --seeds 0 1 2 --steps 300000
     python benchmarks/trust_region.py --env mamujoco:HalfCheetah --env-arg agent_conf=2x3 \\
-        --labels hatrpo happo mappo --seeds 0 1 2 --steps 120000
+        --labels hatrpo happo mappo --seeds 0 1 2 --steps 300000
 
-The table of finished runs (trains nothing)::
+Another setting, in its own run folder (``hatrpo_kl0.05``)::
+
+    python benchmarks/trust_region.py --env mamujoco:HalfCheetah --env-arg agent_conf=2x3 \\
+        --labels hatrpo --set kl_threshold=0.05 --suffix _kl0.05 --steps 300000
+
+The table of finished runs (trains nothing; a label names a run folder)::
 
     python benchmarks/trust_region.py --labels itrpo matrpo hatrpo ipg mappo happo --report
 
@@ -18,7 +23,8 @@ Timing (every label built at once, iterations interleaved)::
     python benchmarks/trust_region.py --labels matrpo hatrpo mappo --timing-iters 4
 
 ``happo`` / ``hatrpo`` share individually (they update policies in turn), the others
-share one policy; per-agent return, mean ± std over seeds [min, max].
+share one policy where the env allows it (simple_spread; on MaMuJoCo every algorithm
+has one policy per agent); per-agent return, mean ± std over seeds [min, max].
 """
 
 from __future__ import annotations
@@ -42,26 +48,32 @@ COLUMNS = ("timesteps_total", "agent_return_mean", "tr_kl", "tr_accept_rate")
 # under benchmarks/results/trust_region/<env>/ (a test checks the document against them).
 REPORTED = (
     ("mpe:simple_spread", ["itrpo", "matrpo", "hatrpo", "ipg", "mappo", "happo"], 300_000),
-    ("mamujoco:HalfCheetah", ["hatrpo", "happo", "mappo"], 120_000),
+    ("mamujoco:HalfCheetah", ["hatrpo", "happo", "mappo"], 300_000),
 )
 
 
-def share_policy(label: str) -> str:
-    return "individual" if algos.ALGORITHMS[label].capabilities.sequential else "all"
+def share_policy(label: str, handle) -> str:
+    """One policy where the env allows it and the algorithm updates policies at once;
+    else one per agent (MaMuJoCo's agents control different joints)."""
+    sequential = algos.ALGORITHMS[label].capabilities.sequential
+    one_policy = handle.spec.policy_mapping.all_agents_one_policy
+    return "all" if one_policy and not sequential else "individual"
 
 
-def build(label: str, handle, seed: int):
+def build(label: str, handle, seed: int, overrides: dict | None = None):
     return (
-        algos.get(label)
-        .rllib_config(handle, share_policy=share_policy(label), seed=seed)
+        algos.get(label, **(overrides or {}))
+        .rllib_config(handle, share_policy=share_policy(label, handle), seed=seed)
         .build_algo()
     )
 
 
-def train(label: str, handle, seed: int, steps: int, path: Path) -> None:
+def train(
+    label: str, handle, seed: int, steps: int, path: Path, overrides: dict | None = None
+) -> None:
     if finished_run(path, steps):
         return
-    algo = build(label, handle, seed)
+    algo = build(label, handle, seed, overrides)
     spec = algos.ALGORITHMS[label]
     path.parent.mkdir(parents=True, exist_ok=True)
     with open(path, "w", newline="") as f:
@@ -148,6 +160,10 @@ def main() -> None:
     parser.add_argument("--timing-iters", type=int, default=0)
     parser.add_argument("--out", type=Path, default=Path("benchmarks/results/trust_region"))
     parser.add_argument("--report", action="store_true")
+    parser.add_argument(
+        "--set", nargs="*", default=[], metavar="KEY=VALUE", help="e.g. kl_threshold=0.05"
+    )
+    parser.add_argument("--suffix", default="", help="run folder <label><suffix> (with --set)")
     args = parser.parse_args()
     handle = make_env(args.env, **parse_assignments(args.env_arg, "--env-arg"))
     root = args.out / args.env.replace(":", "-")
@@ -158,9 +174,13 @@ def main() -> None:
     if args.timing_iters:
         timing(args.labels, handle, args.timing_iters)
         return
+    overrides = parse_assignments(args.set, "--set")
+    if overrides and not args.suffix:
+        parser.error("--set needs --suffix, so its runs get their own folder")
     for label in args.labels:
         for seed in args.seeds:
-            train(label, handle, seed, args.steps, root / label / f"seed{seed}.csv")
+            path = root / f"{label}{args.suffix}" / f"seed{seed}.csv"
+            train(label, handle, seed, args.steps, path, overrides)
             print(f"{label} seed {seed}: done", flush=True)
 
 
