@@ -139,7 +139,7 @@ def report(labels: list[str], seeds: list[int], steps: int, root: Path) -> None:
         step_columns = "- | - | - |"  # mappo, happo: no trust-region step
         if any(not np.isnan(row["tr_kl"]) for r in runs for row in r):
             kl = [window_mean(r, "tr_kl", WINDOW) for r in runs]
-            largest = max(row["tr_kl"] for r in runs for row in r)
+            largest = np.nanmax([row["tr_kl"] for r in runs for row in r])
             accepted = [window_mean(r, "tr_accept_rate", WINDOW) for r in runs]
             step_columns = f"{np.mean(kl):.4f} | {largest:.4f} | {np.mean(accepted):.2f} |"
         print(
@@ -170,13 +170,13 @@ def main() -> None:
     if args.report:
         report(args.labels, args.seeds, args.steps, root)
         return
+    overrides = parse_assignments(args.set, "--set")
+    if overrides and not args.suffix:
+        parser.error("--set needs --suffix, so its runs get their own folder")
     ray.init(num_cpus=2, include_dashboard=False, configure_logging=False, log_to_driver=False)
     if args.timing_iters:
         timing(args.labels, handle, args.timing_iters)
         return
-    overrides = parse_assignments(args.set, "--set")
-    if overrides and not args.suffix:
-        parser.error("--set needs --suffix, so its runs get their own folder")
     for label in args.labels:
         for seed in args.seeds:
             path = root / f"{label}{args.suffix}" / f"seed{seed}.csv"
