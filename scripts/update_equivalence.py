@@ -1,0 +1,135 @@
+"""One learner update from a fixed start, as a digest of the weights after it.
+
+``record`` builds each algorithm from ``--seed``, samples one iteration's episodes in
+the driver and saves them with the learners' state (weights and optimizer) to
+``--snapshots``; ``check`` loads that state into a fresh build, runs the same update on
+the same episodes and prints one SHA-256 of every module's weights per algorithm and
+number of learners. Run ``record`` and ``check`` on one version of the code and
+``check`` on another: equal digests mean the two versions train bit-identically.
+
+    python scripts/update_equivalence.py record --snapshots /tmp/snapshots
+    python scripts/update_equivalence.py check --snapshots /tmp/snapshots > before.txt
+"""
+
+from __future__ import annotations
+
+import argparse
+import hashlib
+import os
+import pickle
+import sys
+from pathlib import Path
+
+import numpy as np
+
+ALGORITHMS = ("mappo", "happo", "hatrpo", "coma", "mappo_cup")
+LEARNER_COUNTS = (0, 2)
+BATCH = 200
+COST_ENV = "mpe:simple_spread"  # mappo_cup needs info["cost"]
+
+
+def build(name: str, num_learners: int, seed: int):
+    from marllib_ext import algos
+    from marllib_ext.algos.registry import ALGORITHMS as SPECS
+
+    whole_batch = SPECS[name].settings("toy").minibatch_size is None
+    settings = {
+        "hyperparam_source": "toy",
+        "num_learners": num_learners,
+        "num_env_runners": 0,
+        "train_batch_size": BATCH,
+        "minibatch_size": None if whole_batch else BATCH // 2,
+    }
+    env = COST_ENV if SPECS[name].capabilities.needs_costs else "toy:coordination"
+    share = "individual" if SPECS[name].capabilities.sequential else "all"
+    return algos.get(name, **settings).rllib_config(env, share_policy=share, seed=seed).build_algo()
+
+
+def weights_digest(algorithm) -> str:
+    from marllib_ext.rllib_compat import plain_module
+
+    def weights(learner):
+        return {
+            module_id: {
+                key: value.detach().cpu().numpy().copy()
+                for key, value in plain_module(learner.module, module_id).state_dict().items()
+            }
+            for module_id in sorted(learner.module.keys())
+        }
+
+    per_learner = [ref.get() for ref in algorithm.learner_group.foreach_learner(weights)]
+    digest = hashlib.sha256()
+    for module_id, params in per_learner[0].items():
+        for key in sorted(params):
+            digest.update(f"{module_id}/{key}".encode())
+            digest.update(np.ascontiguousarray(params[key]).tobytes())
+    return digest.hexdigest()[:16]
+
+
+def seed_learners(algorithm, seed: int) -> None:
+    """Seeds the global RNGs every learner draws from (RLlib's minibatch shuffle)."""
+
+    def seed_all(learner):
+        import random
+
+        import torch
+
+        random.seed(seed)
+        np.random.seed(seed)
+        torch.manual_seed(seed)
+
+    algorithm.learner_group.foreach_learner(seed_all)
+
+
+def update(algorithm, episodes) -> None:
+    config = algorithm.config
+    algorithm.learner_group.update(
+        episodes=episodes,
+        timesteps={"num_env_steps_sampled_lifetime": BATCH},
+        num_epochs=config.num_epochs,
+        minibatch_size=config.minibatch_size,
+        shuffle_batch_per_epoch=config.shuffle_batch_per_epoch,
+    )
+
+
+def main() -> None:
+    if os.environ.get("PYTHONHASHSEED") != "0":
+        # The learner connectors iterate over sets of episode ids: string hashes must
+        # not vary between processes (Ray's learner actors inherit the variable).
+        os.execve(sys.executable, [sys.executable, *sys.argv], {**os.environ, "PYTHONHASHSEED": "0"})
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("mode", choices=("record", "check"))
+    parser.add_argument("--snapshots", type=Path, required=True)
+    parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--algos", nargs="*", default=list(ALGORITHMS))
+    args = parser.parse_args()
+
+    import ray
+    import torch
+
+    ray.init(num_cpus=2, include_dashboard=False, configure_logging=False, log_to_driver=False)
+    args.snapshots.mkdir(parents=True, exist_ok=True)
+    for name in args.algos:
+        for num_learners in LEARNER_COUNTS:
+            path = args.snapshots / f"{name}_{num_learners}.pkl"
+            torch.manual_seed(args.seed)
+            algorithm = build(name, num_learners, args.seed)
+            try:
+                if args.mode == "record":
+                    episodes = algorithm.env_runner.sample(num_timesteps=BATCH)
+                    state = algorithm.learner_group.get_state()
+                    path.write_bytes(pickle.dumps((state, episodes)))
+                    continue
+                state, episodes = pickle.loads(path.read_bytes())
+                algorithm.learner_group.set_state(state)
+                before = weights_digest(algorithm)
+                seed_learners(algorithm, args.seed)
+                update(algorithm, episodes)
+                print(f"{name} num_learners={num_learners} {before} -> {weights_digest(algorithm)}")
+            finally:
+                algorithm.stop()
+    ray.shutdown()
+
+
+if __name__ == "__main__":
+    main()
