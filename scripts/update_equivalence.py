@@ -96,7 +96,9 @@ def main() -> None:
     if os.environ.get("PYTHONHASHSEED") != "0":
         # The learner connectors iterate over sets of episode ids: string hashes must
         # not vary between processes (Ray's learner actors inherit the variable).
-        os.execve(sys.executable, [sys.executable, *sys.argv], {**os.environ, "PYTHONHASHSEED": "0"})
+        os.execve(
+            sys.executable, [sys.executable, *sys.argv], {**os.environ, "PYTHONHASHSEED": "0"}
+        )
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("mode", choices=("record", "check"))
     parser.add_argument("--snapshots", type=Path, required=True)
