@@ -8,6 +8,7 @@ does not document as API. Each function says which RLlib behaviour it relies on;
 
 from __future__ import annotations
 
+import math
 from typing import Any
 
 import numpy as np
@@ -17,6 +18,7 @@ from ray.rllib.algorithms.algorithm_config import AlgorithmConfig
 from ray.rllib.connectors.connector_pipeline_v2 import ConnectorPipelineV2
 from ray.rllib.connectors.connector_v2 import ConnectorV2
 from ray.rllib.core.learner.learner import Learner
+from ray.rllib.core.learner.training_data import TrainingData
 from ray.rllib.policy.sample_batch import MultiAgentBatch
 from ray.rllib.utils.annotations import override
 from ray.rllib.utils.metrics import TD_ERROR_KEY
@@ -213,6 +215,58 @@ def priorities_from_learner(learner_results, module_id: str) -> np.ndarray:
     (not reduced), and an ``item_series`` stat's ``peek()`` lists its items."""
     logged = learner_results[module_id].pop(TD_ERROR_KEY)
     return np.asarray(logged.peek()[-1])
+
+
+def update_on_part(
+    rllib_update,
+    policy_batches: dict,
+    env_steps: int,
+    *,
+    timesteps,
+    update_kwargs: dict[str, Any],
+    last: bool,
+    whole_batch: bool = False,
+    num_epochs: int | None = None,
+    minibatch_size: int | None = None,
+):
+    """One RLlib ``Learner.update`` (``rllib_update``, the bound method) on some modules'
+    rows of an iteration's batch, for learners that run several updates per iteration;
+    the iteration's metrics are reduced on the ``last`` one.
+
+    ``update_kwargs`` are RLlib's arguments to the learner's ``update`` (``num_epochs``,
+    ``minibatch_size``, ``shuffle_batch_per_epoch``, ``num_total_minibatches``), used as
+    they are, or with ``whole_batch`` as one step on the whole batch per epoch, or with
+    ``num_epochs`` and ``minibatch_size`` replaced (then every data-parallel learner
+    takes as many minibatch steps as the largest module batch of any shard needs).
+
+    Relies on: ``Learner.update`` reduces its metrics unless ``_no_metrics_reduce``,
+    iterates ``num_total_minibatches`` minibatches when > 0 (RLlib's ``LearnerGroup``
+    sets it so that DDP learners step together; DDP's all-reduce hangs otherwise) and
+    passes a ``TrainingData`` batch through unchanged."""
+    kwargs = {k: v for k, v in update_kwargs.items() if k != "_no_metrics_reduce"}
+    if num_epochs is not None:
+        kwargs.pop("num_total_minibatches", None)
+        kwargs.update(num_epochs=num_epochs, minibatch_size=minibatch_size)
+        if data_parallel():
+            rows = max(len(b) for b in policy_batches.values())
+            steps = math.ceil(num_epochs * rows / (minibatch_size or rows))
+            kwargs["num_total_minibatches"] = max_over_learners(steps)
+    elif whole_batch:
+        kwargs.update(minibatch_size=None, num_total_minibatches=0)
+    return rllib_update(
+        training_data=TrainingData(batch=MultiAgentBatch(policy_batches, env_steps)),
+        timesteps=timesteps,
+        _no_metrics_reduce=not last,
+        **kwargs,
+    )
+
+
+def reduce_update_metrics(learner):
+    """The reduced metrics of an update that ended without an RLlib ``update`` (e.g. a
+    trust-region step last).
+
+    Relies on: ``Learner.update`` returns ``self.metrics.reduce()``."""
+    return learner.metrics.reduce()
 
 
 def learner_batch(learner, training_data):

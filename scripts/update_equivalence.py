@@ -32,13 +32,16 @@ def build(name: str, num_learners: int, seed: int):
     from marllib_ext import algos
     from marllib_ext.algos.registry import ALGORITHMS as SPECS
 
-    whole_batch = SPECS[name].settings("toy").minibatch_size is None
+    from marllib_ext.algos.schedule import rllib_phase
+
+    minibatch_key = rllib_phase(SPECS[name].schedule).minibatch_size
+    whole_batch = getattr(SPECS[name].settings("toy"), minibatch_key) is None
     settings = {
         "hyperparam_source": "toy",
         "num_learners": num_learners,
         "num_env_runners": 0,
         "train_batch_size": BATCH,
-        "minibatch_size": None if whole_batch else BATCH // 2,
+        minibatch_key: None if whole_batch else BATCH // 2,
     }
     env = COST_ENV if SPECS[name].capabilities.needs_costs else "toy:coordination"
     share = "individual" if SPECS[name].capabilities.sequential else "all"

@@ -33,7 +33,7 @@ def _helper(spec: AlgoSpec) -> Callable[..., Algo]:
         return Algo(spec.name, hyperparam_source, **overrides)
 
     helper.__name__ = helper.__qualname__ = spec.name
-    helper.__doc__ = f"{spec.description} ({spec.family} pipeline)."
+    helper.__doc__ = f"{spec.description} ({spec.pipeline} pipeline)."
     return helper
 
 

@@ -36,7 +36,20 @@ from marllib_ext.algos.config import (
 )
 from marllib_ext.algos.efx.budget import with_resolved_budget
 from marllib_ext.algos.env_checks import log_contract_breaches, with_episode_end_callback
+from marllib_ext.algos.ppo.phased import with_schedule
 from marllib_ext.algos.progress import ProgressColumn
+from marllib_ext.algos.schedule import (
+    A2C,
+    COMA,
+    CUP,
+    FOCOPS,
+    HAPPO,
+    HATRPO,
+    PPO,
+    TRPO,
+    Schedule,
+    ignored_keys,
+)
 from marllib_ext.envs.batched import BatchedEnvRunner
 from marllib_ext.envs.handle import EnvHandle
 from marllib_ext.errors import ConfigError
@@ -79,16 +92,25 @@ class AlgoSpec:
 
     ``resolve(settings, env)`` fills env-dependent settings (EFX's budget range) before
     the settings travel; ``progress(result)`` gives the values of ``progress_columns``
-    from an RLlib result."""
+    from an RLlib result; ``schedule`` is what one iteration of an on-policy learner
+    does (``None``: the off-policy families' own training step)."""
 
     name: str
-    family: str  # MARLlib pipeline: IL (independent), CC (centralized critic), VD; SA
+    pipeline: str  # MARLlib's pipeline: IL (independent), CC (centralized critic), VD; SA
     settings_class: type
     build: Builder
     capabilities: Capabilities = Capabilities()
     progress_columns: tuple[ProgressColumn, ...] = ()
     progress: Callable[[Mapping[str, Any]], dict[str, float]] = _no_progress
     resolve: Callable[[Any, EnvHandle], Any] = _same_settings
+    schedule: Schedule | None = None
+
+    def ignored_keys(self) -> dict[str, str]:
+        """``{key: reason}``: settings keys that no phase of the schedule reads."""
+        if self.schedule is None:
+            return {}
+        fields = {f.name for f in dataclasses.fields(self.settings_class)}
+        return ignored_keys(self.schedule, fields)
 
     @property
     def description(self) -> str:
@@ -104,6 +126,10 @@ class AlgoSpec:
                     f"unknown hyperparam_source {hyperparam_source!r} for {self.name} "
                     f"(did you mean {close[0]!r}?)"
                 )
+        ignored = self.ignored_keys()
+        for key in overrides or {}:
+            if key in ignored:
+                raise ConfigError(f"{key} is not used by {self.name}: {ignored[key]}")
         values = merged_values(self.name, hyperparam_source)
         values.update(overrides or {})
         return build_settings(
@@ -162,6 +188,8 @@ class AlgoSpec:
         self.check_env(env)
         settings = gaussian_only_settings(self.resolve(settings, env), env)
         config = with_settings(self.build(settings, env, share_policy, seed), settings)
+        if self.schedule is not None:
+            config = with_schedule(config, settings, self.schedule)
         if env.is_multi_agent and env.layout.has_action_masks:
             try:
                 config = with_masked_actors(config, self.name)
@@ -230,8 +258,9 @@ ALGORITHMS: dict[str, AlgoSpec] = {
             PPOSettings,
             ppo.build_ippo,
             Capabilities(multi_agent_only=False),
+            schedule=PPO,
         ),
-        AlgoSpec("mappo", "CC", CentralCriticSettings, ppo.build_mappo),
+        AlgoSpec("mappo", "CC", CentralCriticSettings, ppo.build_mappo, schedule=PPO),
         AlgoSpec(
             "efx_mappo",
             "CC",
@@ -240,8 +269,9 @@ ALGORITHMS: dict[str, AlgoSpec] = {
             EFX_CAPABILITIES,
             resolve=with_resolved_budget,
             **EFX_PROGRESS,
+            schedule=PPO,
         ),
-        AlgoSpec("vdppo", "VD", VDSettings, ppo.build_vdppo),
+        AlgoSpec("vdppo", "VD", VDSettings, ppo.build_vdppo, schedule=PPO),
         AlgoSpec(
             "efx_vdppo",
             "VD",
@@ -250,6 +280,7 @@ ALGORITHMS: dict[str, AlgoSpec] = {
             EFX_CAPABILITIES,
             resolve=with_resolved_budget,
             **EFX_PROGRESS,
+            schedule=PPO,
         ),
         AlgoSpec(
             "ia2c",
@@ -257,29 +288,55 @@ ALGORITHMS: dict[str, AlgoSpec] = {
             ppo.A2CSettings,
             ppo.build_ia2c,
             Capabilities(multi_agent_only=False),
+            schedule=A2C,
         ),
         AlgoSpec(
-            "ipg", "IL", ppo.A2CSettings, ppo.build_ia2c, Capabilities(multi_agent_only=False)
+            "ipg",
+            "IL",
+            ppo.A2CSettings,
+            ppo.build_ia2c,
+            Capabilities(multi_agent_only=False),
+            schedule=A2C,
         ),
-        AlgoSpec("maa2c", "CC", ppo.MAA2CSettings, ppo.build_maa2c),
-        AlgoSpec("vda2c", "VD", ppo.VDA2CSettings, ppo.build_vda2c),
+        AlgoSpec("maa2c", "CC", ppo.MAA2CSettings, ppo.build_maa2c, schedule=A2C),
+        AlgoSpec("vda2c", "VD", ppo.VDA2CSettings, ppo.build_vda2c, schedule=A2C),
         AlgoSpec(
             "coma",
             "CC",
             coma.COMASettings,
             coma.build_coma,
             Capabilities(continuous_actions=False),
+            schedule=COMA,
         ),
-        AlgoSpec("happo", "CC", CentralCriticSettings, happo.build_happo, SEQUENTIAL),
-        AlgoSpec("itrpo", "IL", trust_region.ITRPOSettings, trust_region.build_itrpo, **TR),
-        AlgoSpec("matrpo", "CC", trust_region.MATRPOSettings, trust_region.build_matrpo, **TR),
-        AlgoSpec("hatrpo", "CC", trust_region.MATRPOSettings, trust_region.build_hatrpo, **TR_SEQ),
+        AlgoSpec(
+            "happo", "CC", CentralCriticSettings, happo.build_happo, SEQUENTIAL, schedule=HAPPO
+        ),
+        AlgoSpec(
+            "itrpo", "IL", trust_region.ITRPOSettings, trust_region.build_itrpo, **TR, schedule=TRPO
+        ),
+        AlgoSpec(
+            "matrpo",
+            "CC",
+            trust_region.MATRPOSettings,
+            trust_region.build_matrpo,
+            **TR,
+            schedule=TRPO,
+        ),
+        AlgoSpec(
+            "hatrpo",
+            "CC",
+            trust_region.MATRPOSettings,
+            trust_region.build_hatrpo,
+            **TR_SEQ,
+            schedule=HATRPO,
+        ),
         AlgoSpec(
             "efx_hatrpo",
             "CC",
             efx.EFXTrustRegionSettings,
             efx.build_efx_hatrpo,
             **EFX_TRUST_REGION,
+            schedule=HATRPO,
         ),
         AlgoSpec(
             "efx_happo",
@@ -289,11 +346,26 @@ ALGORITHMS: dict[str, AlgoSpec] = {
             dataclasses.replace(EFX_CAPABILITIES, sequential=True),
             resolve=with_resolved_budget,
             **EFX_PROGRESS,
+            schedule=HAPPO,
         ),
-        AlgoSpec("mappo_lag", "CC", safe.LagSettings, safe.build_mappo_lag, **SAFE),
-        AlgoSpec("mappo_pid_lag", "CC", safe.PIDLagSettings, safe.build_mappo_pid_lag, **SAFE),
-        AlgoSpec("mappo_cup", "CC", safe.CUPSettings, safe.build_mappo_cup, **SAFE),
-        AlgoSpec("mappo_focops", "CC", safe.FOCOPSSettings, safe.build_mappo_focops, **SAFE),
+        AlgoSpec("mappo_lag", "CC", safe.LagSettings, safe.build_mappo_lag, **SAFE, schedule=PPO),
+        AlgoSpec(
+            "mappo_pid_lag",
+            "CC",
+            safe.PIDLagSettings,
+            safe.build_mappo_pid_lag,
+            **SAFE,
+            schedule=PPO,
+        ),
+        AlgoSpec("mappo_cup", "CC", safe.CUPSettings, safe.build_mappo_cup, **SAFE, schedule=CUP),
+        AlgoSpec(
+            "mappo_focops",
+            "CC",
+            safe.FOCOPSSettings,
+            safe.build_mappo_focops,
+            **SAFE,
+            schedule=FOCOPS,
+        ),
         AlgoSpec(
             "sac_roer",
             "SA",

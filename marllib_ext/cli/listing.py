@@ -60,7 +60,7 @@ def algorithm_table_markdown() -> str:
         replay = "off-policy" if spec.capabilities.off_policy else "on-policy"
         description = spec.description.replace("|", "\\|")
         lines.append(
-            f"| `{name}` | {spec.family} | {_actions(spec.capabilities)} | {replay} | "
+            f"| `{name}` | {spec.pipeline} | {_actions(spec.capabilities)} | {replay} | "
             f"{description} |"
         )
     return "\n".join(lines)
@@ -80,7 +80,7 @@ def cmd_list(args: argparse.Namespace) -> int:
     print("algorithms:")
     width = max(map(len, ALGORITHMS))
     for name, spec in ALGORITHMS.items():
-        print(f"  {name:<{width}} {spec.family:<3} {spec.description}")
+        print(f"  {name:<{width}} {spec.pipeline:<3} {spec.description}")
     print("envs:")
     for name, spec in list_envs().items():
         info = spec.policy_mapping

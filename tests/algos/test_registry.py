@@ -71,7 +71,7 @@ def test_builds_and_validates_rllib_config(name, env_name):
     config = algos.get(name, **overrides).rllib_config(env, share_policy=share, seed=1)
     assert isinstance(config, AlgorithmConfig)
     config.validate()
-    if algos.ALGORITHMS[name].family in ("CC", "VD") and not capabilities.off_policy:
+    if algos.ALGORITHMS[name].pipeline in ("CC", "VD") and not capabilities.off_policy:
         teams = env.layout.teams
         critics = [critic_module_id(t if len(teams) > 1 else None) for t in teams]
         assert CRITIC_MODULE_ID in critics or len(teams) > 1

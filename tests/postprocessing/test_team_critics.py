@@ -128,7 +128,7 @@ def test_a_single_team_algorithm_refuses_mixed_envs_before_anything_starts():
     [
         n
         for n in algos.algorithms_that(multi_team=True, off_policy=False)
-        if algos.ALGORITHMS[n].family in ("CC", "VD")
+        if algos.ALGORITHMS[n].pipeline in ("CC", "VD")
     ],
 )
 def test_joint_critic_algorithms_build_one_critic_per_team_on_simple_tag(name):

@@ -5,8 +5,10 @@ The learner-only critic ``Q(s, a_{-i}, i)`` outputs one value per action of agen
 actors train on ``A_i = Q(s, a)[a_i] - sum_a' pi_i(a'|o_i) Q(s, (a_{-i}, a'))``
 (``ops.coma``), and the critic on TD(lambda) targets of the team reward.
 
-The actors take A2C's one step per batch; the critic takes ``critic_epochs`` passes in
-minibatches of ``critic_minibatch_size`` rows. With one Adam step per batch the critic
+The schedule (:data:`marllib_ext.algos.schedule.COMA`): the critic takes
+``critic_epochs`` passes in minibatches of ``critic_minibatch_size`` rows, then the
+actors A2C's one step, on the same batch (the advantages were computed from the critic
+before either). With one Adam step per batch the critic
 cannot follow its targets (team returns of -45..-80 on simple_spread; after 25 steps its
 ``Q_taken`` mean was -0.4), its action values stay noise, and the policy collapsed
 below random after 120k steps."""
@@ -17,13 +19,12 @@ from dataclasses import dataclass
 
 import numpy as np
 import torch
-from ray.rllib.algorithms.ppo.torch.ppo_torch_learner import PPOTorchLearner
 from ray.rllib.core.columns import Columns
 from ray.rllib.core.learner.learner import VF_LOSS_KEY
 from ray.rllib.utils.annotations import override
 from ray.rllib.utils.metrics.metrics_logger import MetricsLogger
 
-from marllib_ext.algos.config import Check, divisible_by_learners, learner_share
+from marllib_ext.algos.config import Check, divisible_by_learners
 from marllib_ext.algos.ppo.a2c import MAA2CSettings, a2c_actor_loss
 from marllib_ext.algos.ppo.learners import JointCriticPPOLearner, masked_value_loss
 from marllib_ext.ops.coma import (
@@ -33,9 +34,8 @@ from marllib_ext.ops.coma import (
     team_q_fill,
 )
 from marllib_ext.policies.coma_critic import COMA_INPUTS, Q_VALUES
-from marllib_ext.policies.joint_critic import is_critic_module
 from marllib_ext.postprocessing.joint_advantage import JointAdvantageConnector
-from marllib_ext.rllib_compat import learner_batch, plain_module
+from marllib_ext.rllib_compat import plain_module
 
 COMA_ADVANTAGE_MEAN = "coma_advantage_mean"
 COMA_ADVANTAGE_STD = "coma_advantage_std"
@@ -141,30 +141,6 @@ class COMALearner(JointCriticPPOLearner):
     of ``Q(s, a_{-i}, i)[a_i]`` against the TD(lambda) targets."""
 
     advantage_connector_class = COMAAdvantageConnector
-
-    @override(PPOTorchLearner)
-    def update(self, *args, training_data=None, timesteps=None, **kwargs):
-        """The critic's ``critic_epochs`` passes, then the actors' one step, on the
-        same batch (the advantages were computed from the critic before either)."""
-        batch = learner_batch(self, training_data)
-        critics = {m: b for m, b in batch.policy_batches.items() if is_critic_module(m)}
-        actors = {m: b for m, b in batch.policy_batches.items() if m not in critics}
-        env_steps = batch.env_steps()
-        # RLlib's minibatches count rows per module; null: the critic's whole batch.
-        # Each data-parallel learner takes its share, as with minibatch_size.
-        minibatch_size = learner_share(
-            self.settings.critic_minibatch_size, self.settings.num_learners
-        ) or max(map(len, critics.values()))
-        self.update_modules(
-            critics,
-            env_steps,
-            timesteps,
-            kwargs,
-            last=False,
-            num_epochs=self.settings.critic_epochs,
-            minibatch_size=minibatch_size,
-        )
-        return self.update_modules(actors, env_steps, timesteps, kwargs, last=True)
 
     @override(JointCriticPPOLearner)
     def actor_loss(self, *, module_id, config, batch, fwd_out) -> torch.Tensor:

@@ -31,10 +31,7 @@ from marllib_ext.algos.efx.outer_loop import (
     progress,
 )
 from marllib_ext.algos.efx.settings import EFXSettings, EFXTrustRegionSettings, EFXVDSettings
-from marllib_ext.legacy_paths import legacy_getattr
 from marllib_ext.postprocessing.efx_advantage import EFXVDJointAdvantageConnector
-
-__getattr__ = legacy_getattr(__name__)  # names of the flat layout's module, for checkpoints
 
 __all__ = [
     "PROGRESS_COLUMNS",

@@ -3,16 +3,12 @@ updated one policy after another with the factor ``M`` (``ops.happo``)."""
 
 from marllib_ext.algos.happo.builders import build_happo, check_heterogeneous
 from marllib_ext.algos.happo.learner import (
-    FACTOR_MEAN,
-    HAPPO_FACTOR,
-    TEAM_ROW,
     HAPPOAdvantageConnector,
     HAPPOLearner,
     TeamRowColumn,
 )
-from marllib_ext.legacy_paths import legacy_getattr
-
-__getattr__ = legacy_getattr(__name__)  # names of the flat layout's module, for checkpoints
+from marllib_ext.algos.ppo.phased import FACTOR_MEAN, TEAM_ROW
+from marllib_ext.algos.schedule import HAPPO_FACTOR
 
 __all__ = [
     "FACTOR_MEAN",

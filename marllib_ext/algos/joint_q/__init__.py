@@ -5,9 +5,6 @@ PyMARL). ``settings`` holds the YAML fields, ``learners`` the per-algorithm team
 from marllib_ext.algos.joint_q.builders import build_iql, build_qmix, build_vdn
 from marllib_ext.algos.joint_q.learners import IQLLearner, MixedQLearner, QMIXLearner, VDNLearner
 from marllib_ext.algos.joint_q.settings import JointQSettings
-from marllib_ext.legacy_paths import legacy_getattr
-
-__getattr__ = legacy_getattr(__name__)
 
 __all__ = [
     "IQLLearner",

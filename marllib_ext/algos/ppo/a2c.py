@@ -17,13 +17,13 @@ from marllib_ext.algos.config import CentralCriticSettings, Check, PPOSettings, 
 from marllib_ext.algos.ppo.builders import build_ippo, build_mappo, build_vdppo
 from marllib_ext.algos.ppo.learners import (
     JointCriticPPOLearner,
+    PPOLearner,
     VDPPOLearner,
-    WholeBatchSteps,
     masked_mean,
     own_value_loss,
 )
 from marllib_ext.ops.a2c import a2c_policy_loss
-from marllib_ext.rllib_compat import SameModuleOrderOnEveryLearner, plain_module
+from marllib_ext.rllib_compat import plain_module
 
 
 @dataclass(frozen=True)
@@ -78,7 +78,7 @@ def a2c_actor_loss(learner, module_id, batch, fwd_out) -> torch.Tensor:
     return mean(per_sample)
 
 
-class IA2CLearner(SameModuleOrderOnEveryLearner, WholeBatchSteps, PPOTorchLearner):
+class IA2CLearner(PPOLearner):
     """Independent A2C: each policy's own value head and GAE (RLlib's PPO pipeline),
     A2C's actor loss plus ``vf_loss_coeff`` times the value loss (squared error clamped
     at ``vf_clip_param`` as in RLlib's PPO)."""

@@ -34,13 +34,9 @@ DDP_KWARGS = {"static_graph": True}
 
 
 def base_ppo_config(settings: PPOSettings, env: EnvHandle, *, seed: int | None) -> PPOConfig:
-    """RLlib ``PPOConfig`` carrying the PPO core and sampling settings."""
-    per_learner_batch = learner_share(settings.train_batch_size, settings.num_learners)
-    minibatch_size = learner_share(settings.minibatch_size, settings.num_learners)
-    if minibatch_size is None and settings.num_learners > 1:
-        # RLlib's sharding needs an int to count minibatches; the learners
-        # (``WholeBatchSteps``) still take whole-batch steps.
-        minibatch_size = per_learner_batch
+    """RLlib ``PPOConfig`` carrying the PPO core and sampling settings; the optimizer's
+    ``lr`` and the epochs and minibatches come from the algorithm's schedule
+    (:func:`marllib_ext.algos.ppo.phased.with_schedule`)."""
     return (
         PPOConfig()
         .environment(env.register_with_rllib(), env_config=dict(env.env_args))
@@ -58,7 +54,6 @@ def base_ppo_config(settings: PPOSettings, env: EnvHandle, *, seed: int | None) 
         # explicit because our runs rely on it).
         .fault_tolerance(restart_failed_env_runners=True)
         .training(
-            lr=settings.lr,
             gamma=settings.gamma,
             lambda_=settings.lambda_,
             clip_param=settings.clip_param,
@@ -71,9 +66,9 @@ def base_ppo_config(settings: PPOSettings, env: EnvHandle, *, seed: int | None) 
             grad_clip=settings.grad_clip,
             grad_clip_by="global_norm",
             # train_batch_size: env steps of the whole iteration; each learner its share.
-            train_batch_size_per_learner=per_learner_batch,
-            minibatch_size=minibatch_size,
-            num_epochs=settings.num_epochs,
+            train_batch_size_per_learner=learner_share(
+                settings.train_batch_size, settings.num_learners
+            ),
         )
         .debugging(seed=seed)
     )

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import math
 from typing import Any
 
 import torch
@@ -11,24 +10,15 @@ from ray.rllib.algorithms.ppo.torch.ppo_torch_learner import PPOTorchLearner
 from ray.rllib.connectors.learner import GeneralAdvantageEstimation
 from ray.rllib.core.columns import Columns
 from ray.rllib.core.learner.learner import VF_LOSS_KEY
-from ray.rllib.core.learner.training_data import TrainingData
-from ray.rllib.policy.sample_batch import MultiAgentBatch
 from ray.rllib.utils.annotations import override
 from ray.rllib.utils.torch_utils import explained_variance
 
+from marllib_ext.algos.ppo.phased import PhasedLearner
 from marllib_ext.policies.joint_critic import ACTOR_MODULES, is_critic_module
 from marllib_ext.policies.vd_critic import AGENT_VALUE_SPREAD
 from marllib_ext.postprocessing.joint_advantage import JointAdvantageConnector
 from marllib_ext.postprocessing.vd_advantage import VDJointAdvantageConnector
-from marllib_ext.rllib_compat import (
-    SameModuleOrderOnEveryLearner,
-    connectors_of,
-    data_parallel,
-    learner_connector,
-    max_over_learners,
-    plain_module,
-    settings_of,
-)
+from marllib_ext.rllib_compat import connectors_of, learner_connector, plain_module
 
 # Detached critic outputs logged as they are.
 CRITIC_DIAGNOSTICS = (AGENT_VALUE_SPREAD,)
@@ -79,24 +69,12 @@ def masked_mean(batch) -> Any:
     return torch.mean
 
 
-class WholeBatchSteps:
-    """Learner mixin (list it before the RLlib learner): with ``minibatch_size: null``
-    every epoch is one step on the learner's whole batch, whatever RLlib's data-parallel
-    sharding asked for (it needs an int minibatch size to count minibatches; the
-    builder then passes the per-learner batch size, unused here)."""
-
-    @override(PPOTorchLearner)
-    def update(self, *args, **kwargs):
-        if settings_of(self.config).minibatch_size is None:
-            kwargs = {**kwargs, "minibatch_size": None, "num_total_minibatches": 0}
-        return super().update(*args, **kwargs)
+class PPOLearner(PhasedLearner):
+    """RLlib's PPO learner (``ippo``) on its schedule (``minibatch_size: null``: one
+    step on the whole batch per epoch)."""
 
 
-class PPOLearner(SameModuleOrderOnEveryLearner, WholeBatchSteps, PPOTorchLearner):
-    """RLlib's PPO learner (``ippo``), whole-batch steps with ``minibatch_size: null``."""
-
-
-class JointCriticPPOLearner(SameModuleOrderOnEveryLearner, WholeBatchSteps, PPOTorchLearner):
+class JointCriticPPOLearner(PhasedLearner):
     """PPO with one learner-only joint critic module shared by all actor modules.
 
     The actors' own value heads are unused (``use_critic=False``); the critic module is
@@ -116,7 +94,6 @@ class JointCriticPPOLearner(SameModuleOrderOnEveryLearner, WholeBatchSteps, PPOT
     @override(PPOTorchLearner)
     def build(self) -> None:
         super().build()
-        self.settings = settings_of(self.config)
         pipeline = learner_connector(self)
         pipeline.remove(GeneralAdvantageEstimation)
         # One advantage connector per joint critic (one per team); each writes its own
@@ -144,41 +121,6 @@ class JointCriticPPOLearner(SameModuleOrderOnEveryLearner, WholeBatchSteps, PPOT
         """This learner's advantage connector(s) (of ``connector_class``, if given)."""
         return connectors_of(
             learner_connector(self), connector_class or self.advantage_connector_class
-        )
-
-    def update_modules(
-        self,
-        policy_batches: dict,
-        env_steps: int,
-        timesteps,
-        kwargs: dict,
-        *,
-        last: bool,
-        **schedule,
-    ):
-        """One RLlib ``update`` (its epochs and minibatches) on these modules' rows only,
-        for learners that update parts of one batch in turn; metrics are reduced on the
-        ``last`` part. ``schedule`` (``num_epochs``, ``minibatch_size``) replaces the
-        configured one and RLlib's minibatch count."""
-        replaced = {"_no_metrics_reduce", *schedule}
-        if schedule:
-            replaced.add("num_total_minibatches")
-            if data_parallel():
-                # DDP's all-reduce needs the same number of minibatch steps on every
-                # learner: as many as the largest module batch of any shard takes.
-                rows = max(len(b) for b in policy_batches.values())
-                size = schedule.get("minibatch_size") or rows
-                steps = math.ceil(schedule.get("num_epochs", 1) * rows / size)
-                kwargs = {**kwargs, "num_total_minibatches": max_over_learners(steps)}
-                replaced.discard("num_total_minibatches")
-        # An explicit schedule is not the configured one: skip WholeBatchSteps for it.
-        update = super().update if not schedule else super(WholeBatchSteps, self).update
-        return update(
-            training_data=TrainingData(batch=MultiAgentBatch(policy_batches, env_steps)),
-            timesteps=timesteps,
-            _no_metrics_reduce=not last,
-            **schedule,
-            **{k: v for k, v in kwargs.items() if k not in replaced},
         )
 
     @override(PPOTorchLearner)

@@ -1,60 +1,38 @@
-"""``mappo_cup``: each update is PPO on the reward advantage, then a projection pass
+"""``mappo_cup``: each update is PPO on the reward advantage, then a projection phase
 on the cost advantage (SafePO's CUP)."""
 
 from __future__ import annotations
 
 import torch
-from ray.rllib.algorithms.ppo.torch.ppo_torch_learner import PPOTorchLearner
 from ray.rllib.core.columns import Columns
-from ray.rllib.core.learner.training_data import TrainingData
-from ray.rllib.policy.sample_batch import MultiAgentBatch, SampleBatch
+from ray.rllib.policy.sample_batch import SampleBatch
 from ray.rllib.utils.annotations import override
 
 from marllib_ext.algos.ppo.learners import masked_mean
 from marllib_ext.algos.safe.learner import SafeJointCriticLearner, ratio_kl_entropy
 from marllib_ext.ops.lagrange import cup_coefficient, cup_projection_loss
-from marllib_ext.policies.joint_critic import is_critic_module
 from marllib_ext.postprocessing.cost_advantage import COST_ADVANTAGES
-from marllib_ext.rllib_compat import CapturesTrainBatch, plain_module
+from marllib_ext.rllib_compat import plain_module
 
 CUP_REFERENCE_DIST_INPUTS = "cup_reference_action_dist_inputs"
 
 
-class CUPLearner(CapturesTrainBatch, SafeJointCriticLearner):
-    """Each update is PPO on ``A_r`` (actors and critic), then a projection pass over the
-    same batch (actors only) minimizing ``lam * coef * ratio * A_c + KL(pi ||
-    pi_after_step_1)``, ``coef = (1 - gamma * cup_lambda) / (1 - gamma)``."""
+class CUPLearner(SafeJointCriticLearner):
+    """The schedule (:data:`marllib_ext.algos.schedule.CUP`): PPO on ``A_r`` (actors and
+    critic), then a projection phase over the same batch (actors only) minimizing
+    ``lam * coef * ratio * A_c + KL(pi || pi_after_step_1)``,
+    ``coef = (1 - gamma * cup_lambda) / (1 - gamma)``."""
 
     advantage_mode = "reward"
-    _projecting = False
 
     @override(SafeJointCriticLearner)
     def build(self) -> None:
         super().build()
         self.cup_coefficient = cup_coefficient(self.settings.gamma, self.settings.cup_lambda)
 
-    @override(PPOTorchLearner)
-    def update(self, *args, training_data=None, timesteps=None, **kwargs):
-        self._projecting = False
-        super().update(
-            *args,
-            training_data=training_data,
-            timesteps=timesteps,
-            _no_metrics_reduce=True,
-            **kwargs,
-        )
-        projection = self._projection_batch(self.last_train_batch)
-        self.last_train_batch = None
-        self._projecting = True
-        try:
-            return super().update(
-                training_data=TrainingData(batch=projection), timesteps=timesteps, **kwargs
-            )
-        finally:
-            self._projecting = False
-
-    def _projection_batch(self, batch: MultiAgentBatch) -> MultiAgentBatch:
-        """The actors' rows plus the post-step-1 policy's action-distribution inputs."""
+    def projection_step(self, phase, module_batches: dict, context):
+        """The phase's SGD epochs on the projection loss: the actors' rows plus the
+        action-distribution inputs of the policy the previous phase left."""
         columns = (
             Columns.OBS,
             Columns.ACTIONS,
@@ -62,20 +40,18 @@ class CUPLearner(CapturesTrainBatch, SafeJointCriticLearner):
             COST_ADVANTAGES,
             Columns.LOSS_MASK,
         )
-        policy_batches = {}
-        for module_id, module_batch in batch.policy_batches.items():
-            if is_critic_module(module_id):
-                continue
+        projection = {}
+        for module_id, module_batch in module_batches.items():
             data = {c: module_batch[c] for c in columns if c in module_batch}
             with torch.no_grad():
                 out = plain_module(self.module, module_id).forward_train(dict(data))
             data[CUP_REFERENCE_DIST_INPUTS] = out[Columns.ACTION_DIST_INPUTS].detach()
-            policy_batches[module_id] = SampleBatch(data)
-        return MultiAgentBatch(policy_batches, env_steps=batch.env_steps())
+            projection[module_id] = SampleBatch(data)
+        return self.sgd_step(phase, projection, context)
 
     @override(SafeJointCriticLearner)
     def actor_loss(self, *, module_id, config, batch, fwd_out) -> torch.Tensor:
-        if not self._projecting:
+        if CUP_REFERENCE_DIST_INPUTS not in batch:
             return super().actor_loss(
                 module_id=module_id, config=config, batch=batch, fwd_out=fwd_out
             )

@@ -25,9 +25,6 @@ from marllib_ext.algos.team_replay.specs import (
     team_replay_config,
     team_replay_layout,
 )
-from marllib_ext.legacy_paths import legacy_getattr
-
-__getattr__ = legacy_getattr(__name__)
 
 __all__ = [
     "EPISODES_SAMPLED",

@@ -1,10 +1,10 @@
 """Trust-region learners: ``itrpo`` (independent), ``matrpo`` (MAPPO's central critic)
 and ``hatrpo`` (HAPPO's order and factor ``M``).
 
-Each ``update``: the learner connector builds the batch once (GAE, or MAPPO's team GAE);
-every actor policy takes one trust-region step on its whole batch
-(:mod:`marllib_ext.ops.trust_region`); then the value functions take their epochs of
-SGD (``lr``, ``num_epochs``, ``minibatch_size``) on the same batch.
+Their schedules (:data:`marllib_ext.algos.schedule.TRPO`, ``HATRPO``): every actor
+policy takes one trust-region step on its whole batch (:mod:`marllib_ext.ops.trust_region`),
+then the value functions take their epochs of SGD (``critic_lr``, ``critic_epochs``,
+``critic_minibatch_size``) on the same batch.
 
 The step maximizes the surrogate ``L = mean(r * A)`` (``r = pi / pi_old`` of the taken
 action, no entropy term, as in TRPO) subject to ``mean KL(pi_old || pi) <= delta``
@@ -17,15 +17,15 @@ from __future__ import annotations
 import time
 from typing import Any
 
-import numpy as np
 import torch
 from ray.rllib.algorithms.ppo.torch.ppo_torch_learner import PPOTorchLearner
 from ray.rllib.core.columns import Columns
-from ray.rllib.core.learner.training_data import TrainingData
 from ray.rllib.utils.annotations import override
 
-from marllib_ext.algos.happo.learner import FACTOR_MEAN, HAPPOLearner
+from marllib_ext.algos.happo.learner import HAPPOAdvantageConnector
 from marllib_ext.algos.ppo.learners import JointCriticPPOLearner, PPOLearner, own_value_loss
+from marllib_ext.algos.ppo.phased import FACTOR_MEAN
+from marllib_ext.algos.schedule import HAPPO_FACTOR
 from marllib_ext.ops.trust_region import (
     backtracking_line_search,
     conjugate_gradient,
@@ -33,13 +33,7 @@ from marllib_ext.ops.trust_region import (
     flat,
     max_step_size,
 )
-from marllib_ext.policies.joint_critic import is_critic_module
-from marllib_ext.rllib_compat import (
-    learner_batch,
-    plain_module,
-    settings_of,
-    sum_over_learners,
-)
+from marllib_ext.rllib_compat import plain_module, sum_over_learners
 
 # Per actor module, logged each iteration (window 1).
 KL_AFTER_STEP = "tr_kl"  # mean KL(pi_old || pi) after the step (0 when rejected)
@@ -81,9 +75,20 @@ def policy_parameters(module) -> list[torch.nn.Parameter]:
 
 
 class TrustRegionActors:
-    """Learner mixin: the whole-batch trust-region step of one actor module."""
+    """Learner mixin: the ``trust_region`` step kind, one whole-batch trust-region step
+    per actor module of the phase."""
 
-    def trust_region_step(
+    def trust_region_step(self, phase, module_batches: dict, context) -> None:
+        """Each module's step on its rows, advantages weighted by the phase's
+        ``HAPPO_FACTOR`` column where it wrote one."""
+        for module_id, module_batch in module_batches.items():
+            columns = dict(module_batch)
+            factor = columns.get(HAPPO_FACTOR)
+            if factor is not None:
+                self.metrics.log_value((module_id, FACTOR_MEAN), factor.mean(), window=1)
+            self.trust_region_module_step(module_id, columns, factor=factor)
+
+    def trust_region_module_step(
         self, module_id: str, batch: dict[str, Any], factor: torch.Tensor | None = None
     ) -> dict[str, float]:
         """One step of ``module_id`` on ``batch`` (its whole batch), the advantages
@@ -102,7 +107,7 @@ class TrustRegionActors:
         share = global_mean_share(batch)
         actions, old_logp = batch[Columns.ACTIONS], batch[Columns.ACTION_LOGP]
 
-        def surrogate_and_kl(dist_inputs):
+        def surrogate_and_dist(dist_inputs):
             dist = dist_class.from_logits(dist_inputs)
             surrogate = share(torch.exp(dist.logp(actions) - old_logp) * advantages)
             return surrogate, dist
@@ -111,7 +116,7 @@ class TrustRegionActors:
         # mean over every learner's rows; summing the shares (and the gradients and
         # Fisher-vector products taken from them) gives every learner the same step.
         dist_inputs = module.forward_train(dict(batch))[Columns.ACTION_DIST_INPUTS]
-        surrogate, dist = surrogate_and_kl(dist_inputs)
+        surrogate, dist = surrogate_and_dist(dist_inputs)
         gradient = sum_over_learners(
             flat(
                 torch.autograd.grad(surrogate, params, retain_graph=True, allow_unused=True),
@@ -133,7 +138,7 @@ class TrustRegionActors:
         def evaluate() -> tuple[float, float]:
             with torch.no_grad():
                 new_inputs = module.forward_train(dict(batch))[Columns.ACTION_DIST_INPUTS]
-                new_surrogate, new_dist = surrogate_and_kl(new_inputs)
+                new_surrogate, new_dist = surrogate_and_dist(new_inputs)
                 totals = sum_over_learners(
                     torch.stack([new_surrogate, share(sampled.kl(new_dist))]).double()
                 )
@@ -169,21 +174,6 @@ class ITRPOLearner(TrustRegionActors, PPOLearner):
     a trust-region step, then the value heads their SGD epochs (value loss only)."""
 
     @override(PPOTorchLearner)
-    def build(self) -> None:
-        super().build()
-        self.settings = settings_of(self.config)
-
-    @override(PPOTorchLearner)
-    def update(self, *args, training_data=None, timesteps=None, **kwargs):
-        batch = learner_batch(self, training_data)
-        for module_id in sorted(batch.policy_batches):
-            self.trust_region_step(module_id, dict(batch.policy_batches[module_id]))
-        # The value heads' epochs on the same batch (the connector ran once).
-        return super().update(
-            *args, training_data=TrainingData(batch=batch), timesteps=timesteps, **kwargs
-        )
-
-    @override(PPOTorchLearner)
     def compute_loss_for_module(self, *, module_id, config, batch, fwd_out):
         # The actor's outputs enter with weight 0: with data-parallel learners DDP's
         # static graph expects every parameter of the wrapped forward in every loss
@@ -196,47 +186,9 @@ class MATRPOLearner(TrustRegionActors, JointCriticPPOLearner):
     """MATRPO: trust-region actors on the joint critic's team advantages; the critics
     take their SGD epochs after the actors' steps."""
 
-    @override(PPOTorchLearner)
-    def update(self, *args, training_data=None, timesteps=None, **kwargs):
-        batch = learner_batch(self, training_data)
-        critics = sorted(m for m in batch.policy_batches if is_critic_module(m))
-        self.before_actor_steps(batch, critics)
-        for module_id in self.actor_order(batch):
-            self.step_actor(module_id, batch)
-        return self.update_modules(
-            {c: batch.policy_batches[c] for c in critics},
-            batch.env_steps(),
-            timesteps,
-            kwargs,
-            last=True,
-        )
 
-    def before_actor_steps(self, batch, critics: list[str]) -> None:
-        """Hook run once per update before the actors' steps; nothing here."""
+class HATRPOLearner(MATRPOLearner):
+    """HATRPO: MATRPO's steps in a drawn order, each weighted by HAPPO's factor ``M``
+    (the team-row column comes from HAPPO's advantage connector)."""
 
-    def actor_order(self, batch) -> list[str]:
-        return sorted(m for m in batch.policy_batches if not is_critic_module(m))
-
-    def step_actor(self, module_id: str, batch) -> None:
-        self.trust_region_step(module_id, dict(batch.policy_batches[module_id]))
-
-
-class HATRPOLearner(MATRPOLearner, HAPPOLearner):
-    """HATRPO: the actors step one after another in a random order drawn each
-    iteration, each surrogate's advantage weighted by the factor ``M`` of the policies
-    of its team already updated (HAPPO's ``ops.happo``)."""
-
-    @override(MATRPOLearner)
-    def before_actor_steps(self, batch, critics: list[str]) -> None:
-        # Per team row, the log of M: the log ratios of the policies stepped so far.
-        self._log_factors = {c: np.zeros(len(batch.policy_batches[c])) for c in critics}
-
-    def actor_order(self, batch) -> list[str]:
-        return self.draw_order(super().actor_order(batch))
-
-    def step_actor(self, module_id: str, batch) -> None:
-        module_batch = dict(batch.policy_batches[module_id])
-        factor = self.factor_of(module_id, module_batch, self._log_factors)
-        self.metrics.log_value((module_id, FACTOR_MEAN), factor.mean(), window=1)
-        self.trust_region_step(module_id, module_batch, factor=factor)
-        self.record_update(module_id, module_batch, self._log_factors)
+    advantage_connector_class = HAPPOAdvantageConnector

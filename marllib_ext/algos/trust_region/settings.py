@@ -5,13 +5,20 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from marllib_ext.algos.config import CentralCriticSettings, Check, PPOSettings
+from marllib_ext.algos.config import (
+    CentralCriticSettings,
+    Check,
+    PPOSettings,
+    divisible_by_learners,
+)
 
 
 @dataclass(frozen=True)
 class TrustRegionFields:
-    """The actor step's keys. ``lr``, ``num_epochs`` and ``minibatch_size`` are the
-    value function's (the actors take no optimizer step); ``clip_param`` is unused."""
+    """The actor step's keys and the value functions' SGD (HARL's ``critic_lr`` and
+    ``critic_epoch``); the actors take no optimizer step, so PPO's ``lr``,
+    ``num_epochs``, ``minibatch_size``, ``clip_param``, ``entropy_coeff`` and KL keys
+    are refused (:func:`marllib_ext.algos.schedule.ignored_keys`)."""
 
     kl_threshold: float  # delta: the mean KL the step may reach
     cg_iterations: int
@@ -19,9 +26,28 @@ class TrustRegionFields:
     backtrack_coef: float
     line_search_steps: int
     accept_ratio: float
+    critic_lr: float
+    critic_epochs: int
+    critic_minibatch_size: int | None  # null: one step on the whole batch per epoch
 
     def checks(self) -> list[Check]:
         return [
+            (self.critic_lr > 0, "critic_lr", "must be > 0"),
+            (self.critic_epochs > 0, "critic_epochs", "must be > 0"),
+            (
+                self.critic_minibatch_size is None
+                or 0 < self.critic_minibatch_size <= self.train_batch_size,
+                "critic_minibatch_size",
+                f"must be in (0, train_batch_size={self.train_batch_size}] or null",
+            ),
+            *divisible_by_learners(self, "critic_minibatch_size"),
+            (
+                self.critic_minibatch_size is not None
+                or self.num_learners <= 1
+                or self.critic_epochs == 1,
+                "critic_minibatch_size",
+                "null (whole-batch steps) with num_learners > 1 needs critic_epochs: 1",
+            ),
             (self.kl_threshold > 0, "kl_threshold", "must be > 0"),
             (self.cg_iterations >= 1, "cg_iterations", "must be >= 1"),
             (self.cg_damping >= 0, "cg_damping", "must be >= 0"),

@@ -1,0 +1,226 @@
+"""The one update loop of the on-policy learners: the learner connector builds the
+iteration's batch once, then the algorithm's declared schedule
+(:mod:`marllib_ext.algos.schedule`) runs phase after phase on it."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+import torch
+from ray.rllib.algorithms.ppo.torch.ppo_torch_learner import PPOTorchLearner
+from ray.rllib.core.columns import Columns
+from ray.rllib.policy.sample_batch import SampleBatch
+from ray.rllib.utils.annotations import override
+
+from marllib_ext.algos.config import learner_share
+from marllib_ext.algos.schedule import (
+    ACTORS,
+    ALL,
+    DRAWN,
+    HAPPO_FACTOR,
+    SORTED,
+    TOGETHER,
+    Phase,
+    Schedule,
+    rllib_phase,
+)
+from marllib_ext.ops.happo import team_row_log_ratio
+from marllib_ext.policies.joint_critic import is_critic_module
+from marllib_ext.rllib_compat import (
+    SameModuleOrderOnEveryLearner,
+    first_learners_array,
+    learner_batch,
+    learner_value,
+    plain_module,
+    reduce_update_metrics,
+    settings_of,
+    update_on_part,
+    with_learner_value,
+)
+
+# learner_config_dict entry that carries the algorithm's schedule.
+SCHEDULE_KEY = "marllib_ext_schedule"
+# Actor batch columns: each row's env-step index in its team batch, and the row's M.
+TEAM_ROW = "happo_team_row"
+FACTOR_MEAN = "happo_factor_mean"
+
+
+def with_schedule(config, settings: Any, schedule: Schedule):
+    """``config`` carrying ``schedule``, with RLlib's ``lr``, ``num_epochs`` and
+    ``minibatch_size`` read from the keys of its first SGD phase (each learner's share
+    of the minibatch; with several learners and whole-batch steps, RLlib's sharding
+    still needs an int to count minibatches: the learner's batch share, unused)."""
+    phase = rllib_phase(schedule)
+    per_learner_batch = learner_share(settings.train_batch_size, settings.num_learners)
+    minibatch_size = learner_share(getattr(settings, phase.minibatch_size), settings.num_learners)
+    if minibatch_size is None and settings.num_learners > 1:
+        minibatch_size = per_learner_batch
+    config.training(
+        lr=getattr(settings, phase.lr),
+        num_epochs=getattr(settings, phase.epochs),
+        minibatch_size=minibatch_size,
+    )
+    return with_learner_value(config, SCHEDULE_KEY, schedule)
+
+
+class PhasedLearner(SameModuleOrderOnEveryLearner, PPOTorchLearner):
+    """Runs the schedule its config carries. A phase's step kind ``k`` is the method
+    ``k_step(phase, module_batches, context)``; a family with a new kind of step adds
+    that method, not an ``update`` override."""
+
+    @override(PPOTorchLearner)
+    def build(self) -> None:
+        super().build()
+        self.settings = settings_of(self.config)
+        self.schedule: Schedule = learner_value(self.config, SCHEDULE_KEY)
+        for phase in self.schedule:
+            if not callable(getattr(self, f"{phase.step}_step", None)):
+                raise TypeError(f"{type(self).__name__} cannot run {phase.step!r} phases")
+        self._order_rng = np.random.default_rng(self.config.seed)
+        self.last_order: list[str] = []
+        # Actor module -> its team's joint critic (the HAPPO factor is per team).
+        self.critic_of_actor: dict[str, str] = {}
+
+    @override(PPOTorchLearner)
+    def update(self, *, training_data=None, timesteps=None, **update_kwargs):
+        batch = learner_batch(self, training_data)
+        context = PhaseContext(batch, timesteps, update_kwargs)
+        result = None
+        for index, phase in enumerate(self.schedule):
+            context.last_phase = index == len(self.schedule) - 1
+            result = self.run_phase(phase, context)
+        return result if result is not None else reduce_update_metrics(self)
+
+    def run_phase(self, phase: Phase, context: PhaseContext):
+        """One phase: its modules together, or one after another in their order."""
+        modules = self.phase_modules(phase, context.batch)
+        if phase.order == TOGETHER:
+            groups = [modules] if modules else []
+        else:
+            if phase.order == DRAWN:
+                modules = self.draw_order(modules)
+            groups = [[m] for m in modules]
+        factors = TeamFactors(self, context.batch) if phase.weighting == HAPPO_FACTOR else None
+        step = getattr(self, f"{phase.step}_step")
+        result = None
+        for index, group in enumerate(groups):
+            context.last_part = context.last_phase and index == len(groups) - 1
+            module_batches = {m: context.batch.policy_batches[m] for m in group}
+            if factors is not None:
+                module_batches = {m: factors.weighted(m, b) for m, b in module_batches.items()}
+            result = step(phase, module_batches, context)
+            if factors is not None:
+                for module_id, module_batch in module_batches.items():
+                    factors.record(module_id, module_batch)
+        return result
+
+    def phase_modules(self, phase: Phase, batch) -> list[str]:
+        """The batch's modules the phase trains (the batch keeps them sorted). Without a
+        joint critic, ``critics`` are the policy modules (their own value heads)."""
+        ids = list(batch.policy_batches)
+        critics = [m for m in ids if is_critic_module(m)]
+        actors = [m for m in ids if not is_critic_module(m)]
+        if phase.modules == ALL:
+            return ids
+        if phase.modules == ACTORS:
+            return actors
+        return critics or actors
+
+    def draw_order(self, modules: list[str]) -> list[str]:
+        """A fresh random order of ``modules`` (the same on every data-parallel
+        learner), kept in ``last_order``."""
+        order = first_learners_array(self._order_rng.permutation(len(modules)))
+        self.last_order = [str(modules[i]) for i in order]
+        return self.last_order
+
+    # ---- step kinds -----------------------------------------------------------------
+    def sgd_step(self, phase: Phase, module_batches: dict, context: PhaseContext):
+        """The phase's epochs of minibatch SGD on these modules' rows: RLlib's own
+        schedule when the phase's keys are the ones RLlib was configured from, else the
+        phase's epochs and minibatch size."""
+        settings = self.settings
+        minibatch_key = phase.minibatch_size
+        if (
+            phase.epochs == rllib_phase(self.schedule).epochs
+            and minibatch_key == rllib_phase(self.schedule).minibatch_size
+        ):
+            return update_on_part(
+                super().update,
+                module_batches,
+                context.batch.env_steps(),
+                timesteps=context.timesteps,
+                update_kwargs=context.update_kwargs,
+                last=context.last_part,
+                whole_batch=getattr(settings, minibatch_key) is None,
+            )
+        # Rows per minibatch count per module; null: the largest module batch, whole.
+        minibatch_size = learner_share(
+            getattr(settings, minibatch_key), settings.num_learners
+        ) or max(map(len, module_batches.values()))
+        return update_on_part(
+            super().update,
+            module_batches,
+            context.batch.env_steps(),
+            timesteps=context.timesteps,
+            update_kwargs=context.update_kwargs,
+            last=context.last_part,
+            num_epochs=getattr(settings, phase.epochs),
+            minibatch_size=minibatch_size,
+        )
+
+
+class PhaseContext:
+    """What the phases of one ``update`` share: the batch, RLlib's update arguments and
+    whether the part being run is the iteration's last (its metrics are reduced)."""
+
+    def __init__(self, batch, timesteps, update_kwargs: dict[str, Any]):
+        self.batch = batch
+        self.timesteps = timesteps
+        self.update_kwargs = update_kwargs
+        self.last_phase = False
+        self.last_part = False
+
+
+class TeamFactors:
+    """HAPPO's factor ``M`` over one phase: per team row, the sum of the log ratios of
+    the team's policies already updated in this phase."""
+
+    def __init__(self, learner: PhasedLearner, batch):
+        self.learner = learner
+        critics = [m for m in batch.policy_batches if is_critic_module(m)]
+        self.log_factors = {c: np.zeros(len(batch.policy_batches[c])) for c in critics}
+
+    def weighted(self, module_id: str, module_batch) -> SampleBatch:
+        """The module's rows with its factor ``M`` in the ``HAPPO_FACTOR`` column."""
+        columns = dict(module_batch)
+        team_rows = columns[TEAM_ROW].long().cpu().numpy()
+        log_factor = self.log_factors[self.learner.critic_of_actor[module_id]][team_rows]
+        columns[HAPPO_FACTOR] = torch.as_tensor(
+            np.exp(log_factor), dtype=torch.float32, device=columns[TEAM_ROW].device
+        )
+        return SampleBatch(columns)
+
+    def record(self, module_id: str, module_batch) -> None:
+        """Adds the module's log ratios after its update to its team's factor."""
+        critic = self.learner.critic_of_actor[module_id]
+        self.log_factors[critic] += team_row_log_ratio(
+            self.log_ratio(module_id, module_batch),
+            module_batch[TEAM_ROW].long().cpu().numpy(),
+            len(self.log_factors[critic]),
+        )
+
+    def log_ratio(self, module_id: str, module_batch) -> np.ndarray:
+        """``(n_rows,)`` ``log pi_new - log pi_old`` of the taken actions after this
+        policy's update (0 on rows outside the loss mask)."""
+        module = plain_module(self.learner.module, module_id)
+        with torch.no_grad():
+            out = module.forward_train(dict(module_batch))
+            dist = module.get_train_action_dist_cls().from_logits(out[Columns.ACTION_DIST_INPUTS])
+            log_ratio = dist.logp(module_batch[Columns.ACTIONS]) - module_batch[Columns.ACTION_LOGP]
+        if Columns.LOSS_MASK in module_batch:
+            log_ratio = torch.where(module_batch[Columns.LOSS_MASK], log_ratio, 0.0)
+        return log_ratio.double().cpu().numpy()
+
+
+__all__ = ["FACTOR_MEAN", "HAPPO_FACTOR", "SORTED", "TEAM_ROW", "PhasedLearner", "with_schedule"]
