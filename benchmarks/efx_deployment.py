@@ -20,13 +20,13 @@ import numpy as np
 import ray
 
 from marllib_ext.algos.efx import budget_connector
-from marllib_ext.algos.evaluation import (
+from marllib_ext.algos.efx.deployment import (
     choose_budget,
     play_episodes,
     plot_budget_sweep,
-    restored_algorithm,
     sweep_budgets,
 )
+from marllib_ext.algos.restore import restored_algorithm
 
 
 def play(checkpoint: Path, episodes: int, z: float | None = None) -> tuple[float, float]:

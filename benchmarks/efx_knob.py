@@ -27,12 +27,12 @@ import numpy as np
 import ray
 
 from marllib_ext.algos.efx import budget_connector
-from marllib_ext.algos.evaluation import (
+from marllib_ext.algos.efx.deployment import (
     choose_budget,
     play_episodes,
-    restored_algorithm,
     sweep_budgets,
 )
+from marllib_ext.algos.restore import restored_algorithm
 
 
 def replay_efx(checkpoint: Path, points: int, episodes: int, tolerance: float | None) -> dict:

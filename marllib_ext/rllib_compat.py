@@ -114,6 +114,49 @@ def plain_module(modules, module_id: str | None = None):
     return module.unwrapped()
 
 
+# ---- env runners and sampling ---------------------------------------------------------
+def registered_env_creator(name: Any):
+    """The creator ``ray.tune.register_env`` registered under ``name`` (``None`` if none).
+
+    Relies on: Tune keeps env creators in ``ray.tune.registry._global_registry`` under
+    ``ENV_CREATOR``."""
+    from ray.tune.registry import ENV_CREATOR, _global_registry
+
+    if isinstance(name, str) and _global_registry.contains(ENV_CREATOR, name):
+        return _global_registry.get(ENV_CREATOR, name)
+    return None
+
+
+def reset_before_next_sample(env_runner) -> None:
+    """Makes a (MultiAgent)``EnvRunner`` reset its env at its next ``sample()``.
+
+    Relies on: the env runner resets before sampling while ``_needs_initial_reset``."""
+    env_runner._needs_initial_reset = True
+
+
+def env_runner_callbacks(env_runner) -> list:
+    """The callback objects an env runner calls (for ``make_callback``).
+
+    Relies on: (MultiAgent)``EnvRunner`` keeps them in ``_callbacks``."""
+    return env_runner._callbacks
+
+
+def sample_episodes(env_runner_group, sample_timeout_s: float | None):
+    """``(episodes, env_runner_metrics)`` of one synchronous sample over the group.
+
+    Relies on: ``synchronous_parallel_sample`` returns new-stack episodes and the
+    runners' metrics with ``_uses_new_env_runners=True, _return_metrics=True``."""
+    from ray.rllib.execution.rollout_ops import synchronous_parallel_sample
+
+    return synchronous_parallel_sample(
+        worker_set=env_runner_group,
+        concat=True,
+        sample_timeout_s=sample_timeout_s,
+        _uses_new_env_runners=True,
+        _return_metrics=True,
+    )
+
+
 # ---- data-parallel learners -----------------------------------------------------------
 def _process_group_device():
     """``None`` without a process group (0 or 1 learner), else the device its collectives

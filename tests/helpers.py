@@ -162,3 +162,18 @@ class CostTradeoffEnv(ParallelEnv):
         if done:
             self.agents = []
         return obs, rewards, terms, truncs, infos
+
+
+def sgd_overrides(name, minibatch_size, num_epochs=None):
+    """Overrides of the minibatch size (and epochs) of ``name``'s SGD under the keys its
+    schedule reads (``critic_minibatch_size`` on the trust-region family); ``null``
+    where the algorithm's defaults take whole-batch steps (A2C, COMA, IPG)."""
+    from marllib_ext.algos.registry import ALGORITHMS
+    from marllib_ext.algos.schedule import rllib_phase
+
+    phase = rllib_phase(ALGORITHMS[name].schedule)
+    whole_batch = getattr(ALGORITHMS[name].settings("toy"), phase.minibatch_size) is None
+    values = {phase.minibatch_size: None if whole_batch else minibatch_size}
+    if num_epochs is not None:
+        values[phase.epochs] = num_epochs
+    return values

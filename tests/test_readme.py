@@ -36,3 +36,10 @@ def test_readme_is_a_short_guide_with_the_two_commands():
 def test_readme_links_point_to_files_that_exist():
     for target in re.findall(r"\]\(([^)#]+)\)", README.read_text()):
         assert (README.parent / target).exists(), target
+
+
+def test_design_doc_schedule_table_is_the_declared_schedules():
+    from marllib_ext.cli.listing import schedule_table_markdown
+
+    design = Path(__file__).resolve().parents[1] / "docs" / "design.md"
+    assert schedule_table_markdown() in design.read_text()

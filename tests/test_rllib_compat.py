@@ -42,8 +42,10 @@ from marllib_ext.rllib_compat import (
     settings_of,
     should_save_component,
 )
+from tests.private_access import private_accesses
 
-PACKAGE = Path(__file__).resolve().parents[1] / "marllib_ext"
+ROOT = Path(__file__).resolve().parents[1]
+PACKAGE = ROOT / "marllib_ext"
 SMALL = {"num_env_runners": 0, "train_batch_size": 100, "minibatch_size": 50, "num_epochs": 1}
 
 
@@ -162,24 +164,36 @@ def test_priority_trees_of_both_buffers():
 
 
 def test_no_private_rllib_name_outside_the_compat_module():
-    hits = subprocess.run(
-        [
-            "git",
-            "grep",
-            "-n",
-            "-E",
-            r"learner_config_dict\[|\._(learner_connector|env_to_module|make_batch_if_necessary"
-            r"|temp_losses|sum_segment|module_to_sum_segment|last_sampled_indices"
-            r"|create_local_replay_buffer_if_necessary|check_component|alpha|update|learner)\b"
-            r"|TD_ERROR_KEY",
-            "--",
-            str(PACKAGE),
-        ],
+    outside = [
+        path
+        for folder in ("marllib_ext", "tests", "benchmarks", "scripts")
+        for path in (ROOT / folder).rglob("*.py")
+        if path.name not in ("rllib_compat.py", "test_rllib_compat.py", "private_access.py")
+        and path.parent.name != "data"
+    ]
+    assert private_accesses(outside) == []
+    compat = private_accesses([PACKAGE / "rllib_compat.py"])
+    assert any("_learner_connector" in hit for hit in compat), compat  # the check sees them
+    config_reads = subprocess.run(
+        ["git", "grep", "-n", "-E", r"learner_config_dict\[|TD_ERROR_KEY", "--", str(PACKAGE)],
         capture_output=True,
         text=True,
-        cwd=PACKAGE.parent,
+        cwd=ROOT,
     ).stdout.splitlines()
-    assert hits and all(line.startswith("marllib_ext/rllib_compat.py:") for line in hits), hits
+    assert all(line.startswith("marllib_ext/rllib_compat.py:") for line in config_reads)
+
+
+def test_the_private_access_check_finds_each_kind(tmp_path):
+    sample = ROOT / "tests" / "data" / "private_access_sample.py"
+    hits = private_accesses([sample])
+    for expected in (
+        "._learner_connector",
+        "_no_metrics_reduce=",
+        "super(...) with arguments",
+        "_forward",
+        "import ray.tune.registry._global_registry",
+    ):
+        assert any(hit.endswith(expected) for hit in hits), (expected, hits)
 
 
 def test_settings_are_frozen_plain_data():

@@ -116,19 +116,6 @@ class Phase:
             keys += LOSS_KEYS[loss]
         return tuple(dict.fromkeys(keys))
 
-    def describe(self) -> str:
-        """The phase in words, e.g. ``actors: sgd (ppo_clip) x num_epochs, drawn order, M``."""
-        words = f"{self.modules}: {self.step} on {' + '.join(self.losses)}"
-        if self.epochs is not None:
-            words += f", {self.epochs} x {self.minibatch_size or 'whole batch'}"
-        if self.lr is not None and self.lr != "lr":
-            words += f", {self.lr}"
-        if self.order != TOGETHER:
-            words += f", {self.order} order"
-        if self.weighting is not None:
-            words += f", weighted by {self.weighting}"
-        return words
-
 
 Schedule = tuple[Phase, ...]
 
@@ -217,9 +204,20 @@ def _same_role(key: str, schedule: Schedule) -> str | None:
 
 
 def schedule_table(schedules: dict[str, Schedule]) -> str:
-    """A markdown table: one row per algorithm, its phases in order."""
-    lines = ["| algorithm | phases, in order |", "|---|---|"]
+    """A markdown table: one row per phase, each algorithm's phases in order."""
+    lines = [
+        "| algorithm | phase | trains | step | loss | epochs x minibatch | lr | order |",
+        "|---|---|---|---|---|---|---|---|",
+    ]
     for name, schedule in schedules.items():
-        phases = " → ".join(f"{i + 1}. {p.describe()}" for i, p in enumerate(schedule))
-        lines.append(f"| {name} | {phases} |")
+        for index, phase in enumerate(schedule):
+            sgd = (
+                f"`{phase.epochs}` x `{phase.minibatch_size}`" if phase.epochs is not None else "-"
+            )
+            order = phase.order + (f", {phase.weighting}" if phase.weighting else "")
+            lines.append(
+                f"| {f'`{name}`' if index == 0 else ''} | {index + 1} | {phase.modules} | "
+                f"{phase.step} | {' + '.join(phase.losses)} | {sgd} | "
+                f"{f'`{phase.lr}`' if phase.lr else '-'} | {order} |"
+            )
     return "\n".join(lines)

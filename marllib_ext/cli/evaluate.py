@@ -32,7 +32,7 @@ def _format_budget_table(points) -> str:
 
 
 def _evaluate_budgets(args: argparse.Namespace) -> int:
-    from marllib_ext.algos.evaluation import choose_budget, plot_budget_sweep, sweep_budgets
+    from marllib_ext.algos.efx.deployment import choose_budget, plot_budget_sweep, sweep_budgets
 
     if args.z_sweep is not None:
         points = sweep_budgets(args.checkpoint, points=args.z_sweep, episodes=args.episodes)

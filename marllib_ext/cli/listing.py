@@ -1,5 +1,6 @@
 """``marllib-ext list``: the registered algorithms, envs and env families; with
-``--markdown`` the README's tables, generated from the registries."""
+``--markdown`` the README's tables and with ``--schedules`` docs/design.md's table of
+update schedules, generated from the registries."""
 
 from __future__ import annotations
 
@@ -66,11 +67,24 @@ def algorithm_table_markdown() -> str:
     return "\n".join(lines)
 
 
+def schedule_table_markdown() -> str:
+    """docs/design.md's table: every on-policy algorithm's schedule, phase by phase."""
+    from marllib_ext.algos import ALGORITHMS
+    from marllib_ext.algos.schedule import schedule_table
+
+    return schedule_table(
+        {name: spec.schedule for name, spec in ALGORITHMS.items() if spec.schedule is not None}
+    )
+
+
 def cmd_list(args: argparse.Namespace) -> int:
     from marllib_ext.algos import ALGORITHMS
     from marllib_ext.envs import list_envs
     from marllib_ext.envs.by_name import ENV_FAMILIES
 
+    if args.schedules:
+        print(schedule_table_markdown())
+        return 0
     if args.markdown:
         print(algorithm_table_markdown())
         print()

@@ -174,5 +174,10 @@ def build_parser() -> argparse.ArgumentParser:
         action="store_true",
         help="print the algorithm and env tables as in the README",
     )
+    list_cmd.add_argument(
+        "--schedules",
+        action="store_true",
+        help="print each on-policy algorithm's update schedule (docs/design.md's table)",
+    )
     list_cmd.set_defaults(func=list_command.cmd_list)
     return parser

@@ -26,7 +26,12 @@ from ray.rllib.env.multi_agent_env import MultiAgentEnv
 from ray.rllib.env.multi_agent_env_runner import MultiAgentEnvRunner
 from ray.rllib.env.vector.vector_multi_agent_env import VectorMultiAgentEnv
 from ray.rllib.utils.annotations import override
-from ray.tune.registry import ENV_CREATOR, _global_registry
+
+from marllib_ext.rllib_compat import (
+    env_runner_callbacks,
+    registered_env_creator,
+    reset_before_next_sample,
+)
 
 
 class BatchedWorld(Protocol):
@@ -119,11 +124,7 @@ class BatchedEnvRunner(MultiAgentEnvRunner):
 
     @override(MultiAgentEnvRunner)
     def make_env(self):
-        creator = None
-        if isinstance(self.config.env, str) and _global_registry.contains(
-            ENV_CREATOR, self.config.env
-        ):
-            creator = _global_registry.get(ENV_CREATOR, self.config.env)
+        creator = registered_env_creator(self.config.env)
         spec = getattr(creator, "spec", None)
         if getattr(spec, "batched_creator", None) is None:
             return super().make_env()
@@ -137,10 +138,10 @@ class BatchedEnvRunner(MultiAgentEnvRunner):
         )
         self.env = creator.make_batched(self.config.num_envs_per_env_runner, env_context)
         self.num_envs = self.env.num_envs
-        self._needs_initial_reset = True
+        reset_before_next_sample(self)
         make_callback(
             "on_environment_created",
-            callbacks_objects=self._callbacks,
+            callbacks_objects=env_runner_callbacks(self),
             callbacks_functions=self.config.callbacks_on_environment_created,
             kwargs=dict(
                 env_runner=self,

@@ -8,9 +8,8 @@ import pytest
 from marllib_ext import algos, make_env
 from marllib_ext.algos.registry import ALGORITHMS
 from marllib_ext.errors import ConfigError
+from tests.helpers import sgd_overrides
 
-ON_POLICY = {"train_batch_size": 200, "minibatch_size": 100, "num_epochs": 1}
-A2C = {"train_batch_size": 200, "minibatch_size": None, "num_epochs": 1}
 TEAM_REPLAY = {"learning_starts": 2, "batch_episode": 4}
 ENV_ARGS = {
     "iddpg": {"continuous_actions": True},
@@ -32,8 +31,7 @@ def overrides(name):
         return {}
     if spec.capabilities.off_policy:
         return TEAM_REPLAY
-    # One whole-batch step per iteration (A2C, COMA, IPG) by the algorithm's own defaults.
-    return A2C if spec.settings("toy").minibatch_size is None else ON_POLICY
+    return {"train_batch_size": 200, **sgd_overrides(name, 100, num_epochs=1)}
 
 
 # RLlib 2.60's MultiAgentEpisode.concat_episode (used by its prioritized multi-agent

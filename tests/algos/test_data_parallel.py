@@ -16,6 +16,7 @@ from marllib_ext import algos
 from marllib_ext.algos.registry import ALGORITHMS
 from marllib_ext.errors import ConfigError
 from marllib_ext.rllib_compat import CapturesTrainBatch, learner_batch, local_learner, plain_module
+from tests.helpers import sgd_overrides
 from tests.postprocessing.test_joint_advantage import CounterEnv  # noqa: F401 (registers)
 
 BATCH = 200
@@ -40,12 +41,8 @@ def two_learner_config(name, **overrides):
         settings.update(train_batch_size=64, num_steps_sampled_before_learning_starts=64)
         settings["per_type"] = "uniform"
     else:
-        # One whole-batch step per iteration (A2C, COMA, IPG) by the algorithm's defaults.
-        whole_batch = ALGORITHMS[name].settings("toy").minibatch_size is None
         settings.update(
-            hyperparam_source="toy",
-            train_batch_size=BATCH,
-            minibatch_size=None if whole_batch else BATCH // 2,
+            hyperparam_source="toy", train_batch_size=BATCH, **sgd_overrides(name, BATCH // 2)
         )
     settings.update(overrides)
     share = "individual" if ALGORITHMS[name].capabilities.sequential else "all"

@@ -90,6 +90,11 @@ def test_env_family_examples_resolve():
             "qmix supports discrete actions only",
         ),
         (["train", "maddpg"], "maddpg supports continuous (Box) actions only"),
+        (
+            ["train", "matrpo", "--set", "entropy_coeff=0.05"],
+            "entropy_coeff is not used by matrpo: its actors take trust-region steps",
+        ),
+        (["train", "itrpo", "--set", "lr=0.001"], "lr is not used by itrpo: "),
     ],
 )
 def test_bad_input_is_one_error_line(tmp_path, args, message):

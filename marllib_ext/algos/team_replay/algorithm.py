@@ -21,7 +21,6 @@ from __future__ import annotations
 import numpy as np
 from ray.rllib.algorithms.algorithm import Algorithm
 from ray.rllib.algorithms.algorithm_config import AlgorithmConfig
-from ray.rllib.execution.rollout_ops import synchronous_parallel_sample
 from ray.rllib.policy.sample_batch import MultiAgentBatch, SampleBatch
 from ray.rllib.utils.annotations import override
 from ray.rllib.utils.metrics import (
@@ -39,7 +38,12 @@ from marllib_ext.envs.adapter import (
     STEP_REWARDS_KEY,
 )
 from marllib_ext.replay.team_episodes import SampledTeamBatch, TeamEpisode, TeamEpisodeStore
-from marllib_ext.rllib_compat import learner_value, priorities_from_learner, settings_of
+from marllib_ext.rllib_compat import (
+    learner_value,
+    priorities_from_learner,
+    sample_episodes,
+    settings_of,
+)
 
 LAYOUT_KEY = "team_replay_layout"  # learner_config_dict key of the agent/team layout
 EPISODES_SAMPLED = "num_episodes_sampled_lifetime"  # timesteps key for target updates
@@ -149,12 +153,8 @@ class TeamReplayAlgorithm(Algorithm):
     @override(Algorithm)
     def training_step(self) -> None:
         settings = self.replay_settings
-        episodes, runner_results = synchronous_parallel_sample(
-            worker_set=self.env_runner_group,
-            concat=True,
-            sample_timeout_s=self.config.sample_timeout_s,
-            _uses_new_env_runners=True,
-            _return_metrics=True,
+        episodes, runner_results = sample_episodes(
+            self.env_runner_group, self.config.sample_timeout_s
         )
         self.metrics.aggregate(runner_results, key=ENV_RUNNER_RESULTS)
         for episode in episodes:

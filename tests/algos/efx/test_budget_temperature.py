@@ -6,6 +6,7 @@ import pytest
 import torch
 from ray.rllib.algorithms.ppo.torch.default_ppo_torch_rl_module import DefaultPPOTorchRLModule
 from ray.rllib.core.columns import Columns
+from ray.rllib.core.models.base import ACTOR, ENCODER_OUT
 
 from marllib_ext import algos, make_env
 from marllib_ext.errors import ConfigError
@@ -33,6 +34,12 @@ def test_gated_log_beta_literals_and_shape_check():
         gated_log_beta(raw, budget[:, 0])
 
 
+def plain_logits(module, batch):
+    """The default PPO actor's distribution inputs: its encoder's actor output through
+    its ``pi`` head, without the temperature."""
+    return module.pi(module.encoder(batch)[ENCODER_OUT][ACTOR])
+
+
 def test_actor_starts_as_the_default_actor_and_the_budget_sets_its_temperature(ray_session):
     env = make_env("mpe:simple_spread", max_cycles=10, time_feature=True)
     config = algos.get("efx_mappo", **SMALL).rllib_config(env, seed=0)  # on by default
@@ -44,15 +51,17 @@ def test_actor_starts_as_the_default_actor_and_the_budget_sets_its_temperature(r
         obs = torch.rand(6, module.observation_space.shape[0])
         batch = {Columns.OBS: obs}
         with torch.no_grad():
-            default = DefaultPPOTorchRLModule._forward(module, batch)[Columns.ACTION_DIST_INPUTS]
-            torch.testing.assert_close(module._forward(batch)[Columns.ACTION_DIST_INPUTS], default)
+            default = plain_logits(module, batch)
+            torch.testing.assert_close(
+                module.forward_inference(batch)[Columns.ACTION_DIST_INPUTS], default
+            )
             # g = log 2 everywhere: beta = exp(u * log 2) with u the budget column, so
             # 2 where a full budget is left and 1 (the plain actor) where none is.
             module.temperature[-1].weight.zero_()
             module.temperature[-1].bias.fill_(math.log(2.0))
             obs[:3, -1], obs[3:, -1] = 1.0, 0.0
-            default = DefaultPPOTorchRLModule._forward(module, batch)[Columns.ACTION_DIST_INPUTS]
-            scaled = module._forward(batch)[Columns.ACTION_DIST_INPUTS]
+            default = plain_logits(module, batch)
+            scaled = module.forward_inference(batch)[Columns.ACTION_DIST_INPUTS]
             torch.testing.assert_close(scaled[:3], 2.0 * default[:3])
             torch.testing.assert_close(scaled[3:], default[3:])
         algo.train()

@@ -513,7 +513,7 @@ def test_tracked_budget_range_floor_follows_the_no_demand_return(ray_session, tm
         assert budget_connector(restored.env_runner).controller.floor == pytest.approx(floors[-1])
     finally:
         restored.stop()
-    from marllib_ext.algos.evaluation import sweep_budgets
+    from marllib_ext.algos.efx.deployment import sweep_budgets
 
     swept = [point.z for point in sweep_budgets(path, points=2, episodes=1)]
     assert swept == pytest.approx([floors[-1], z_high])  # the knob spans [floor, z_high]

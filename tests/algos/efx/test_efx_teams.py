@@ -141,7 +141,8 @@ def test_each_team_outer_loop_steps_on_its_own_returns(ray_session):
 
 
 def test_evaluate_plays_each_team_budget_and_refuses_one_z(ray_session, tmp_path):
-    from marllib_ext.algos.evaluation import evaluate, sweep_budgets
+    from marllib_ext.algos.efx.deployment import sweep_budgets
+    from marllib_ext.algos.evaluation import evaluate
 
     result = algos.efx_mappo(hyperparam_source="toy", num_env_runners=0).fit(
         "test:efx_two_teams",

@@ -17,7 +17,7 @@ PARTS = []
 
 
 class RecordingHAPPOLearner(HAPPOLearner):
-    def update_modules(self, policy_batches, env_steps, timesteps, kwargs, *, last, **schedule):
+    def sgd_step(self, phase, module_batches, context):
         PARTS.append(
             {
                 mid: {
@@ -32,12 +32,10 @@ class RecordingHAPPOLearner(HAPPOLearner):
                     )
                     if column in rows
                 }
-                for mid, rows in policy_batches.items()
+                for mid, rows in module_batches.items()
             }
         )
-        return super().update_modules(
-            policy_batches, env_steps, timesteps, kwargs, last=last, **schedule
-        )
+        return super().sgd_step(phase, module_batches, context)
 
 
 def logp_now(learner, module_id, columns):

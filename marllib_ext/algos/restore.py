@@ -1,0 +1,100 @@
+"""Rebuilding a trained algorithm from its checkpoint to play episodes (``evaluate``,
+EFX's budget sweep): the env it names registered, one local env runner, frames
+recorded when rendering."""
+
+from __future__ import annotations
+
+import contextlib
+import pickle
+from pathlib import Path
+
+import numpy as np
+
+from marllib_ext.envs.handle import EnvHandle
+from marllib_ext.envs.registry import list_envs
+from marllib_ext.errors import ConfigError
+
+FRAMES_ATTRIBUTE = "_marllib_ext_frames"
+
+
+def record_frame(*, env_runner, env, env_index, **kwargs) -> None:
+    """``on_episode_start`` / ``on_episode_step``: keeps the sub-env's rendered frame."""
+    sub_env = env.envs[env_index]
+    sub_env = getattr(sub_env, "unwrapped", sub_env)
+    frame = sub_env.par_env.render() if hasattr(sub_env, "par_env") else sub_env.render()
+    if frame is not None:
+        frames = getattr(env_runner, FRAMES_ATTRIBUTE, None)
+        if frames is None:
+            frames = []
+            setattr(env_runner, FRAMES_ATTRIBUTE, frames)
+        frames.append(np.asarray(frame, dtype=np.uint8))
+
+
+def save_frames(frames: list[np.ndarray], out: Path) -> list[Path]:
+    """Writes ``frame_<k>.png`` files (pygame, which mpe2 already needs) into ``out``."""
+    import os
+
+    os.environ.setdefault("PYGAME_HIDE_SUPPORT_PROMPT", "1")
+    import pygame
+
+    out.mkdir(parents=True, exist_ok=True)
+    paths = []
+    for index, frame in enumerate(frames):
+        path = out / f"frame_{index:05d}.png"
+        # pygame surfaces are (width, height, 3).
+        pygame.image.save(pygame.surfarray.make_surface(frame.swapaxes(0, 1)), str(path))
+        paths.append(path)
+    return paths
+
+
+def check_checkpoint(checkpoint: str | Path, episodes: int) -> Path:
+    path = Path(checkpoint)
+    if not path.exists():
+        raise ConfigError(f"checkpoint {str(path)!r} does not exist")
+    if episodes < 1:
+        raise ConfigError(f"episodes must be >= 1, got {episodes}")
+    return path
+
+
+def register_checkpoint_env(path: Path) -> None:
+    """Registers with RLlib the env a checkpoint names by our registry id: every
+    registered env, and a by-name family's env (``vmas:navigation``, ``magent:...``)
+    that this process has not built yet."""
+    for name in list_envs():
+        EnvHandle(name).register_with_rllib()
+    ctor_file = path / "class_and_ctor_args.pkl"
+    if not ctor_file.exists():
+        return
+    with open(ctor_file, "rb") as f:
+        args, _ = pickle.load(f)["ctor_args_and_kwargs"]
+    env_id = args[0].get("env") if args and isinstance(args[0], dict) else None
+    handle = EnvHandle.from_rllib_env_id(env_id) if isinstance(env_id, str) else None
+    if handle is not None and handle.name not in list_envs():
+        handle.register_with_rllib()
+
+
+@contextlib.contextmanager
+def restored_algorithm(path: Path, *, render: str | None = None):
+    """The checkpoint's algorithm rebuilt with one local env runner (a single env when
+    rendering) and restored; stopped on exit."""
+    from ray.rllib.algorithms.algorithm import Algorithm
+
+    register_checkpoint_env(path)
+    trained = Algorithm.from_checkpoint(str(path.resolve()))
+    config = trained.config.copy(copy_frozen=False)
+    trained.stop()
+    # Episodes only, no training: the fragment length need not divide the train batch.
+    config.env_runners(
+        num_env_runners=0,
+        num_envs_per_env_runner=1 if render else 4,
+        rollout_fragment_length="auto",
+    )
+    if render is not None:
+        config.environment(env_config={**config.env_config, "render_mode": render})
+        config.callbacks(on_episode_start=record_frame, on_episode_step=record_frame)
+    algorithm = config.build_algo()
+    try:
+        algorithm.restore_from_path(str(path.resolve()))
+        yield algorithm
+    finally:
+        algorithm.stop()
