@@ -5,6 +5,14 @@ import pytest
 os.environ.setdefault("RAY_DEDUP_LOGS", "0")
 
 
+@pytest.fixture(scope="session", autouse=True)
+def test_envs():
+    """The counter envs (``tests.helpers.register_test_envs``), before any Ray starts."""
+    from tests.helpers import register_test_envs
+
+    register_test_envs()
+
+
 @pytest.fixture(scope="session")
 def ray_session():
     """One local Ray for every test that needs it (2 CPUs, as on CI)."""

@@ -71,6 +71,30 @@ class CounterEnv(ParallelEnv):
         return obs, rewards, terms, truncs, infos
 
 
+class TwoTeamCounterEnv(CounterEnv):
+    """CounterEnv with a blue team of one agent and a red team of two (agent index i,
+    the third observation entry, is the agent's place in sorted id order)."""
+
+    def __init__(self):
+        super().__init__()
+        self.possible_agents = ["blue_0", "red_0", "red_1"]
+
+
+def register_test_envs() -> None:
+    """The counter envs several test modules train on (``tests/conftest.py`` registers
+    them once per session)."""
+    from marllib_ext.envs import register_env
+
+    register_env("test:counter", CounterEnv, state_source="observations")
+    register_env(
+        "test:two_teams",
+        TwoTeamCounterEnv,
+        team_prefix=["blue_", "red_"],
+        all_agents_one_policy=True,
+        state_source="observations",
+    )
+
+
 def cost_of(uid: int, t: int, agent: int) -> float:
     """Per-agent cost of step t: varies with t and agent; an episode's team cost is
     sum_t sum_i (0.1 (t + 1) + 0.01 i) = 8.61 for every uid."""

@@ -184,8 +184,8 @@ class AlgoSpec:
         self, settings: Any, env: EnvHandle, share_policy: str, seed: int | None
     ) -> AlgorithmConfig:
         """The RLlib config, carrying the (resolved) settings to every learner, env
-        runner and callback."""
-        self.check_env(env)
+        runner and callback; ``env`` passed :meth:`check_env` (``Algo.rllib_config``
+        checks it before building the settings, so an unfit env is the first error)."""
         settings = gaussian_only_settings(self.resolve(settings, env), env)
         config = with_settings(self.build(settings, env, share_policy, seed), settings)
         if self.schedule is not None:

@@ -8,13 +8,12 @@ from __future__ import annotations
 import functools
 import importlib
 import importlib.util
+from collections.abc import Callable
 from dataclasses import dataclass
 
 from marllib_ext.configs import ENV_PRESET_DIR, load_yaml
 from marllib_ext.envs.spec import EnvSpec, PolicyMappingInfo
 from marllib_ext.errors import ConfigError
-
-PZ_PREFIX = "pz:"
 
 
 @dataclass(frozen=True)
@@ -26,67 +25,17 @@ class EnvFamily:
     extra: str  # the pip extra it needs ("" for none)
     description: str
     modules: tuple[str, ...] = ()  # what the extra installs (import names)
+    build: Callable[[str], EnvSpec] | None = None  # the spec of one env of the family
+
+    @property
+    def prefix(self) -> str:
+        """``lbf:`` of ``lbf:<gymnasium id>``: the names the family builds."""
+        return self.pattern[: self.pattern.index("<")]
 
     @property
     def installed(self) -> bool:
         return all(importlib.util.find_spec(module) for module in self.modules)
 
-
-ENV_FAMILIES = (
-    EnvFamily(
-        "pz:<module>",
-        "pz:mpe2.simple_tag_v3",
-        "",
-        "any PettingZoo ParallelEnv module (parallel_env(**env_args))",
-    ),
-    EnvFamily(
-        "lbf:<gymnasium id>",
-        "lbf:Foraging-8x8-2p-2f-coop-v3",
-        "lbf",
-        "Level-Based Foraging (lbforaging)",
-        ("lbforaging",),
-    ),
-    EnvFamily(
-        "rware:<gymnasium id>",
-        "rware:rware-tiny-2ag-v2",
-        "rware",
-        "multi-robot warehouse (rware)",
-        ("rware",),
-    ),
-    EnvFamily(
-        "mamujoco:<scenario>",
-        "mamujoco:HalfCheetah --env-arg agent_conf=2x3",
-        "mamujoco",
-        "multi-agent MuJoCo (gymnasium-robotics), continuous joints",
-        ("gymnasium_robotics", "mujoco"),
-    ),
-    EnvFamily(
-        "hanabi:<preset>",
-        "hanabi:small --env-arg players=2",
-        "hanabi",
-        "Hanabi (PettingZoo classic over OpenSpiel), turn-taking, action masks; presets "
-        "full, small",
-        ("pyspiel", "shimmy"),
-    ),
-)
-
-MAGENT_FAMILY = EnvFamily(
-    "magent:<task>",
-    "magent:battle_v4 --env-arg opponent=random",
-    "magent",
-    "MAgent2 battles (agents die), small maps; tasks battle_v4, adversarial_pursuit_v4, "
-    "battlefield_v5, combined_arms_v6, gather_v5, tiger_deer_v4",
-    ("magent2",),
-)
-VMAS_FAMILY = EnvFamily(
-    "vmas:<task>",
-    "vmas:navigation --env-arg n_agents=4",
-    "vmas",
-    "VMAS (vectorized physics) on its own batching, BenchMARL's task settings; continuous "
-    "actions (continuous_actions=false: discrete)",
-    ("vmas",),
-)
-ENV_FAMILIES = (*ENV_FAMILIES, MAGENT_FAMILY, VMAS_FAMILY)
 
 # The Hanabi Learning Environment's presets as hanabi_v5 arguments
 # (configs/env_presets/hanabi.yaml).
@@ -104,7 +53,7 @@ def pettingzoo_spec(name: str) -> EnvSpec:
     ``<module>.parallel_env(**env_args)``. Groups (and teams) come from agent-id
     prefixes; ``share_policy="all"`` is allowed when every agent has the same spaces;
     the episode limit is the env's ``max_cycles`` where it has one."""
-    module_name = name[len(PZ_PREFIX) :]
+    module_name = name.removeprefix("pz:")
     try:
         module = importlib.import_module(module_name)
     except ImportError as e:
@@ -314,16 +263,69 @@ def vmas_spec(name: str) -> EnvSpec:
 
 def spec_by_name(name: str) -> EnvSpec | None:
     """The spec for a by-name env, ``None`` for any other name."""
-    if name.startswith(PZ_PREFIX):
-        return pettingzoo_spec(name)
-    if name.startswith(("lbf:", "rware:")):
-        return tuple_agents_spec(name)
-    if name.startswith("mamujoco:"):
-        return mamujoco_spec(name)
-    if name.startswith("hanabi:"):
-        return hanabi_spec(name)
-    if name.startswith("magent:"):
-        return magent_spec(name)
-    if name.startswith("vmas:"):
-        return vmas_spec(name)
+    for family in ENV_FAMILIES:
+        if name.startswith(family.prefix):
+            return family.build(name)
     return None
+
+
+ENV_FAMILIES = (
+    EnvFamily(
+        "pz:<module>",
+        "pz:mpe2.simple_tag_v3",
+        "",
+        "any PettingZoo ParallelEnv module (parallel_env(**env_args))",
+        build=pettingzoo_spec,
+    ),
+    EnvFamily(
+        "lbf:<gymnasium id>",
+        "lbf:Foraging-8x8-2p-2f-coop-v3",
+        "lbf",
+        "Level-Based Foraging (lbforaging)",
+        ("lbforaging",),
+        build=tuple_agents_spec,
+    ),
+    EnvFamily(
+        "rware:<gymnasium id>",
+        "rware:rware-tiny-2ag-v2",
+        "rware",
+        "multi-robot warehouse (rware)",
+        ("rware",),
+        build=tuple_agents_spec,
+    ),
+    EnvFamily(
+        "mamujoco:<scenario>",
+        "mamujoco:HalfCheetah --env-arg agent_conf=2x3",
+        "mamujoco",
+        "multi-agent MuJoCo (gymnasium-robotics), continuous joints",
+        ("gymnasium_robotics", "mujoco"),
+        build=mamujoco_spec,
+    ),
+    EnvFamily(
+        "hanabi:<preset>",
+        "hanabi:small --env-arg players=2",
+        "hanabi",
+        "Hanabi (PettingZoo classic over OpenSpiel), turn-taking, action masks; presets "
+        "full, small",
+        ("pyspiel", "shimmy"),
+        build=hanabi_spec,
+    ),
+    EnvFamily(
+        "magent:<task>",
+        "magent:battle_v4 --env-arg opponent=random",
+        "magent",
+        "MAgent2 battles (agents die), small maps; tasks battle_v4, adversarial_pursuit_v4, "
+        "battlefield_v5, combined_arms_v6, gather_v5, tiger_deer_v4",
+        ("magent2",),
+        build=magent_spec,
+    ),
+    EnvFamily(
+        "vmas:<task>",
+        "vmas:navigation --env-arg n_agents=4",
+        "vmas",
+        "VMAS (vectorized physics) on its own batching, BenchMARL's task settings; continuous "
+        "actions (continuous_actions=false: discrete)",
+        ("vmas",),
+        build=vmas_spec,
+    ),
+)

@@ -79,9 +79,10 @@ class JointAdvantageConnector(ConnectorV2):
     """Team GAE on a joint critic, written to every agent's rows.
 
     Preconditions: runs last in a PPO learner pipeline (``GeneralAdvantageEstimation``
-    removed), after ``AddOneTsToEpisodesAndTruncate`` and batching to tensors; every
-    agent of an episode chunk acts at every env step; the env adapter puts the global
-    state in ``info["state"]``.
+    removed), after ``AddOneTsToEpisodesAndTruncate`` and batching to tensors; the env
+    adapter puts the global state in ``info["state"]``. Agents may act on some env
+    steps of a chunk only (turns, arrivals, deaths): each agent's rows are placed on
+    the env steps it acted at (``TeamBatch``), absent agents' slots are masked.
 
     Per chunk, team row ``i`` is env step ``env_t_started + i`` and the last row is the
     bootstrap row. The team reward is the sum of the agents' rewards; advantages and

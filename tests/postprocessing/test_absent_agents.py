@@ -14,14 +14,18 @@ from gymnasium import spaces
 from pettingzoo.utils.env import ParallelEnv
 from ray.rllib.core.columns import Columns
 
+from marllib_ext.algos.ppo.learners import JointCriticPPOLearner
 from marllib_ext.envs import register_env
+from marllib_ext.postprocessing import JointAdvantageConnector
 from tests.helpers import EPISODE_LENGTH, counter_config, reward_of
-from tests.postprocessing.test_joint_advantage import (
-    GAMMA,
-    LAMBDA,
-    RECORDED,
-    RecordingLearner,
-)
+from tests.team_advantages import GAMMA, LAMBDA, recording
+
+RECORDED = []
+
+
+class RecordingLearner(JointCriticPPOLearner):
+    advantage_connector_class = recording(JointAdvantageConnector, RECORDED)
+
 
 AGENTS = ("agent_0", "agent_1", "agent_2")
 ARRIVAL = 2

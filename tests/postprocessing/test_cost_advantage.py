@@ -2,67 +2,42 @@
 step t gets the team cost advantage of step t (GAE as in ``team_gae``, on the critic's
 cost head), also across chunk cuts, and the actors' advantage is the Lagrangian mix."""
 
-import copy
-
 import numpy as np
 import pytest
-import torch
 from ray.rllib.core.columns import Columns
 
 from marllib_ext.algos.safe import RESULT_KEY as SAFE_RESULT_KEY
 from marllib_ext.algos.safe import SafeJointCriticLearner
 from marllib_ext.envs import register_env
-from marllib_ext.policies import CRITIC_MODULE_ID, STATE
+from marllib_ext.policies import CRITIC_MODULE_ID
 from marllib_ext.postprocessing.cost_advantage import (
     COST_ADVANTAGES,
     COST_VALUE_TARGETS,
     CostJointAdvantageConnector,
 )
 from tests.helpers import CostCounterEnv, cost_of, counter_config
-from tests.postprocessing.test_joint_advantage import GAMMA, LAMBDA, reference_team_advantages
+from tests.team_advantages import GAMMA, LAMBDA, recording, reference_team_advantages
 
 RECORDED = []
+COST_COLUMNS = (Columns.OBS, Columns.LOSS_MASK, Columns.ADVANTAGES, COST_ADVANTAGES)
 
 
-def _values(critic, method):
-    def compute(states):
-        batch = {STATE: torch.as_tensor(states, dtype=torch.float32)}
-        return getattr(critic, method)(batch).detach().numpy()
-
-    return compute
-
-
-class RecordingCostConnector(CostJointAdvantageConnector):
-    def __call__(self, *, rl_module, batch, episodes, **kwargs):
-        multiplier = self.cost_multiplier
-        batch = super().__call__(rl_module=rl_module, batch=batch, episodes=episodes, **kwargs)
-        critic = copy.deepcopy(rl_module[CRITIC_MODULE_ID])
-        columns = (
-            Columns.OBS,
-            Columns.LOSS_MASK,
-            Columns.ADVANTAGES,
-            COST_ADVANTAGES,
-        )
-        RECORDED.append(
-            {
-                "multiplier": multiplier,
-                "modules": {
-                    mid: {c: batch[mid][c].detach().cpu().numpy() for c in columns}
-                    for mid in batch
-                    if mid != CRITIC_MODULE_ID
-                },
-                "critic_batch": {
-                    k: v.detach().cpu().numpy() for k, v in batch[CRITIC_MODULE_ID].items()
-                },
-                "critic": _values(critic, "compute_values"),
-                "cost_critic": _values(critic, "compute_cost_values"),
-            }
-        )
-        return batch
+def multiplier_and_critic_batch(connector):
+    multiplier = connector.cost_multiplier  # the one the advantages were mixed with
+    return lambda batch: {
+        "multiplier": multiplier,
+        "critic_batch": {k: v.detach().cpu().numpy() for k, v in batch[CRITIC_MODULE_ID].items()},
+    }
 
 
 class RecordingSafeLearner(SafeJointCriticLearner):
-    advantage_connector_class = RecordingCostConnector
+    advantage_connector_class = recording(
+        CostJointAdvantageConnector,
+        RECORDED,
+        columns=COST_COLUMNS,
+        critics={"critic": "compute_values", "cost_critic": "compute_cost_values"},
+        extra=multiplier_and_critic_batch,
+    )
 
 
 register_env("test:cost_counter", CostCounterEnv, state_source="observations")

@@ -2,72 +2,29 @@
 GAE on that team's summed reward with that team's critic, checked against a reference
 computed from the observations alone (episode id, step, agent)."""
 
-import copy
-
 import numpy as np
 import pytest
-import torch
 from ray.rllib.core.columns import Columns
 
 from marllib_ext import algos
 from marllib_ext.algos.ppo.learners import JointCriticPPOLearner
-from marllib_ext.envs import make_env, register_env
+from marllib_ext.envs import make_env
 from marllib_ext.errors import ConfigError
-from marllib_ext.policies import STATE, critic_module_id
+from marllib_ext.policies import critic_module_id
 from marllib_ext.postprocessing import JointAdvantageConnector
-from tests.helpers import CounterEnv, counter_config, reward_of
-from tests.postprocessing.test_joint_advantage import GAMMA, LAMBDA, reference_team_advantages
+from tests.helpers import counter_config, reward_of
+from tests.team_advantages import GAMMA, LAMBDA, recording, reference_team_advantages
 
-# Agent index i (the third observation entry) is the agent's place in sorted id order,
-# so the state built from the observations matches the reference's.
 BLUE, RED = (0,), (1, 2)
-
-
-class TwoTeamCounterEnv(CounterEnv):
-    """CounterEnv with a blue team of one agent and a red team of two."""
-
-    def __init__(self):
-        super().__init__()
-        self.possible_agents = ["blue_0", "red_0", "red_1"]
-
-
-register_env(
-    "test:two_teams",
-    TwoTeamCounterEnv,
-    team_prefix=["blue_", "red_"],
-    all_agents_one_policy=True,
-    state_source="observations",
-)
 RECORDED = []
 
 
-class RecordingConnector(JointAdvantageConnector):
-    def __call__(self, *, rl_module, batch, episodes, **kwargs):
-        batch = super().__call__(rl_module=rl_module, batch=batch, episodes=episodes, **kwargs)
-        critic = copy.deepcopy(rl_module[self.critic_module_id])
-        RECORDED.append(
-            {
-                "critic_module_id": self.critic_module_id,
-                "modules": {
-                    mid: {
-                        c: batch[mid][c].detach().cpu().numpy()
-                        for c in (Columns.OBS, Columns.LOSS_MASK, Columns.ADVANTAGES)
-                    }
-                    for mid in self.actor_module_ids
-                    if mid in batch
-                },
-                "critic": lambda states, critic=critic: (
-                    critic.compute_values({STATE: torch.as_tensor(states, dtype=torch.float32)})
-                    .detach()
-                    .numpy()
-                ),
-            }
-        )
-        return batch
-
-
 class RecordingLearner(JointCriticPPOLearner):
-    advantage_connector_class = RecordingConnector
+    advantage_connector_class = recording(
+        JointAdvantageConnector,
+        RECORDED,
+        columns=(Columns.OBS, Columns.LOSS_MASK, Columns.ADVANTAGES),
+    )
 
 
 def team_reward(agents):

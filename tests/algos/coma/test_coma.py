@@ -15,7 +15,6 @@ from marllib_ext.errors import ConfigError
 from marllib_ext.ops.coma import critic_inputs
 from tests.algos.ppo.test_learning import RANDOM_AGENT_RETURN
 from tests.helpers import N_AGENTS, counter_config
-from tests.postprocessing.test_joint_advantage import CounterEnv  # noqa: F401 (registers)
 
 RECORDED = []
 

@@ -13,8 +13,7 @@ from marllib_ext.postprocessing.budget import budget_controllers
 from marllib_ext.postprocessing.efx_advantage import EFXJointAdvantageConnector
 from marllib_ext.rllib_compat import settings_of
 from tests.algos.efx.test_efx import rows_by_step
-from tests.helpers import EPISODE_LENGTH, counter_config
-from tests.postprocessing.test_team_critics import TwoTeamCounterEnv
+from tests.helpers import EPISODE_LENGTH, TwoTeamCounterEnv, counter_config
 
 register_env(
     "test:efx_two_teams",

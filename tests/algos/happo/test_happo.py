@@ -11,7 +11,6 @@ from marllib_ext.algos.happo import HAPPO_FACTOR, TEAM_ROW, HAPPOLearner
 from marllib_ext.errors import ConfigError
 from marllib_ext.rllib_compat import local_learner
 from tests.helpers import counter_config
-from tests.postprocessing.test_joint_advantage import CounterEnv  # noqa: F401 (registers)
 
 PARTS = []
 

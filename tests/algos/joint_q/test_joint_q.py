@@ -15,8 +15,7 @@ from marllib_ext.errors import ConfigError
 from marllib_ext.ops.joint_q import linear_schedule
 from marllib_ext.policies.q_agent import target_module_id
 from marllib_ext.rllib_compat import local_learner, priorities_from_learner
-from tests.helpers import EPISODE_LENGTH, CounterEnv, reward_of
-from tests.postprocessing.test_team_critics import TwoTeamCounterEnv
+from tests.helpers import EPISODE_LENGTH, CounterEnv, TwoTeamCounterEnv, reward_of
 
 N_ACTIONS = 3
 

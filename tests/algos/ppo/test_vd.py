@@ -1,6 +1,5 @@
 """Value decomposition: mixers, gradients, the mixer key, and efx_vdppo's advantages."""
 
-import copy
 from collections import defaultdict
 
 import gymnasium as gym
@@ -18,6 +17,7 @@ from marllib_ext.policies import AGENT_OBS, CRITIC_MODULE_ID, STATE, ValueDecomp
 from tests.helpers import EPISODE_LENGTH as COUNTER_EPISODE_LENGTH
 from tests.helpers import N_AGENTS as N_COUNTER_AGENTS
 from tests.helpers import CounterEnv, counter_config, reward_of
+from tests.team_advantages import recording
 
 N_AGENTS, OBS_DIM, STATE_DIM = 3, 4, 6
 
@@ -109,35 +109,12 @@ register_env("test:vd_counter", CounterEnv, state_source="observations")
 RECORDED = []
 
 
-class RecordingConnector(EFXVDJointAdvantageConnector):
-    """Records the actors' final batch columns and the critic the advantages used."""
-
-    def __call__(self, *, rl_module, batch, episodes, **kwargs):
-        critic = copy.deepcopy(rl_module[CRITIC_MODULE_ID])
-        batch = super().__call__(rl_module=rl_module, batch=batch, episodes=episodes, **kwargs)
-        RECORDED.append(
-            {
-                "modules": {
-                    mid: {
-                        c: batch[mid][c].detach().cpu().numpy()
-                        for c in (
-                            Columns.OBS,
-                            Columns.LOSS_MASK,
-                            Columns.ADVANTAGES,
-                            Columns.ACTION_LOGP,
-                        )
-                    }
-                    for mid in batch
-                    if mid != CRITIC_MODULE_ID
-                },
-                "critic": critic,
-            }
-        )
-        return batch
-
-
 class RecordingLearner(EFXVDLearner):
-    advantage_connector_class = RecordingConnector
+    advantage_connector_class = recording(
+        EFXVDJointAdvantageConnector,
+        RECORDED,
+        columns=(Columns.OBS, Columns.LOSS_MASK, Columns.ADVANTAGES, Columns.ACTION_LOGP),
+    )
 
 
 def reference_efx_vd_advantages(record, *, gamma, lambda_, coef, z_low, z_high):
@@ -170,7 +147,7 @@ def reference_efx_vd_advantages(record, *, gamma, lambda_, coef, z_low, z_high):
         agent_obs = np.array([[uid, t, i, u] for i in range(N_COUNTER_AGENTS)], np.float32)
         state = np.append(agent_obs[:, :3].reshape(-1), u).astype(np.float32)
         with torch.no_grad():
-            value = record["critic"].compute_values(
+            value = record["critic_module"].compute_values(
                 {
                     STATE: torch.as_tensor(state[None]),
                     AGENT_OBS: torch.as_tensor(agent_obs[None]),

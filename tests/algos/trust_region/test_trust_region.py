@@ -16,7 +16,7 @@ from marllib_ext.algos.trust_region.learners import VALUE_PARAMETER_PREFIXES
 from marllib_ext.errors import ConfigError
 from marllib_ext.policies.joint_critic import is_critic_module
 from marllib_ext.rllib_compat import local_learner, plain_module
-from tests.algos.test_data_parallel import assert_learners_identical, two_learner_algorithm
+from tests.data_parallel import assert_learners_identical, two_learner_algorithm
 
 TOY = {"num_env_runners": 0}
 SHARE = {"itrpo": "all", "matrpo": "all", "hatrpo": "individual", "efx_hatrpo": "individual"}

@@ -1,0 +1,106 @@
+"""What the joint-advantage tests share: a connector that records what it wrote, and
+the reference team advantages computed from the observations alone (episode id, step,
+agent) of ``tests.helpers.CounterEnv``-style envs."""
+
+import copy
+from collections import defaultdict
+
+import numpy as np
+import torch
+from ray.rllib.core.columns import Columns
+
+from marllib_ext.policies import STATE
+from marllib_ext.policies.joint_critic import is_critic_module
+from tests.helpers import EPISODE_LENGTH, N_AGENTS, reward_of
+
+GAMMA, LAMBDA = 0.9, 0.8
+COLUMNS = (Columns.OBS, Columns.LOSS_MASK, Columns.ADVANTAGES, Columns.VALUE_TARGETS)
+
+
+def critic_values(critic, method: str = "compute_values"):
+    """``states -> values`` of a (copied) joint critic's ``method``."""
+
+    def compute(states):
+        batch = {STATE: torch.as_tensor(states, dtype=torch.float32)}
+        return getattr(critic, method)(batch).detach().numpy()
+
+    return compute
+
+
+def recording(connector_class, records: list, columns=COLUMNS, critics=None, extra=None):
+    """A ``connector_class`` that appends, per call, ``{"critic_module_id", "modules":
+    {actor: {column: array}}, "critic_module": copy, <key>: critic_values(copy,
+    method) for key, method in critics, **extra(connector, batch)}`` to ``records``.
+    ``extra`` runs before the connector (state it reads, such as a multiplier) and
+    returns a function of the written batch."""
+    critics = critics or {"critic": "compute_values"}
+
+    class Recording(connector_class):
+        def __call__(self, *, rl_module, batch, episodes, **kwargs):
+            finish = extra(self) if extra else (lambda batch: {})
+            batch = super().__call__(rl_module=rl_module, batch=batch, episodes=episodes, **kwargs)
+            critic = copy.deepcopy(rl_module[self.critic_module_id])  # weights as used here
+            actors = [m for m in batch if not is_critic_module(m)]
+            records.append(
+                {
+                    "critic_module_id": self.critic_module_id,
+                    "modules": {
+                        mid: {c: batch[mid][c].detach().cpu().numpy() for c in columns}
+                        for mid in (self.actor_module_ids or actors)
+                        if mid in batch
+                    },
+                    "critic_module": critic,
+                    **{key: critic_values(critic, method) for key, method in critics.items()},
+                    **finish(batch),
+                }
+            )
+            return batch
+
+    return Recording
+
+
+def reference_team_advantages(record, reward_fn=reward_of, critic_key="critic"):
+    """(uid, t) -> normalized team advantage, from obs-decoded identities only.
+
+    ``reward_fn(uid, t, agent)`` is the per-agent signal summed into the team's;
+    ``record[critic_key]`` maps states to the values the GAE runs on."""
+    valid_steps, chunk_ends = set(), set()
+    for columns in record["modules"].values():
+        for (uid, t, _), valid in zip(
+            columns[Columns.OBS], columns[Columns.LOSS_MASK], strict=True
+        ):
+            (valid_steps if valid else chunk_ends).add((int(uid), int(t)))
+
+    def state(uid, t):
+        return np.concatenate([[uid, t, i] for i in range(N_AGENTS)])
+
+    by_uid = defaultdict(list)
+    for uid, t in sorted(valid_steps):
+        by_uid[uid].append(t)
+    advantages = {}
+    for uid, steps in by_uid.items():
+        # Split into chunks at the bootstrap rows (chunk end = next t is a bootstrap row).
+        segments, current = [], []
+        for t in steps:
+            current.append(t)
+            if (uid, t + 1) in chunk_ends:
+                segments.append(current)
+                current = []
+        assert not current, "every chunk ends in a bootstrap row"
+        for segment in segments:
+            ts = np.array(segment)
+            values = record[critic_key](np.stack([state(uid, t) for t in ts]))
+            bootstrap = record[critic_key](state(uid, ts[-1] + 1)[None])[0]
+            terminated = ts[-1] + 1 == EPISODE_LENGTH and uid % 2 == 1
+            running = 0.0
+            for k in range(len(ts) - 1, -1, -1):
+                team_reward = sum(reward_fn(uid, ts[k], i) for i in range(N_AGENTS))
+                if k == len(ts) - 1:
+                    next_value = 0.0 if terminated else bootstrap
+                    running = team_reward + GAMMA * next_value - values[k]
+                else:
+                    delta = team_reward + GAMMA * values[k + 1] - values[k]
+                    running = delta + GAMMA * LAMBDA * running
+                advantages[(uid, int(ts[k]))] = running
+    raw = np.array(list(advantages.values()))
+    return {key: (value - raw.mean()) / max(1e-4, raw.std()) for key, value in advantages.items()}
