@@ -272,20 +272,17 @@ def update_on_part(
     num_epochs: int | None = None,
     minibatch_size: int | None = None,
 ):
-    """One RLlib ``Learner.update`` (``rllib_update``, the bound method) on some modules'
-    rows of an iteration's batch, for learners that run several updates per iteration;
-    the iteration's metrics are reduced on the ``last`` one.
-
-    ``update_kwargs`` are RLlib's arguments to the learner's ``update`` (``num_epochs``,
-    ``minibatch_size``, ``shuffle_batch_per_epoch``, ``num_total_minibatches``), used as
-    they are, or with ``whole_batch`` as one step on the whole batch per epoch, or with
-    ``num_epochs`` and ``minibatch_size`` replaced (then every data-parallel learner
-    takes as many minibatch steps as the largest module batch of any shard needs).
+    """One RLlib ``Learner.update`` (``rllib_update``, bound) on some modules' rows of an
+    iteration's batch; the iteration's metrics are reduced on the ``last`` one.
+    ``update_kwargs`` (RLlib's ``num_epochs``, ``minibatch_size``,
+    ``shuffle_batch_per_epoch``, ``num_total_minibatches``) are used as they are, or with
+    ``whole_batch`` as one step on the whole batch per epoch, or with ``num_epochs`` and
+    ``minibatch_size`` replaced (every data-parallel learner then takes the minibatch
+    steps of the largest module batch of any shard).
 
     Relies on: ``Learner.update`` reduces its metrics unless ``_no_metrics_reduce``,
-    iterates ``num_total_minibatches`` minibatches when > 0 (RLlib's ``LearnerGroup``
-    sets it so that DDP learners step together; DDP's all-reduce hangs otherwise) and
-    passes a ``TrainingData`` batch through unchanged."""
+    iterates ``num_total_minibatches`` minibatches when > 0 (``LearnerGroup`` sets it so
+    that DDP learners step together) and passes a ``TrainingData`` batch through."""
     kwargs = {k: v for k, v in update_kwargs.items() if k != "_no_metrics_reduce"}
     if num_epochs is not None:
         kwargs.pop("num_total_minibatches", None)
@@ -302,14 +299,6 @@ def update_on_part(
         _no_metrics_reduce=not last,
         **kwargs,
     )
-
-
-def reduce_update_metrics(learner):
-    """The reduced metrics of an update that ended without an RLlib ``update`` (e.g. a
-    trust-region step last).
-
-    Relies on: ``Learner.update`` returns ``self.metrics.reduce()``."""
-    return learner.metrics.reduce()
 
 
 def learner_batch(learner, training_data):

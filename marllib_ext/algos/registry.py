@@ -213,25 +213,23 @@ class AlgoSpec:
         )
 
 
-EFX_PROGRESS = {"progress_columns": efx.PROGRESS_COLUMNS, "progress": efx.progress}
-SAFE_PROGRESS = {
+ANY_ENV = Capabilities(multi_agent_only=False)
+SEQUENTIAL = Capabilities(sequential=True)
+EFX = {
+    "capabilities": Capabilities(has_budget=True),
+    "resolve": with_resolved_budget,
+    "progress_columns": efx.PROGRESS_COLUMNS,
+    "progress": efx.progress,
+}
+EFX_SEQUENTIAL = {**EFX, "capabilities": Capabilities(has_budget=True, sequential=True)}
+SAFE = {
+    "capabilities": Capabilities(needs_costs=True),
     "progress_columns": safe.PROGRESS_COLUMNS,
     "progress": safe.progress,
     "resolve": safe.with_teams,
 }
-EFX_CAPABILITIES = Capabilities(has_budget=True)
-SAFE_CAPABILITIES = Capabilities(needs_costs=True)
-JOINT_Q_CAPABILITIES = Capabilities(continuous_actions=False, off_policy=True, data_parallel=False)
-DDPG_CAPABILITIES = Capabilities(discrete_actions=False, off_policy=True, data_parallel=False)
-INDEPENDENT_REPLAY = {"turn_based": False}
-SEQUENTIAL = Capabilities(sequential=True)
-TRUST_REGION = {
-    "progress_columns": trust_region.PROGRESS_COLUMNS,
-    "progress": trust_region.progress,
-}
-TR = TRUST_REGION
-TR_SEQ = {"capabilities": SEQUENTIAL, **TRUST_REGION}
-SAFE = {"capabilities": SAFE_CAPABILITIES, **SAFE_PROGRESS}
+TR = {"progress_columns": trust_region.PROGRESS_COLUMNS, "progress": trust_region.progress}
+TR_SEQ = {"capabilities": SEQUENTIAL, **TR}
 
 
 def efx_trust_region_progress(result: Mapping[str, Any]) -> dict[str, float]:
@@ -239,197 +237,68 @@ def efx_trust_region_progress(result: Mapping[str, Any]) -> dict[str, float]:
 
 
 EFX_TRUST_REGION = {
-    "capabilities": dataclasses.replace(EFX_CAPABILITIES, sequential=True),
-    "resolve": with_resolved_budget,
+    **EFX_SEQUENTIAL,
     "progress_columns": efx.PROGRESS_COLUMNS + trust_region.PROGRESS_COLUMNS,
     "progress": efx_trust_region_progress,
 }
-TEAM_REPLAY_PROGRESS = {
+JOINT_Q_CAPABILITIES = Capabilities(continuous_actions=False, off_policy=True, data_parallel=False)
+DDPG_CAPABILITIES = Capabilities(discrete_actions=False, off_policy=True, data_parallel=False)
+INDEPENDENT_REPLAY = {"turn_based": False}
+TEAM_REPLAY = {
     "progress_columns": team_replay.PROGRESS_COLUMNS,
     "progress": team_replay.progress,
 }
-
+JOINT_Q = {"capabilities": JOINT_Q_CAPABILITIES, **TEAM_REPLAY}
+DDPG = {"capabilities": DDPG_CAPABILITIES, **TEAM_REPLAY}
+SAC_CAPABILITIES = Capabilities(multi_agent_only=False, single_agent_only=True, off_policy=True)
+# fmt: off
 ALGORITHMS: dict[str, AlgoSpec] = {
     spec.name: spec
     for spec in (
-        AlgoSpec(
-            "ippo",
-            "IL",
-            PPOSettings,
-            ppo.build_ippo,
-            Capabilities(multi_agent_only=False),
-            schedule=PPO,
-        ),
+        AlgoSpec("ippo", "IL", PPOSettings, ppo.build_ippo, ANY_ENV, schedule=PPO),
         AlgoSpec("mappo", "CC", CentralCriticSettings, ppo.build_mappo, schedule=PPO),
-        AlgoSpec(
-            "efx_mappo",
-            "CC",
-            efx.EFXSettings,
-            efx.build_efx_mappo,
-            EFX_CAPABILITIES,
-            resolve=with_resolved_budget,
-            **EFX_PROGRESS,
-            schedule=PPO,
-        ),
+        AlgoSpec("efx_mappo", "CC", efx.EFXSettings, efx.build_efx_mappo, schedule=PPO, **EFX),
         AlgoSpec("vdppo", "VD", VDSettings, ppo.build_vdppo, schedule=PPO),
-        AlgoSpec(
-            "efx_vdppo",
-            "VD",
-            efx.EFXVDSettings,
-            efx.build_efx_vdppo,
-            EFX_CAPABILITIES,
-            resolve=with_resolved_budget,
-            **EFX_PROGRESS,
-            schedule=PPO,
-        ),
-        AlgoSpec(
-            "ia2c",
-            "IL",
-            ppo.A2CSettings,
-            ppo.build_ia2c,
-            Capabilities(multi_agent_only=False),
-            schedule=A2C,
-        ),
-        AlgoSpec(
-            "ipg",
-            "IL",
-            ppo.A2CSettings,
-            ppo.build_ia2c,
-            Capabilities(multi_agent_only=False),
-            schedule=A2C,
-        ),
+        AlgoSpec("efx_vdppo", "VD", efx.EFXVDSettings, efx.build_efx_vdppo, schedule=PPO, **EFX),
+        AlgoSpec("ia2c", "IL", ppo.A2CSettings, ppo.build_ia2c, ANY_ENV, schedule=A2C),
+        AlgoSpec("ipg", "IL", ppo.A2CSettings, ppo.build_ia2c, ANY_ENV, schedule=A2C),
         AlgoSpec("maa2c", "CC", ppo.MAA2CSettings, ppo.build_maa2c, schedule=A2C),
         AlgoSpec("vda2c", "VD", ppo.VDA2CSettings, ppo.build_vda2c, schedule=A2C),
-        AlgoSpec(
-            "coma",
-            "CC",
-            coma.COMASettings,
-            coma.build_coma,
-            Capabilities(continuous_actions=False),
-            schedule=COMA,
-        ),
-        AlgoSpec(
-            "happo", "CC", CentralCriticSettings, happo.build_happo, SEQUENTIAL, schedule=HAPPO
-        ),
-        AlgoSpec(
-            "itrpo", "IL", trust_region.ITRPOSettings, trust_region.build_itrpo, **TR, schedule=TRPO
-        ),
-        AlgoSpec(
-            "matrpo",
-            "CC",
-            trust_region.MATRPOSettings,
-            trust_region.build_matrpo,
-            **TR,
-            schedule=TRPO,
-        ),
-        AlgoSpec(
-            "hatrpo",
-            "CC",
-            trust_region.MATRPOSettings,
-            trust_region.build_hatrpo,
-            **TR_SEQ,
-            schedule=HATRPO,
-        ),
-        AlgoSpec(
-            "efx_hatrpo",
-            "CC",
-            efx.EFXTrustRegionSettings,
-            efx.build_efx_hatrpo,
-            **EFX_TRUST_REGION,
-            schedule=HATRPO,
-        ),
-        AlgoSpec(
-            "efx_happo",
-            "CC",
-            efx.EFXSettings,
-            efx.build_efx_happo,
-            dataclasses.replace(EFX_CAPABILITIES, sequential=True),
-            resolve=with_resolved_budget,
-            **EFX_PROGRESS,
-            schedule=HAPPO,
-        ),
-        AlgoSpec("mappo_lag", "CC", safe.LagSettings, safe.build_mappo_lag, **SAFE, schedule=PPO),
-        AlgoSpec(
-            "mappo_pid_lag",
-            "CC",
-            safe.PIDLagSettings,
-            safe.build_mappo_pid_lag,
-            **SAFE,
-            schedule=PPO,
-        ),
-        AlgoSpec("mappo_cup", "CC", safe.CUPSettings, safe.build_mappo_cup, **SAFE, schedule=CUP),
-        AlgoSpec(
-            "mappo_focops",
-            "CC",
-            safe.FOCOPSSettings,
-            safe.build_mappo_focops,
-            **SAFE,
-            schedule=FOCOPS,
-        ),
-        AlgoSpec(
-            "sac_roer",
-            "SA",
-            roer.ROERSettings,
-            roer.build_sac_roer,
-            Capabilities(multi_agent_only=False, single_agent_only=True, off_policy=True),
-        ),
-        AlgoSpec(
-            "isac_roer",
-            "IL",
-            roer.ROERSettings,
-            roer.build_isac_roer,
-            Capabilities(off_policy=True),
-        ),
-        AlgoSpec(
-            "iql",
-            "IL",
-            joint_q.JointQSettings,
-            joint_q.build_iql,
-            dataclasses.replace(JOINT_Q_CAPABILITIES, **INDEPENDENT_REPLAY),
-            **TEAM_REPLAY_PROGRESS,
-        ),
-        AlgoSpec(
-            "vdn",
-            "VD",
-            joint_q.JointQSettings,
-            joint_q.build_vdn,
-            JOINT_Q_CAPABILITIES,
-            **TEAM_REPLAY_PROGRESS,
-        ),
-        AlgoSpec(
-            "qmix",
-            "VD",
-            joint_q.JointQSettings,
-            joint_q.build_qmix,
-            JOINT_Q_CAPABILITIES,
-            **TEAM_REPLAY_PROGRESS,
-        ),
-        AlgoSpec(
-            "iddpg",
-            "IL",
-            ddpg.DDPGSettings,
-            ddpg.build_iddpg,
-            dataclasses.replace(DDPG_CAPABILITIES, **INDEPENDENT_REPLAY),
-            **TEAM_REPLAY_PROGRESS,
-        ),
-        AlgoSpec(
-            "maddpg",
-            "CC",
-            ddpg.DDPGSettings,
-            ddpg.build_maddpg,
-            DDPG_CAPABILITIES,
-            **TEAM_REPLAY_PROGRESS,
-        ),
-        AlgoSpec(
-            "facmac",
-            "VD",
-            ddpg.FACMACSettings,
-            ddpg.build_facmac,
-            DDPG_CAPABILITIES,
-            **TEAM_REPLAY_PROGRESS,
-        ),
+        AlgoSpec("coma", "CC", coma.COMASettings, coma.build_coma,
+                 Capabilities(continuous_actions=False), schedule=COMA),
+        AlgoSpec("happo", "CC", CentralCriticSettings, happo.build_happo, SEQUENTIAL,
+                 schedule=HAPPO),
+        AlgoSpec("itrpo", "IL", trust_region.ITRPOSettings, trust_region.build_itrpo,
+                 schedule=TRPO, **TR),
+        AlgoSpec("matrpo", "CC", trust_region.MATRPOSettings, trust_region.build_matrpo,
+                 schedule=TRPO, **TR),
+        AlgoSpec("hatrpo", "CC", trust_region.MATRPOSettings, trust_region.build_hatrpo,
+                 schedule=HATRPO, **TR_SEQ),
+        AlgoSpec("efx_hatrpo", "CC", efx.EFXTrustRegionSettings, efx.build_efx_hatrpo,
+                 schedule=HATRPO, **EFX_TRUST_REGION),
+        AlgoSpec("efx_happo", "CC", efx.EFXSettings, efx.build_efx_happo, schedule=HAPPO,
+                 **EFX_SEQUENTIAL),
+        AlgoSpec("mappo_lag", "CC", safe.LagSettings, safe.build_mappo_lag, schedule=PPO, **SAFE),
+        AlgoSpec("mappo_pid_lag", "CC", safe.PIDLagSettings, safe.build_mappo_pid_lag,
+                 schedule=PPO, **SAFE),
+        AlgoSpec("mappo_cup", "CC", safe.CUPSettings, safe.build_mappo_cup, schedule=CUP, **SAFE),
+        AlgoSpec("mappo_focops", "CC", safe.FOCOPSSettings, safe.build_mappo_focops,
+                 schedule=FOCOPS, **SAFE),
+        AlgoSpec("sac_roer", "SA", roer.ROERSettings, roer.build_sac_roer, SAC_CAPABILITIES),
+        AlgoSpec("isac_roer", "IL", roer.ROERSettings, roer.build_isac_roer,
+                 Capabilities(off_policy=True)),
+        AlgoSpec("iql", "IL", joint_q.JointQSettings, joint_q.build_iql, **{
+            **JOINT_Q,
+            "capabilities": dataclasses.replace(JOINT_Q_CAPABILITIES, **INDEPENDENT_REPLAY)}),
+        AlgoSpec("vdn", "VD", joint_q.JointQSettings, joint_q.build_vdn, **JOINT_Q),
+        AlgoSpec("qmix", "VD", joint_q.JointQSettings, joint_q.build_qmix, **JOINT_Q),
+        AlgoSpec("iddpg", "IL", ddpg.DDPGSettings, ddpg.build_iddpg, **{
+            **DDPG, "capabilities": dataclasses.replace(DDPG_CAPABILITIES, **INDEPENDENT_REPLAY)}),
+        AlgoSpec("maddpg", "CC", ddpg.DDPGSettings, ddpg.build_maddpg, **DDPG),
+        AlgoSpec("facmac", "VD", ddpg.FACMACSettings, ddpg.build_facmac, **DDPG),
     )
 }
+# fmt: on
 
 
 def algorithms_that(**capabilities: bool) -> list[str]:

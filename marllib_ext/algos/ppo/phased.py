@@ -33,7 +33,6 @@ from marllib_ext.rllib_compat import (
     learner_batch,
     learner_value,
     plain_module,
-    reduce_update_metrics,
     settings_of,
     update_on_part,
     with_learner_value,
@@ -90,7 +89,8 @@ class PhasedLearner(SameModuleOrderOnEveryLearner, PPOTorchLearner):
         for index, phase in enumerate(self.schedule):
             context.last_phase = index == len(self.schedule) - 1
             result = self.run_phase(phase, context)
-        return result if result is not None else reduce_update_metrics(self)
+        # A schedule that ends without an RLlib update reduces the metrics itself.
+        return result if result is not None else self.metrics.reduce()
 
     def run_phase(self, phase: Phase, context: PhaseContext):
         """One phase: its modules together, or one after another in their order."""
