@@ -30,8 +30,8 @@ COST_ENV = "mpe:simple_spread"  # mappo_cup needs info["cost"]
 
 def build(name: str, num_learners: int, seed: int):
     from marllib_ext import algos
+    from marllib_ext.algos.ppo.schedule import rllib_phase
     from marllib_ext.algos.registry import ALGORITHMS as SPECS
-    from marllib_ext.algos.schedule import rllib_phase
 
     minibatch_key = rllib_phase(SPECS[name].schedule).minibatch_size
     whole_batch = getattr(SPECS[name].settings("toy"), minibatch_key) is None

@@ -192,8 +192,8 @@ def sgd_overrides(name, minibatch_size, num_epochs=None):
     """Overrides of the minibatch size (and epochs) of ``name``'s SGD under the keys its
     schedule reads (``critic_minibatch_size`` on the trust-region family); ``null``
     where the algorithm's defaults take whole-batch steps (A2C, COMA, IPG)."""
+    from marllib_ext.algos.ppo.schedule import rllib_phase
     from marllib_ext.algos.registry import ALGORITHMS
-    from marllib_ext.algos.schedule import rllib_phase
 
     phase = rllib_phase(ALGORITHMS[name].schedule)
     whole_batch = getattr(ALGORITHMS[name].settings("toy"), phase.minibatch_size) is None

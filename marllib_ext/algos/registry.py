@@ -37,8 +37,7 @@ from marllib_ext.algos.config import (
 from marllib_ext.algos.efx.budget import with_resolved_budget
 from marllib_ext.algos.env_checks import log_contract_breaches, with_episode_end_callback
 from marllib_ext.algos.ppo.phased import with_schedule
-from marllib_ext.algos.progress import ProgressColumn
-from marllib_ext.algos.schedule import (
+from marllib_ext.algos.ppo.schedule import (
     A2C,
     COMA,
     CUP,
@@ -50,6 +49,7 @@ from marllib_ext.algos.schedule import (
     Schedule,
     ignored_keys,
 )
+from marllib_ext.algos.progress import ProgressColumn
 from marllib_ext.envs.batched import BatchedEnvRunner
 from marllib_ext.envs.handle import EnvHandle
 from marllib_ext.errors import ConfigError

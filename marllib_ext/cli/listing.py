@@ -70,7 +70,7 @@ def algorithm_table_markdown() -> str:
 def schedule_table_markdown() -> str:
     """docs/design.md's table: every on-policy algorithm's schedule, phase by phase."""
     from marllib_ext.algos import ALGORITHMS
-    from marllib_ext.algos.schedule import schedule_table
+    from marllib_ext.algos.ppo.schedule import schedule_table
 
     return schedule_table(
         {name: spec.schedule for name, spec in ALGORITHMS.items() if spec.schedule is not None}

@@ -7,8 +7,7 @@ import pytest
 
 from marllib_ext import algos
 from marllib_ext.algos.config import load_algo_yaml
-from marllib_ext.algos.registry import ALGORITHMS
-from marllib_ext.algos.schedule import (
+from marllib_ext.algos.ppo.schedule import (
     ACTORS,
     CRITICS,
     HATRPO,
@@ -21,6 +20,7 @@ from marllib_ext.algos.schedule import (
     rllib_phase,
     schedule_table,
 )
+from marllib_ext.algos.registry import ALGORITHMS
 from marllib_ext.errors import ConfigError
 
 ON_POLICY = [name for name, spec in ALGORITHMS.items() if spec.schedule is not None]

@@ -5,7 +5,7 @@ The learner-only critic ``Q(s, a_{-i}, i)`` outputs one value per action of agen
 actors train on ``A_i = Q(s, a)[a_i] - sum_a' pi_i(a'|o_i) Q(s, (a_{-i}, a'))``
 (``ops.coma``), and the critic on TD(lambda) targets of the team reward.
 
-The schedule (:data:`marllib_ext.algos.schedule.COMA`): the critic takes
+The schedule (:data:`marllib_ext.algos.ppo.schedule.COMA`): the critic takes
 ``critic_epochs`` passes in minibatches of ``critic_minibatch_size`` rows, then the
 actors A2C's one step, on the same batch (the advantages were computed from the critic
 before either). With one Adam step per batch the critic

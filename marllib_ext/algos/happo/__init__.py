@@ -8,7 +8,7 @@ from marllib_ext.algos.happo.learner import (
     TeamRowColumn,
 )
 from marllib_ext.algos.ppo.phased import FACTOR_MEAN, TEAM_ROW
-from marllib_ext.algos.schedule import HAPPO_FACTOR
+from marllib_ext.algos.ppo.schedule import HAPPO_FACTOR
 
 __all__ = [
     "FACTOR_MEAN",

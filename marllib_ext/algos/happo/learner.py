@@ -1,6 +1,6 @@
 """``happo`` and ``efx_happo``: Heterogeneous-Agent PPO (Kuba et al. 2022) on the MAPPO
 pipeline. The central critic and team GAE are MAPPO's; the schedule
-(:data:`marllib_ext.algos.schedule.HAPPO`) trains the critics, then the actors one
+(:data:`marllib_ext.algos.ppo.schedule.HAPPO`) trains the critics, then the actors one
 policy after another in an order drawn each iteration, each on PPO's clipped surrogate
 with its advantage weighted by the factor ``M`` of the policies updated before it
 (:mod:`marllib_ext.ops.happo`)."""
@@ -14,7 +14,7 @@ from ray.rllib.utils.annotations import override
 
 from marllib_ext.algos.ppo.learners import JointCriticPPOLearner
 from marllib_ext.algos.ppo.phased import FACTOR_MEAN, TEAM_ROW
-from marllib_ext.algos.schedule import HAPPO_FACTOR
+from marllib_ext.algos.ppo.schedule import HAPPO_FACTOR
 from marllib_ext.postprocessing.joint_advantage import JointAdvantageConnector
 
 

@@ -1,6 +1,6 @@
 """The one update loop of the on-policy learners: the learner connector builds the
 iteration's batch once, then the algorithm's declared schedule
-(:mod:`marllib_ext.algos.schedule`) runs phase after phase on it."""
+(:mod:`marllib_ext.algos.ppo.schedule`) runs phase after phase on it."""
 
 from __future__ import annotations
 
@@ -14,7 +14,7 @@ from ray.rllib.policy.sample_batch import SampleBatch
 from ray.rllib.utils.annotations import override
 
 from marllib_ext.algos.config import learner_share
-from marllib_ext.algos.schedule import (
+from marllib_ext.algos.ppo.schedule import (
     ACTORS,
     ALL,
     DRAWN,

@@ -18,7 +18,7 @@ CUP_REFERENCE_DIST_INPUTS = "cup_reference_action_dist_inputs"
 
 
 class CUPLearner(SafeJointCriticLearner):
-    """The schedule (:data:`marllib_ext.algos.schedule.CUP`): PPO on ``A_r`` (actors and
+    """The schedule (:data:`marllib_ext.algos.ppo.schedule.CUP`): PPO on ``A_r`` (actors and
     critic), then a projection phase over the same batch (actors only) minimizing
     ``lam * coef * ratio * A_c + KL(pi || pi_after_step_1)``,
     ``coef = (1 - gamma * cup_lambda) / (1 - gamma)``."""

@@ -1,7 +1,7 @@
 """Trust-region learners: ``itrpo`` (independent), ``matrpo`` (MAPPO's central critic)
 and ``hatrpo`` (HAPPO's order and factor ``M``).
 
-Their schedules (:data:`marllib_ext.algos.schedule.TRPO`, ``HATRPO``): every actor
+Their schedules (:data:`marllib_ext.algos.ppo.schedule.TRPO`, ``HATRPO``): every actor
 policy takes one trust-region step on its whole batch (:mod:`marllib_ext.ops.trust_region`),
 then the value functions take their epochs of SGD (``critic_lr``, ``critic_epochs``,
 ``critic_minibatch_size``) on the same batch.
@@ -25,7 +25,7 @@ from ray.rllib.utils.annotations import override
 from marllib_ext.algos.happo.learner import HAPPOAdvantageConnector
 from marllib_ext.algos.ppo.learners import JointCriticPPOLearner, PPOLearner, own_value_loss
 from marllib_ext.algos.ppo.phased import FACTOR_MEAN
-from marllib_ext.algos.schedule import HAPPO_FACTOR
+from marllib_ext.algos.ppo.schedule import HAPPO_FACTOR
 from marllib_ext.ops.trust_region import (
     backtracking_line_search,
     conjugate_gradient,

@@ -18,7 +18,7 @@ class TrustRegionFields:
     """The actor step's keys and the value functions' SGD (HARL's ``critic_lr`` and
     ``critic_epoch``); the actors take no optimizer step, so PPO's ``lr``,
     ``num_epochs``, ``minibatch_size``, ``clip_param``, ``entropy_coeff`` and KL keys
-    are refused (:func:`marllib_ext.algos.schedule.ignored_keys`)."""
+    are refused (:func:`marllib_ext.algos.ppo.schedule.ignored_keys`)."""
 
     kl_threshold: float  # delta: the mean KL the step may reach
     cg_iterations: int
