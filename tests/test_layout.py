@@ -120,3 +120,12 @@ def test_the_import_graph_has_no_circle():
         if node not in state:
             visit(node, [node])
     assert not circles
+
+
+def test_one_update_loop_runs_every_on_policy_schedule():
+    overrides = [
+        path.relative_to(PACKAGE).as_posix()
+        for path in (PACKAGE / "algos").rglob("*.py")
+        if "def update(" in path.read_text()
+    ]
+    assert overrides == ["algos/ppo/phased.py"]

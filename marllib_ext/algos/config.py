@@ -79,11 +79,18 @@ class Settings:
     in the MRO, so mixins may be listed in any order and never call ``super()``.
     """
 
+    # Keys no phase of the algorithm reads (set by the registry, never from YAML): they
+    # keep their inherited values unchecked; a user's value for one is refused earlier.
+    ignored_keys: tuple[str, ...] = dataclasses.field(
+        default=(), kw_only=True, metadata={"set_by_registry": True}
+    )
+
     def __post_init__(self) -> None:
         for cls in reversed(type(self).__mro__):
             own_checks = cls.__dict__.get("checks")
             if own_checks is not None:
-                require_all(self, own_checks(self))
+                checks = own_checks(self)
+                require_all(self, [c for c in checks if c[1] not in self.ignored_keys])
 
 
 @dataclass(frozen=True)
@@ -227,8 +234,15 @@ def _coerce(key: str, value: Any, annotation: Any) -> Any:
     )
 
 
-def build_settings(settings_class: type, values: dict[str, Any], *, source: str) -> Any:
-    """Validates ``values`` against the dataclass ``settings_class`` and builds it."""
+def build_settings(
+    settings_class: type,
+    values: dict[str, Any],
+    *,
+    source: str,
+    ignored_keys: tuple[str, ...] = (),
+) -> Any:
+    """Validates ``values`` against the dataclass ``settings_class`` and builds it;
+    ``ignored_keys`` (keys no phase of the algorithm reads) are not checked."""
     fields = {f.name: f for f in dataclasses.fields(settings_class)}
     hints = typing.get_type_hints(settings_class)
     for key in values:
@@ -236,6 +250,8 @@ def build_settings(settings_class: type, values: dict[str, Any], *, source: str)
             close = difflib.get_close_matches(key, list(fields), n=1)
             hint = f" (did you mean {close[0]!r}?)" if close else ""
             raise ConfigError(f"unknown config key {key!r} in {source}{hint}")
+        if fields[key].metadata.get("set_by_registry"):
+            raise ConfigError(f"config key {key!r} in {source} cannot be set")
         if fields[key].metadata.get("derived_from_env"):
             raise ConfigError(
                 f"config key {key!r} in {source} is derived from the env and cannot be set"
@@ -250,7 +266,7 @@ def build_settings(settings_class: type, values: dict[str, Any], *, source: str)
     if missing:
         raise ConfigError(f"{source} is missing config keys: {', '.join(missing)}")
     coerced = {key: _coerce(key, value, hints[key]) for key, value in values.items()}
-    return settings_class(**coerced)
+    return settings_class(**coerced, ignored_keys=tuple(ignored_keys))
 
 
 def algo_yaml_path(name: str) -> Path:

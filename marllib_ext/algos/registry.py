@@ -133,7 +133,10 @@ class AlgoSpec:
         values = merged_values(self.name, hyperparam_source)
         values.update(overrides or {})
         return build_settings(
-            self.settings_class, values, source=f"{self.name} ({hyperparam_source})"
+            self.settings_class,
+            values,
+            source=f"{self.name} ({hyperparam_source})",
+            ignored_keys=tuple(ignored),
         )
 
     def check_env(self, env: EnvHandle) -> None:

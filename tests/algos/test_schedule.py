@@ -9,10 +9,13 @@ from marllib_ext import algos
 from marllib_ext.algos.config import load_algo_yaml
 from marllib_ext.algos.ppo.schedule import (
     ACTORS,
+    ALL,
     CRITICS,
+    DRAWN,
     HATRPO,
     PPO,
     SGD,
+    SORTED,
     TRPO,
     TRUST_REGION,
     Phase,
@@ -22,6 +25,9 @@ from marllib_ext.algos.ppo.schedule import (
 )
 from marllib_ext.algos.registry import ALGORITHMS
 from marllib_ext.errors import ConfigError
+from marllib_ext.policies.joint_critic import is_critic_module
+from marllib_ext.rllib_compat import local_learner
+from tests.helpers import sgd_overrides
 
 ON_POLICY = [name for name, spec in ALGORITHMS.items() if spec.schedule is not None]
 
@@ -87,6 +93,16 @@ def test_ignored_keys_literal():
     assert ignored_keys(PPO, {"lr", "entropy_coeff", "clip_param"}) == {}
 
 
+def test_an_ignored_key_keeps_its_inherited_value_unchecked():
+    # matrpo inherits minibatch_size 200 (toy) but reads critic_minibatch_size only.
+    settings = ALGORITHMS["matrpo"].settings(
+        "toy", {"train_batch_size": 100, "critic_minibatch_size": 50}
+    )
+    assert settings.minibatch_size == 200 and "minibatch_size" in settings.ignored_keys
+    with pytest.raises(ConfigError, match="'ignored_keys' in matrpo .* cannot be set"):
+        ALGORITHMS["matrpo"].settings("toy", {"ignored_keys": ["lr"]})
+
+
 @pytest.mark.parametrize(
     "name,key,reason",
     [
@@ -135,3 +151,59 @@ def test_the_schedule_table_lists_each_phase_in_order():
     assert table[2].startswith("| `hatrpo` | 1 | actors | trust_region |")
     assert table[3].startswith("|  | 2 | critics | sgd | value |")
     assert CRITICS in table[3]
+
+
+def recording_learner(learner_class, calls):
+    """``learner_class`` that records ``(step kind, modules)`` of every step it takes."""
+
+    class Recording(learner_class):
+        def sgd_step(self, phase, module_batches, context):
+            calls.append((phase.step, sorted(module_batches)))
+            return super().sgd_step(phase, module_batches, context)
+
+        def trust_region_step(self, phase, module_batches, context):
+            calls.append((phase.step, sorted(module_batches)))
+            return super().trust_region_step(phase, module_batches, context)
+
+    return Recording
+
+
+@pytest.mark.parametrize(
+    "name,env",
+    [
+        ("happo", "toy:coordination"),
+        ("hatrpo", "toy:coordination"),
+        ("coma", "toy:coordination"),
+        ("mappo_cup", "mpe:simple_spread"),
+    ],
+)
+def test_an_iteration_runs_the_declared_phases_in_order(ray_session, name, env):
+    spec = ALGORITHMS[name]
+    share = "individual" if spec.capabilities.sequential else "all"
+    small = {"train_batch_size": 100, **sgd_overrides(name, 50)}
+    config = algos.get(name, hyperparam_source="toy", num_env_runners=0, **small).rllib_config(
+        env, share_policy=share, seed=0
+    )
+    calls = []
+    algorithm = config.learners(
+        learner_class=recording_learner(config.learner_class, calls)
+    ).build_algo()
+    try:
+        algorithm.train()
+        learner = local_learner(algorithm)
+        modules = sorted(learner.module.keys())
+    finally:
+        algorithm.stop()
+    critics = [m for m in modules if is_critic_module(m)]
+    actors = [m for m in modules if not is_critic_module(m)]
+    expected = []
+    for phase in spec.schedule:
+        trained = {ALL: modules, ACTORS: actors, CRITICS: critics}[phase.modules]
+        if phase.order == DRAWN:
+            assert sorted(learner.last_order) == trained
+            expected += [(phase.step, [m]) for m in learner.last_order]
+        elif phase.order == SORTED:
+            expected += [(phase.step, [m]) for m in trained]
+        else:
+            expected.append((phase.step, trained))
+    assert calls == expected
