@@ -29,12 +29,27 @@ def observed_steps(chunk, agent_id: str) -> list[tuple[int, int]]:
     if agent_id not in chunk.env_t_to_agent_t or agent_id not in chunk.agent_episodes:
         return []
     started = chunk.agent_episodes[agent_id].t_started
-    steps = chunk.env_t_to_agent_t[agent_id].get(slice(0, chunk_env_steps(chunk) + 1))
     return [
         (index, int(step) - started)
-        for index, step in enumerate(steps)
+        for index, step in enumerate(env_index_map(chunk, agent_id))
         if step != chunk.SKIP_ENV_TS_TAG
     ]
+
+
+def env_index_map(chunk, agent_id: str) -> list:
+    """Per env index ``0..T`` of the chunk, the agent's global step observed there or
+    RLlib's skip tag.
+
+    Read from the end of RLlib's map: every env step appends one entry for every agent
+    the episode knows (a skip tag where it did not observe), so the last ``T + 1``
+    entries are the chunk's indices. The map's start is not reliable (ray 2.60): an
+    agent first observed inside a chunk cut from an earlier one gets its map padded
+    with the absolute env step's count of skip tags under the chunk's lookback, which
+    places its rows ``env_t_started - lookback`` indices late (one early when the cut
+    is at the reset)."""
+    data = list(chunk.env_t_to_agent_t[agent_id].data)
+    length = chunk_env_steps(chunk) + 1
+    return [chunk.SKIP_ENV_TS_TAG] * (length - len(data)) + data[-length:]
 
 
 def acting_steps(chunk, agent_id: str) -> list[tuple[int, int]]:
