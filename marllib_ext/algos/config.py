@@ -164,10 +164,16 @@ class PPOSettings(Settings):
 
 @dataclass(frozen=True)
 class CentralCriticSettings(PPOSettings):
-    """PPO settings plus the joint critic network."""
+    """PPO settings plus the joint critic network and its value loss: value
+    normalization (HARL's ``use_valuenorm``), a Huber error (``huber_delta``; null:
+    squared) and a loss clipped around the sampled values (``value_clip``; null: off)."""
 
     critic_hiddens: list[int]
     critic_activation: str
+    value_norm: bool
+    value_norm_beta: float
+    huber_delta: float | None
+    value_clip: float | None
 
     def checks(self) -> list[Check]:
         return [
@@ -175,7 +181,14 @@ class CentralCriticSettings(PPOSettings):
                 self.critic_activation in ACTIVATION_NAMES,
                 "critic_activation",
                 f"one of {ACTIVATION_NAMES}",
-            )
+            ),
+            (0 < self.value_norm_beta < 1, "value_norm_beta", "must be in (0, 1)"),
+            (
+                self.huber_delta is None or self.huber_delta > 0,
+                "huber_delta",
+                "must be > 0 or null",
+            ),
+            (self.value_clip is None or self.value_clip > 0, "value_clip", "must be > 0 or null"),
         ]
 
 
@@ -189,6 +202,11 @@ class VDSettings(CentralCriticSettings):
 
     def checks(self) -> list[Check]:
         return [
+            (
+                not self.value_norm,
+                "value_norm",
+                "the value-decomposition critic's mixed V_tot is not normalized yet: false",
+            ),
             (self.mixer in MIXERS, "mixer", f"one of {MIXERS}"),
             (self.mixer_embed_dim >= 1, "mixer_embed_dim", "must be >= 1"),
             (self.hypernet_embed_dim >= 1, "hypernet_embed_dim", "must be >= 1"),

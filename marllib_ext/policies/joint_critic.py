@@ -11,7 +11,14 @@ from ray.rllib.core.rl_module.torch import TorchRLModule
 from ray.rllib.utils.annotations import override
 from torch import nn
 
+from marllib_ext.ops.value_norm import denormalize, normalize, update_moments
+
 CRITIC_MODULE_ID = "joint_critic"
+# model_config key of a central critic: the value-normalization beta (None: off).
+VALUE_NORM_BETA = "value_norm_beta"
+# Critic batch column: the critic's own outputs when the batch was built (the values
+# a clipped value loss stays near; in the normalized space under value normalization).
+OLD_VALUES = "old_values"
 # model_config key of a joint critic: the actor modules whose team it serves.
 ACTOR_MODULES = "actor_modules"
 
@@ -62,8 +69,12 @@ class CentralValueCritic(TorchRLModule, ValueFunctionAPI):
     shuffles and minibatches each module's rows independently.
 
     ``model_config``: ``state_dim`` (int), ``hiddens`` (list of int), ``activation``,
-    and ``cost_head`` (bool, default False): a second, separate network ``V_c(s)`` for
-    the team cost (safe-MARL algorithms).
+    ``cost_head`` (bool, default False): a second, separate network ``V_c(s)`` for
+    the team cost (safe-MARL algorithms), and ``value_norm_beta`` (float or None):
+    value normalization (:mod:`marllib_ext.ops.value_norm`). With it the value network
+    learns standardized targets: ``forward_train``'s ``vf_preds`` are in that space,
+    ``compute_values`` de-normalizes them (GAE and value targets see returns), and the
+    running moments are a buffer (``value_moments``), so they live in checkpoints.
     """
 
     @override(TorchRLModule)
@@ -75,6 +86,9 @@ class CentralValueCritic(TorchRLModule, ValueFunctionAPI):
             if config.get("cost_head", False)
             else None
         )
+        self.value_norm_beta = config.get(VALUE_NORM_BETA)
+        if self.value_norm_beta is not None:
+            self.register_buffer("value_moments", torch.zeros(3, dtype=torch.float64))
 
     @override(TorchRLModule)
     def _forward(self, batch: dict[str, Any], **kwargs) -> dict[str, Any]:
@@ -84,14 +98,38 @@ class CentralValueCritic(TorchRLModule, ValueFunctionAPI):
     def _forward_train(self, batch: dict[str, Any], **kwargs) -> dict[str, Any]:
         # The loss reads these outputs: with data-parallel learners only what runs
         # through forward_train (DDP's forward) has its gradients all-reduced.
-        out = {Columns.VF_PREDS: self.compute_values(batch)}
+        out = {Columns.VF_PREDS: self.raw_values(batch)}
         if self.cost_value_net is not None:
             out[COST_VF_PREDS] = self.compute_cost_values(batch)
         return out
 
     @override(ValueFunctionAPI)
     def compute_values(self, batch: dict[str, Any], embeddings: Any = None) -> torch.Tensor:
+        """``V(s)``, shape ``(B,)``, on the returns' scale."""
+        raw = self.raw_values(batch)
+        if self.value_norm_beta is None:
+            return raw
+        return denormalize(raw, self.moments()).to(raw.dtype)
+
+    def raw_values(self, batch: dict[str, Any]) -> torch.Tensor:
+        """The value network's outputs, ``(B,)`` (standardized under value norm)."""
         return self.value_net(batch[STATE]).squeeze(-1)
+
+    def moments(self) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+        """The running ``(m, s, d)`` of the value targets."""
+        return tuple(self.value_moments)
+
+    def normalized(self, returns: torch.Tensor) -> torch.Tensor:
+        """``returns`` in the value network's space (themselves without value norm)."""
+        if self.value_norm_beta is None:
+            return returns
+        return normalize(returns, self.moments()).to(returns.dtype)
+
+    @torch.no_grad()
+    def update_value_norm(self, batch_mean: torch.Tensor, batch_mean_sq: torch.Tensor) -> None:
+        """One step of the running moments from a batch of value targets."""
+        moments = update_moments(self.moments(), batch_mean, batch_mean_sq, self.value_norm_beta)
+        self.value_moments.copy_(torch.stack([torch.as_tensor(m) for m in moments]))
 
     def compute_cost_values(self, batch: dict[str, Any]) -> torch.Tensor:
         """Team cost value ``V_c(s)``, shape ``(B,)``."""

@@ -18,7 +18,7 @@ from marllib_ext.envs.adapter import (
     STATE_KEY,
 )
 from marllib_ext.ops.advantages import standardize_valid, team_gae
-from marllib_ext.policies.joint_critic import CRITIC_MODULE_ID, STATE
+from marllib_ext.policies.joint_critic import CRITIC_MODULE_ID, OLD_VALUES, STATE
 from marllib_ext.postprocessing.episode_steps import (
     agent_env_offsets,
     chunk_env_steps,
@@ -244,6 +244,11 @@ class JointAdvantageConnector(ConnectorV2):
             if module_id in agent_terms:
                 module_advantages = module_advantages + agent_terms[module_id]
             batch[module_id][Columns.ADVANTAGES] = self._tensor(module_advantages, device)
+        if getattr(self.settings, "value_clip", None) is not None:
+            # The critic's outputs now, for a loss clipped around them.
+            old = torch.from_numpy(values)
+            old = critic.normalized(old) if hasattr(critic, "normalized") else old
+            critic_columns = {**critic_columns, OLD_VALUES: old.numpy()}
         batch[self.critic_module_id] = {
             **critic_inputs,
             Columns.VALUE_TARGETS: self._tensor(value_targets, device),

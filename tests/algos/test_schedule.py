@@ -67,6 +67,10 @@ def test_the_keys_a_phase_reads_literal():
         "grad_clip",
         "vf_loss_coeff",
         "vf_clip_param",
+        "value_norm",
+        "value_norm_beta",
+        "huber_delta",
+        "value_clip",
     }
     assert set(HATRPO[0].reads) == {
         "kl_threshold",

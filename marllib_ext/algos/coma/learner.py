@@ -58,6 +58,14 @@ class COMASettings(MAA2CSettings):
                 "must be > 0 or null",
             ),
             *divisible_by_learners(self, "critic_minibatch_size"),
+            *(
+                (value is None or value is False, key, "COMA's per-action Q: not yet supported")
+                for key, value in (
+                    ("value_norm", self.value_norm),
+                    ("huber_delta", self.huber_delta),
+                    ("value_clip", self.value_clip),
+                )
+            ),
         ]
 
 

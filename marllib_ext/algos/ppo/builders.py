@@ -22,6 +22,7 @@ from marllib_ext.envs.handle import EnvHandle
 from marllib_ext.errors import ConfigError
 from marllib_ext.policies.joint_critic import (
     ACTOR_MODULES,
+    VALUE_NORM_BETA,
     CentralValueCritic,
     team_critic_ids,
 )
@@ -124,6 +125,7 @@ def central_critic_spec(
             "hiddens": list(settings.critic_hiddens),
             "activation": settings.critic_activation,
             "cost_head": cost_head,
+            VALUE_NORM_BETA: settings.value_norm_beta if settings.value_norm else None,
         },
     )
 

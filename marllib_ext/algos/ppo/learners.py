@@ -14,11 +14,18 @@ from ray.rllib.utils.annotations import override
 from ray.rllib.utils.torch_utils import explained_variance
 
 from marllib_ext.algos.ppo.phased import PhasedLearner
-from marllib_ext.policies.joint_critic import ACTOR_MODULES, is_critic_module
+from marllib_ext.ops.value_loss import value_loss
+from marllib_ext.policies.joint_critic import ACTOR_MODULES, OLD_VALUES, is_critic_module
 from marllib_ext.policies.vd_critic import AGENT_VALUE_SPREAD
 from marllib_ext.postprocessing.joint_advantage import JointAdvantageConnector
 from marllib_ext.postprocessing.vd_advantage import VDJointAdvantageConnector
-from marllib_ext.rllib_compat import connectors_of, learner_connector, plain_module
+from marllib_ext.rllib_compat import (
+    ObservesBatchBeforeLoss,
+    connectors_of,
+    learner_connector,
+    plain_module,
+    sum_over_learners,
+)
 
 # Detached critic outputs logged as they are.
 CRITIC_DIAGNOSTICS = (AGENT_VALUE_SPREAD,)
@@ -37,6 +44,29 @@ def masked_value_loss(
     if clip is not None:
         squared = torch.clamp(squared, 0.0, clip)
     return torch.mean(squared[mask]), explained_variance(targets[mask], values[mask])
+
+
+def reference_value_loss(
+    values: torch.Tensor,
+    targets: torch.Tensor,
+    mask: torch.Tensor,
+    *,
+    old_values: torch.Tensor | None,
+    settings,
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """The MAPPO paper's and HARL's value loss (``ops.value_loss``: ``huber_delta``,
+    ``value_clip``), each row's loss clamped at ``vf_clip_param`` as RLlib's, averaged
+    over the mask; and the explained variance of the targets there."""
+    per_row = value_loss(
+        values,
+        targets,
+        old_values=old_values,
+        clip=settings.value_clip,
+        huber_delta=settings.huber_delta,
+    )
+    if settings.vf_clip_param is not None:
+        per_row = torch.clamp(per_row, 0.0, settings.vf_clip_param)
+    return torch.mean(per_row[mask]), explained_variance(targets[mask], values[mask])
 
 
 def own_value_loss(learner, module_id: str, config, batch, fwd_out) -> torch.Tensor:
@@ -74,7 +104,7 @@ class PPOLearner(PhasedLearner):
     step on the whole batch per epoch)."""
 
 
-class JointCriticPPOLearner(PhasedLearner):
+class JointCriticPPOLearner(ObservesBatchBeforeLoss, PhasedLearner):
     """PPO with one learner-only joint critic module shared by all actor modules.
 
     The actors' own value heads are unused (``use_critic=False``); the critic module is
@@ -123,6 +153,23 @@ class JointCriticPPOLearner(PhasedLearner):
             learner_connector(self), connector_class or self.advantage_connector_class
         )
 
+    @override(ObservesBatchBeforeLoss)
+    def observe(self, batch: dict[str, Any]) -> None:
+        """Value normalization: each normalized critic's running moments take one step
+        from this minibatch's valid targets (over every data-parallel learner's rows,
+        so all learners keep the same moments), before the loss (as HARL)."""
+        for module_id, columns in batch.items():
+            if not is_critic_module(module_id):
+                continue
+            critic = plain_module(self.module, module_id)
+            if getattr(critic, "value_norm_beta", None) is None:
+                continue
+            targets = columns[Columns.VALUE_TARGETS][columns[Columns.LOSS_MASK]].double()
+            sums = sum_over_learners(
+                torch.stack([targets.sum(), (targets**2).sum(), targets.new_tensor(len(targets))])
+            )
+            critic.update_value_norm(sums[0] / sums[2], sums[1] / sums[2])
+
     @override(PPOTorchLearner)
     def compute_loss_for_module(self, *, module_id, config, batch, fwd_out):
         if not is_critic_module(module_id):
@@ -138,15 +185,31 @@ class JointCriticPPOLearner(PhasedLearner):
 
     def critic_loss(self, *, module_id, config, batch, fwd_out) -> torch.Tensor:
         """The joint critic's value loss on its ``forward_train`` output (``vf_preds``
-        plus detached diagnostics such as the VD critic's value spread)."""
+        plus detached diagnostics such as the VD critic's value spread): squared or
+        Huber error, clipped around the sampled values if set, against the targets in
+        the value network's space (standardized under value normalization)."""
         values = fwd_out[Columns.VF_PREDS]
         diagnostics = {k: v for k, v in fwd_out.items() if k in CRITIC_DIAGNOSTICS}
-        loss, explained = masked_value_loss(
-            values,
-            batch[Columns.VALUE_TARGETS],
-            batch[Columns.LOSS_MASK],
-            clip=self.settings.vf_clip_param,
-        )
+        settings = self.settings
+        if settings.value_norm or settings.huber_delta is not None or settings.value_clip:
+            critic = plain_module(self.module, module_id)
+            targets = batch[Columns.VALUE_TARGETS]
+            if hasattr(critic, "normalized"):  # the central critic; VD's is never normalized
+                targets = critic.normalized(targets)
+            loss, explained = reference_value_loss(
+                values,
+                targets,
+                batch[Columns.LOSS_MASK],
+                old_values=batch.get(OLD_VALUES),
+                settings=settings,
+            )
+        else:
+            loss, explained = masked_value_loss(
+                values,
+                batch[Columns.VALUE_TARGETS],
+                batch[Columns.LOSS_MASK],
+                clip=settings.vf_clip_param,
+            )
         self.metrics.log_dict(
             {
                 **diagnostics,

@@ -44,7 +44,14 @@ LOSS_KEYS: dict[str, tuple[str, ...]] = {
     "ppo_clip": ("clip_param", "entropy_coeff", "use_kl_loss", "kl_coeff", "kl_target"),
     "a2c": ("entropy_coeff",),
     "focops": ("entropy_coeff",),
-    "value": ("vf_loss_coeff", "vf_clip_param"),
+    "value": (
+        "vf_loss_coeff",
+        "vf_clip_param",
+        "value_norm",
+        "value_norm_beta",
+        "huber_delta",
+        "value_clip",
+    ),
     "cup_projection": (),
     "trust_region_surrogate": (),
 }

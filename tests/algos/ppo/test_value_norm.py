@@ -1,0 +1,110 @@
+"""Value normalization, Huber and clipped value losses on the central critic: the
+module's de-normalized values, the running moments after an update against the
+batch's targets, the moments in checkpoints, and the families that refuse them."""
+
+import numpy as np
+import pytest
+import torch
+from ray.rllib.core.columns import Columns
+
+from marllib_ext import algos
+from marllib_ext.errors import ConfigError
+from marllib_ext.ops.value_norm import mean_and_variance, update_moments
+from marllib_ext.policies.joint_critic import (
+    CRITIC_MODULE_ID,
+    OLD_VALUES,
+    STATE,
+    VALUE_NORM_BETA,
+    CentralValueCritic,
+)
+from marllib_ext.rllib_compat import CapturesTrainBatch, local_learner, plain_module
+
+SMALL = {
+    "hyperparam_source": "toy",
+    "num_env_runners": 0,
+    "train_batch_size": 100,
+    "minibatch_size": None,  # one whole-batch step: one moments update per iteration
+    "num_epochs": 1,
+}
+
+
+def critic(beta):
+    import gymnasium as gym
+
+    space = gym.spaces.Box(-1, 1, (4,), np.float32)
+    return CentralValueCritic(
+        observation_space=space,
+        action_space=gym.spaces.Discrete(2),
+        model_config={"state_dim": 4, "hiddens": [8], "activation": "tanh", VALUE_NORM_BETA: beta},
+    )
+
+
+def test_compute_values_are_the_network_outputs_de_normalized():
+    module = critic(0.9)
+    module.value_moments.copy_(torch.tensor([1.0, 10.0, 0.5], dtype=torch.float64))
+    mu, var = mean_and_variance(module.moments())  # mu 2, var 16
+    assert (float(mu), float(var)) == (2.0, 16.0)
+    batch = {STATE: torch.randn(5, 4)}
+    raw = module.raw_values(batch)
+    torch.testing.assert_close(module.compute_values(batch), raw * 4.0 + 2.0)
+    torch.testing.assert_close(module.normalized(module.compute_values(batch)), raw)
+    assert "value_moments" in module.state_dict()
+    plain = critic(None)
+    assert "value_moments" not in plain.state_dict()
+    torch.testing.assert_close(plain.compute_values(batch), plain.raw_values(batch))
+
+
+def test_an_update_steps_the_moments_on_the_valid_targets_and_a_checkpoint_keeps_them(
+    ray_session, tmp_path
+):
+    config = algos.mappo(value_norm=True, value_norm_beta=0.9, **SMALL).rllib_config(
+        "toy:coordination", seed=0
+    )
+    capturing = type("Capturing", (CapturesTrainBatch, config.learner_class), {})
+    algorithm = config.learners(learner_class=capturing).build_algo()
+    try:
+        algorithm.train()
+        learner = local_learner(algorithm)
+        columns = learner.last_train_batch.policy_batches[CRITIC_MODULE_ID]
+        targets = columns[Columns.VALUE_TARGETS][columns[Columns.LOSS_MASK]].double().numpy()
+        expected = update_moments((0.0, 0.0, 0.0), targets.mean(), np.square(targets).mean(), 0.9)
+        module = plain_module(learner.module, CRITIC_MODULE_ID)
+        np.testing.assert_allclose(module.value_moments.numpy(), expected, rtol=1e-6)
+        path = algorithm.save_to_path(str(tmp_path / "checkpoint"))
+    finally:
+        algorithm.stop()
+    restored = config.build_algo()
+    try:
+        restored.restore_from_path(path)
+        module = plain_module(local_learner(restored).module, CRITIC_MODULE_ID)
+        np.testing.assert_allclose(module.value_moments.numpy(), expected, rtol=1e-6)
+    finally:
+        restored.stop()
+
+
+def test_huber_and_clipped_losses_train_on_the_sampled_values(ray_session):
+    config = algos.mappo(value_clip=0.2, huber_delta=10.0, **SMALL).rllib_config(
+        "toy:coordination", seed=0
+    )
+    capturing = type("Capturing", (CapturesTrainBatch, config.learner_class), {})
+    algorithm = config.learners(learner_class=capturing).build_algo()
+    try:
+        result = algorithm.train()
+        learner = local_learner(algorithm)
+        columns = learner.last_train_batch.policy_batches[CRITIC_MODULE_ID]
+        module = plain_module(learner.module, CRITIC_MODULE_ID)
+    finally:
+        algorithm.stop()
+    assert OLD_VALUES in columns
+    assert np.isfinite(result["learners"][CRITIC_MODULE_ID]["vf_loss"])
+    # The old values are the critic's outputs when the batch was built (one step ago).
+    assert not torch.allclose(module.raw_values(dict(columns)), columns[OLD_VALUES])
+
+
+@pytest.mark.parametrize(
+    "name,key,value",
+    [("vdppo", "value_norm", True), ("coma", "value_norm", True), ("coma", "value_clip", 0.2)],
+)
+def test_critics_without_support_refuse_the_keys(name, key, value):
+    with pytest.raises(ConfigError, match=key):
+        algos.get(name, **{key: value}).settings("toy:coordination")
