@@ -124,6 +124,11 @@ class PPOSettings(Settings):
     actor_activation: str
     vf_share_layers: bool
     free_log_std: bool
+    # HARL's use_orthogonal: orthogonal weights (gain by activation, action head
+    # action_head_gain, value heads 1), zero biases; and a Gaussian's initial std.
+    orthogonal_init: bool
+    action_head_gain: float
+    initial_std: float | None  # null: RLlib's 1.0
 
     def checks(self) -> list[Check]:
         return [
@@ -158,6 +163,12 @@ class PPOSettings(Settings):
                 self.actor_activation in ACTIVATION_NAMES,
                 "actor_activation",
                 f"one of {ACTIVATION_NAMES}",
+            ),
+            (self.action_head_gain > 0, "action_head_gain", "must be > 0"),
+            (
+                self.initial_std is None or (self.initial_std > 0 and self.free_log_std),
+                "initial_std",
+                "must be > 0 or null, and needs free_log_std (a Gaussian's own log std)",
             ),
         ]
 

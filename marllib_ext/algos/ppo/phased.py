@@ -26,6 +26,7 @@ from marllib_ext.algos.ppo.schedule import (
     rllib_phase,
 )
 from marllib_ext.ops.happo import team_row_log_ratio
+from marllib_ext.policies.initialization import HIDDEN_GAINS, orthogonal_init, set_initial_std
 from marllib_ext.policies.joint_critic import is_critic_module
 from marllib_ext.rllib_compat import (
     SameModuleOrderOnEveryLearner,
@@ -76,10 +77,36 @@ class PhasedLearner(SameModuleOrderOnEveryLearner, PPOTorchLearner):
         for phase in self.schedule:
             if not callable(getattr(self, f"{phase.step}_step", None)):
                 raise TypeError(f"{type(self).__name__} cannot run {phase.step!r} phases")
+        self.initialize_modules()
         self._order_rng = np.random.default_rng(self.config.seed)
         self.last_order: list[str] = []
         # Actor module -> its team's joint critic (the HAPPO factor is per team).
         self.critic_of_actor: dict[str, str] = {}
+
+    def initialize_modules(self) -> None:
+        """The reference initialization where the settings ask for it (every learner
+        draws the same weights from a generator seeded by the config's seed; the env
+        runners get them with the first weight sync)."""
+        settings = self.settings
+        if not settings.orthogonal_init and settings.initial_std is None:
+            return
+        generator = torch.Generator().manual_seed(int(self.config.seed or 0))
+        for module_id in sorted(self.module.keys()):
+            module = plain_module(self.module, module_id)
+            if settings.orthogonal_init:
+                activation = (
+                    settings.critic_activation
+                    if is_critic_module(module_id)
+                    else settings.actor_activation
+                )
+                orthogonal_init(
+                    module,
+                    hidden_gain=HIDDEN_GAINS[activation],
+                    action_head_gain=settings.action_head_gain,
+                    generator=generator,
+                )
+            if settings.initial_std is not None and not is_critic_module(module_id):
+                set_initial_std(module, settings.initial_std)
 
     @override(PPOTorchLearner)
     def update(self, *, training_data=None, timesteps=None, **update_kwargs):
