@@ -129,6 +129,7 @@ class PPOSettings(Settings):
     orthogonal_init: bool
     action_head_gain: float
     initial_std: float | None  # null: RLlib's 1.0
+    feature_norm: bool  # HARL's use_feature_normalization: LayerNorm on the inputs
 
     def checks(self) -> list[Check]:
         return [
@@ -217,6 +218,11 @@ class VDSettings(CentralCriticSettings):
                 not self.value_norm,
                 "value_norm",
                 "the value-decomposition critic's mixed V_tot is not normalized yet: false",
+            ),
+            (
+                not self.feature_norm,
+                "feature_norm",
+                "the value-decomposition critic's inputs are not normalized yet: false",
             ),
             (self.mixer in MIXERS, "mixer", f"one of {MIXERS}"),
             (self.mixer_embed_dim >= 1, "mixer_embed_dim", "must be >= 1"),

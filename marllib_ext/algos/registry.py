@@ -53,6 +53,7 @@ from marllib_ext.algos.progress import ProgressColumn
 from marllib_ext.envs.batched import BatchedEnvRunner
 from marllib_ext.envs.handle import EnvHandle
 from marllib_ext.errors import ConfigError
+from marllib_ext.policies.feature_norm import with_feature_norm_actors
 from marllib_ext.policies.masked_actor import with_masked_actors
 from marllib_ext.rllib_compat import with_settings
 
@@ -193,6 +194,13 @@ class AlgoSpec:
         config = with_settings(self.build(settings, env, share_policy, seed), settings)
         if self.schedule is not None:
             config = with_schedule(config, settings, self.schedule)
+        if getattr(settings, "feature_norm", False):
+            if not env.is_multi_agent:
+                raise ConfigError(f"feature_norm on a single-agent env: not yet ({self.name})")
+            try:
+                config = with_feature_norm_actors(config, self.name)
+            except ValueError as e:
+                raise ConfigError(str(e)) from None
         if env.is_multi_agent and env.layout.has_action_masks:
             try:
                 config = with_masked_actors(config, self.name)

@@ -48,11 +48,14 @@ COST_VF_PREDS = "cost_vf_preds"
 ACTIVATIONS = {"tanh": nn.Tanh, "relu": nn.ReLU, "elu": nn.ELU, "silu": nn.SiLU}
 
 
-def mlp(in_dim: int, hiddens: list[int], out_dim: int, activation: str) -> nn.Sequential:
-    """``Linear -> act`` per hidden size, then a linear output layer."""
+def mlp(
+    in_dim: int, hiddens: list[int], out_dim: int, activation: str, *, input_norm: bool = False
+) -> nn.Sequential:
+    """``Linear -> act`` per hidden size, then a linear output layer; ``input_norm``
+    puts a LayerNorm on the inputs first (HARL's feature normalization)."""
     if activation not in ACTIVATIONS:
         raise ValueError(f"activation must be one of {sorted(ACTIVATIONS)}, got {activation!r}")
-    layers: list[nn.Module] = []
+    layers: list[nn.Module] = [nn.LayerNorm(in_dim)] if input_norm else []
     for size in hiddens:
         layers += [nn.Linear(in_dim, size), ACTIVATIONS[activation]()]
         in_dim = size
@@ -70,7 +73,8 @@ class CentralValueCritic(TorchRLModule, ValueFunctionAPI):
 
     ``model_config``: ``state_dim`` (int), ``hiddens`` (list of int), ``activation``,
     ``cost_head`` (bool, default False): a second, separate network ``V_c(s)`` for
-    the team cost (safe-MARL algorithms), and ``value_norm_beta`` (float or None):
+    the team cost (safe-MARL algorithms), ``feature_norm`` (bool, default False): a
+    LayerNorm on the state first, and ``value_norm_beta`` (float or None):
     value normalization (:mod:`marllib_ext.ops.value_norm`). With it the value network
     learns standardized targets: ``forward_train``'s ``vf_preds`` are in that space,
     ``compute_values`` de-normalizes them (GAE and value targets see returns), and the
@@ -80,11 +84,11 @@ class CentralValueCritic(TorchRLModule, ValueFunctionAPI):
     @override(TorchRLModule)
     def setup(self) -> None:
         config = self.model_config
-        self.value_net = mlp(config["state_dim"], list(config["hiddens"]), 1, config["activation"])
+        network = (config["state_dim"], list(config["hiddens"]), 1, config["activation"])
+        input_norm = bool(config.get("feature_norm", False))
+        self.value_net = mlp(*network, input_norm=input_norm)
         self.cost_value_net = (
-            mlp(config["state_dim"], list(config["hiddens"]), 1, config["activation"])
-            if config.get("cost_head", False)
-            else None
+            mlp(*network, input_norm=input_norm) if config.get("cost_head", False) else None
         )
         self.value_norm_beta = config.get(VALUE_NORM_BETA)
         if self.value_norm_beta is not None:

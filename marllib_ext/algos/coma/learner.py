@@ -64,6 +64,7 @@ class COMASettings(MAA2CSettings):
                     ("value_norm", self.value_norm),
                     ("huber_delta", self.huber_delta),
                     ("value_clip", self.value_clip),
+                    ("feature_norm", self.feature_norm),
                 )
             ),
         ]

@@ -126,6 +126,7 @@ def central_critic_spec(
             "activation": settings.critic_activation,
             "cost_head": cost_head,
             VALUE_NORM_BETA: settings.value_norm_beta if settings.value_norm else None,
+            "feature_norm": settings.feature_norm,
         },
     )
 
