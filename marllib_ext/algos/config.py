@@ -176,12 +176,14 @@ class PPOSettings(Settings):
 
 @dataclass(frozen=True)
 class CentralCriticSettings(PPOSettings):
-    """PPO settings plus the joint critic network and its value loss: value
+    """PPO settings plus the joint critic network, its own learning rate and its value
+    loss: value
     normalization (HARL's ``use_valuenorm``), a Huber error (``huber_delta``; null:
     squared) and a loss clipped around the sampled values (``value_clip``; null: off)."""
 
     critic_hiddens: list[int]
     critic_activation: str
+    critic_lr: float | None  # the joint critics' optimizer (HARL's critic_lr); null: lr
     value_norm: bool
     value_norm_beta: float
     huber_delta: float | None
@@ -194,6 +196,7 @@ class CentralCriticSettings(PPOSettings):
                 "critic_activation",
                 f"one of {ACTIVATION_NAMES}",
             ),
+            (self.critic_lr is None or self.critic_lr > 0, "critic_lr", "must be > 0 or null"),
             (0 < self.value_norm_beta < 1, "value_norm_beta", "must be in (0, 1)"),
             (
                 self.huber_delta is None or self.huber_delta > 0,

@@ -48,7 +48,8 @@ FACTOR_MEAN = "happo_factor_mean"
 
 def with_schedule(config, settings: Any, schedule: Schedule):
     """``config`` carrying ``schedule``, with RLlib's ``lr``, ``num_epochs`` and
-    ``minibatch_size`` read from the keys of its first SGD phase (each learner's share
+    ``minibatch_size`` read from the keys of its last SGD phase, and ``critic_lr`` (where
+    set and different) as the joint critics' own ``lr`` (each learner's share
     of the minibatch; with several learners and whole-batch steps, RLlib's sharding
     still needs an int to count minibatches: the learner's batch share, unused)."""
     phase = rllib_phase(schedule)
@@ -56,11 +57,16 @@ def with_schedule(config, settings: Any, schedule: Schedule):
     minibatch_size = learner_share(getattr(settings, phase.minibatch_size), settings.num_learners)
     if minibatch_size is None and settings.num_learners > 1:
         minibatch_size = per_learner_batch
+    lr = getattr(settings, phase.lr)
     config.training(
-        lr=getattr(settings, phase.lr),
-        num_epochs=getattr(settings, phase.epochs),
-        minibatch_size=minibatch_size,
+        lr=lr, num_epochs=getattr(settings, phase.epochs), minibatch_size=minibatch_size
     )
+    critic_lr = getattr(settings, "critic_lr", None)
+    if critic_lr is not None and critic_lr != lr:
+        critics = [m for m in config.rl_module_spec.rl_module_specs if is_critic_module(m)]
+        config.rl_module(
+            algorithm_config_overrides_per_module={m: {"lr": critic_lr} for m in critics}
+        )
     return with_learner_value(config, SCHEDULE_KEY, schedule)
 
 

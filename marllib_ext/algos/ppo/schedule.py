@@ -45,6 +45,7 @@ LOSS_KEYS: dict[str, tuple[str, ...]] = {
     "a2c": ("entropy_coeff",),
     "focops": ("entropy_coeff",),
     "value": (
+        "critic_lr",
         "vf_loss_coeff",
         "vf_clip_param",
         "value_norm",

@@ -32,7 +32,7 @@ class TrustRegionFields:
 
     def checks(self) -> list[Check]:
         return [
-            (self.critic_lr > 0, "critic_lr", "must be > 0"),
+            (self.critic_lr is not None and self.critic_lr > 0, "critic_lr", "must be > 0"),
             (self.critic_epochs > 0, "critic_epochs", "must be > 0"),
             (
                 self.critic_minibatch_size is None

@@ -108,3 +108,15 @@ def test_huber_and_clipped_losses_train_on_the_sampled_values(ray_session):
 def test_critics_without_support_refuse_the_keys(name, key, value):
     with pytest.raises(ConfigError, match=key):
         algos.get(name, **{key: value}).settings("toy:coordination")
+
+
+def test_critic_lr_is_the_joint_critics_own_learning_rate(ray_session):
+    config = algos.mappo(lr=1e-4, critic_lr=2e-3, **SMALL).rllib_config("toy:coordination")
+    algorithm = config.build_algo()
+    try:
+        learner = local_learner(algorithm)
+        module_ids = list(learner.module.keys())
+        rates = {m: learner.get_optimizer(m).param_groups[0]["lr"] for m in module_ids}
+    finally:
+        algorithm.stop()
+    assert rates == {"shared": pytest.approx(1e-4), CRITIC_MODULE_ID: pytest.approx(2e-3)}
