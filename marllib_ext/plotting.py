@@ -78,6 +78,13 @@ def plot_runs(
     if title:
         axis.set_title(title)
     axis.legend()
+    return save_figure(figure, out)
+
+
+def save_figure(figure, out: str | Path) -> Path:
+    """Writes ``figure`` to ``out`` (its folder made), 120 dpi, and closes it."""
+    import matplotlib.pyplot as plt
+
     figure.tight_layout()
     out = Path(out)
     out.parent.mkdir(parents=True, exist_ok=True)

@@ -104,3 +104,63 @@ def reference_team_advantages(record, reward_fn=reward_of, critic_key="critic"):
                 advantages[(uid, int(ts[k]))] = running
     raw = np.array(list(advantages.values()))
     return {key: (value - raw.mean()) / max(1e-4, raw.std()) for key, value in advantages.items()}
+
+
+def reference_present_agents(record, acts, terminal_step):
+    """``(uid, t) -> (standardized team advantage, value target)`` for three agents that
+    come and go: ``acts(uid, t, agent)`` says who acts at each step (an agent observes
+    where it acts and at the step after its last action; absent agents' state slots are
+    zeros), the team reward is the acting agents' rewards, chunks end at ``agent_0``'s
+    bootstrap rows (it plays throughout) and odd uids end terminated at
+    ``terminal_step(uid)``."""
+
+    def observes(uid, t, agent):
+        return acts(uid, t, agent) or (t > 0 and acts(uid, t - 1, agent))
+
+    def state(uid, t):
+        return np.concatenate(
+            [[uid, t, i] if observes(uid, t, i) else [0.0, 0.0, 0.0] for i in range(3)]
+        )
+
+    steps, chunk_ends = set(), set()
+    for columns in record["modules"].values():
+        for (uid, t, agent), valid in zip(
+            columns[Columns.OBS], columns[Columns.LOSS_MASK], strict=True
+        ):
+            if valid:
+                steps.add((int(uid), int(t)))
+            elif agent == 0:  # agent_0 lives to the end: its bootstrap row ends the chunk
+                chunk_ends.add((int(uid), int(t)))
+    by_uid = defaultdict(list)
+    for uid, t in sorted(steps):
+        by_uid[uid].append(t)
+    advantages, targets = {}, {}
+    for uid, ts in by_uid.items():
+        segments, current = [], []
+        for t in ts:
+            current.append(t)
+            if (uid, t + 1) in chunk_ends:
+                segments.append(current)
+                current = []
+        assert not current
+        for segment in segments:
+            ts_ = np.array(segment)
+            values = record["critic"](np.stack([state(uid, t) for t in ts_]))
+            bootstrap = record["critic"](state(uid, ts_[-1] + 1)[None])[0]
+            terminated = uid % 2 == 1 and ts_[-1] == terminal_step(uid)
+            running = 0.0
+            for k in range(len(ts_) - 1, -1, -1):
+                t = int(ts_[k])
+                reward = sum(reward_of(uid, t, i) for i in range(3) if acts(uid, t, i))
+                if k == len(ts_) - 1:
+                    running = reward + GAMMA * (0.0 if terminated else bootstrap) - values[k]
+                else:
+                    delta = reward + GAMMA * values[k + 1] - values[k]
+                    running = delta + GAMMA * LAMBDA * running
+                advantages[(uid, t)] = running
+                targets[(uid, t)] = running + values[k]
+    raw = np.array(list(advantages.values()))
+    return {
+        key: ((value - raw.mean()) / max(1e-4, raw.std()), targets[key])
+        for key, value in advantages.items()
+    }

@@ -18,7 +18,7 @@ from marllib_ext.algos.ppo.learners import JointCriticPPOLearner
 from marllib_ext.envs import register_env
 from marllib_ext.postprocessing import JointAdvantageConnector
 from tests.helpers import EPISODE_LENGTH, counter_config, reward_of
-from tests.team_advantages import GAMMA, LAMBDA, recording
+from tests.team_advantages import GAMMA, LAMBDA, recording, reference_present_agents
 
 RECORDED = []
 
@@ -91,59 +91,6 @@ def acts(uid, t, agent):
     return t <= last and (agent != 2 or t >= ARRIVAL)
 
 
-def observes(uid, t, agent):
-    """Acts at ``t``, or got its final observation there after acting at ``t - 1``."""
-    return acts(uid, t, agent) or (t > 0 and acts(uid, t - 1, agent))
-
-
-def state(uid, t):
-    return np.concatenate(
-        [[uid, t, i] if observes(uid, t, i) else [0.0, 0.0, 0.0] for i in range(3)]
-    )
-
-
-def reference_advantages(record):
-    """(uid, t) -> standardized team advantage: team reward = the present agents'."""
-    steps, chunk_ends = set(), set()
-    for columns in record["modules"].values():
-        for (uid, t, agent), valid in zip(
-            columns[Columns.OBS], columns[Columns.LOSS_MASK], strict=True
-        ):
-            if valid:
-                steps.add((int(uid), int(t)))
-            elif agent == 0:  # agent_0 lives to the end: its bootstrap row ends the chunk
-                chunk_ends.add((int(uid), int(t)))
-    by_uid = defaultdict(list)
-    for uid, t in sorted(steps):
-        by_uid[uid].append(t)
-    advantages = {}
-    for uid, ts in by_uid.items():
-        segments, current = [], []
-        for t in ts:
-            current.append(t)
-            if (uid, t + 1) in chunk_ends:
-                segments.append(current)
-                current = []
-        assert not current
-        for segment in segments:
-            ts_ = np.array(segment)
-            values = record["critic"](np.stack([state(uid, t) for t in ts_]))
-            bootstrap = record["critic"](state(uid, ts_[-1] + 1)[None])[0]
-            terminated = uid % 2 == 1 and ts_[-1] == ALL_DIE_AT
-            running = 0.0
-            for k in range(len(ts_) - 1, -1, -1):
-                t = int(ts_[k])
-                reward = sum(reward_of(uid, t, i) for i in range(3) if acts(uid, t, i))
-                if k == len(ts_) - 1:
-                    running = reward + GAMMA * (0.0 if terminated else bootstrap) - values[k]
-                else:
-                    delta = reward + GAMMA * values[k + 1] - values[k]
-                    running = delta + GAMMA * LAMBDA * running
-                advantages[(uid, t)] = running
-    raw = np.array(list(advantages.values()))
-    return {key: (value - raw.mean()) / max(1e-4, raw.std()) for key, value in advantages.items()}
-
-
 @pytest.mark.parametrize(
     "share_policy", ["all", pytest.param("individual", marks=pytest.mark.slow)]
 )
@@ -166,7 +113,7 @@ def test_present_agents_get_their_team_step_advantage(ray_session, share_policy)
 
     seen = defaultdict(set)
     for record in RECORDED:
-        reference = reference_advantages(record)
+        reference = reference_present_agents(record, acts, lambda uid: ALL_DIE_AT)
         for columns in record["modules"].values():
             for (uid, t, agent), valid, advantage in zip(
                 columns[Columns.OBS],
@@ -179,7 +126,7 @@ def test_present_agents_get_their_team_step_advantage(ray_session, share_policy)
                     assert advantage == 0.0
                     continue
                 assert acts(uid, t, agent), (uid, t, agent)  # no row for an absent agent
-                assert advantage == pytest.approx(reference[(uid, t)], abs=2e-4), (uid, t)
+                assert advantage == pytest.approx(reference[(uid, t)][0], abs=2e-4), (uid, t)
                 seen[uid % 2].add((t, agent))
     # Both scripts were seen: a death at the last step before truncation (even uids),
     # an early death and every agent dying (odd uids), and the late arrival.

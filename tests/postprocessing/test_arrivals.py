@@ -8,8 +8,6 @@ last; ``agent_0`` plays from the reset to the end (so an episode always has a
 player). Odd uids end terminated (every agent dies at the last step), even ones
 truncated."""
 
-from collections import defaultdict
-
 import numpy as np
 import pytest
 from gymnasium import spaces
@@ -20,7 +18,7 @@ from marllib_ext.algos.ppo.learners import JointCriticPPOLearner
 from marllib_ext.envs import register_env
 from marllib_ext.postprocessing import JointAdvantageConnector
 from tests.helpers import counter_config, reward_of
-from tests.team_advantages import GAMMA, LAMBDA, recording
+from tests.team_advantages import GAMMA, LAMBDA, recording, reference_present_agents
 
 AGENTS = ("agent_0", "agent_1", "agent_2")
 RECORDED = []
@@ -45,11 +43,6 @@ def acts(uid, t, agent):
     length, spans = script(uid)
     first, last = spans[agent]
     return first <= t <= last
-
-
-def observes(uid, t, agent):
-    """Acts at ``t``, or got its final observation there after acting at ``t - 1``."""
-    return acts(uid, t, agent) or (t > 0 and acts(uid, t - 1, agent))
 
 
 class RandomPresenceEnv(ParallelEnv):
@@ -101,60 +94,6 @@ class RandomPresenceEnv(ParallelEnv):
 register_env("test:random_presence", RandomPresenceEnv, state_source="observations")
 
 
-def state(uid, t):
-    return np.concatenate(
-        [[uid, t, i] if observes(uid, t, i) else [0.0, 0.0, 0.0] for i in range(3)]
-    )
-
-
-def reference(record):
-    """``(uid, t) -> (standardized advantage, value target)`` of the team step: team
-    reward = the acting agents' rewards; chunks end at ``agent_0``'s bootstrap rows."""
-    steps, chunk_ends = set(), set()
-    for columns in record["modules"].values():
-        for (uid, t, agent), valid in zip(
-            columns[Columns.OBS], columns[Columns.LOSS_MASK], strict=True
-        ):
-            if valid:
-                steps.add((int(uid), int(t)))
-            elif agent == 0:
-                chunk_ends.add((int(uid), int(t)))
-    by_uid = defaultdict(list)
-    for uid, t in sorted(steps):
-        by_uid[uid].append(t)
-    advantages, targets = {}, {}
-    for uid, ts in by_uid.items():
-        length, _ = script(uid)
-        segments, current = [], []
-        for t in ts:
-            current.append(t)
-            if (uid, t + 1) in chunk_ends:
-                segments.append(current)
-                current = []
-        assert not current
-        for segment in segments:
-            ts_ = np.array(segment)
-            values = record["critic"](np.stack([state(uid, t) for t in ts_]))
-            bootstrap = record["critic"](state(uid, ts_[-1] + 1)[None])[0]
-            terminated = uid % 2 == 1 and ts_[-1] == length - 1
-            running = 0.0
-            for k in range(len(ts_) - 1, -1, -1):
-                t = int(ts_[k])
-                reward = sum(reward_of(uid, t, i) for i in range(3) if acts(uid, t, i))
-                if k == len(ts_) - 1:
-                    running = reward + GAMMA * (0.0 if terminated else bootstrap) - values[k]
-                else:
-                    delta = reward + GAMMA * values[k + 1] - values[k]
-                    running = delta + GAMMA * LAMBDA * running
-                advantages[(uid, t)] = running
-                targets[(uid, t)] = running + values[k]
-    raw = np.array(list(advantages.values()))
-    return {
-        key: ((value - raw.mean()) / max(1e-4, raw.std()), targets[key])
-        for key, value in advantages.items()
-    }
-
-
 @pytest.mark.parametrize("fragment", [2, 3, 4, 5])
 def test_every_agent_row_gets_its_team_step_advantage_and_target(ray_session, fragment):
     RECORDED.clear()
@@ -176,7 +115,7 @@ def test_every_agent_row_gets_its_team_step_advantage_and_target(ray_session, fr
 
     arrivals = set()
     for record in RECORDED:
-        expected = reference(record)
+        expected = reference_present_agents(record, acts, lambda uid: script(uid)[0] - 1)
         for columns in record["modules"].values():
             for (uid, t, agent), valid, advantage, target in zip(
                 columns[Columns.OBS],

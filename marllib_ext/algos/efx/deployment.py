@@ -14,6 +14,7 @@ from marllib_ext.algos.efx.outer_loop import budget_connector, episode_team_logp
 from marllib_ext.algos.restore import check_checkpoint, restored_algorithm
 from marllib_ext.errors import ConfigError
 from marllib_ext.ops.efx import largest_budget_within
+from marllib_ext.plotting import save_figure
 from marllib_ext.rllib_compat import settings_of
 
 
@@ -194,9 +195,4 @@ def plot_budget_sweep(points: list[BudgetPoint], out: str | Path, *, title: str 
     intrinsic_axis.set_ylabel("team intrinsic return (dotted: = z)", color="tab:orange")
     if title:
         extrinsic_axis.set_title(title)
-    figure.tight_layout()
-    out = Path(out)
-    out.parent.mkdir(parents=True, exist_ok=True)
-    figure.savefig(out, dpi=120)
-    plt.close(figure)
-    return out
+    return save_figure(figure, out)

@@ -19,7 +19,6 @@ from marllib_ext.algos.ppo.schedule import (
     ALL,
     DRAWN,
     HAPPO_FACTOR,
-    SORTED,
     TOGETHER,
     Phase,
     Schedule,
@@ -80,6 +79,7 @@ class PhasedLearner(SameModuleOrderOnEveryLearner, PPOTorchLearner):
         super().build()
         self.settings = settings_of(self.config)
         self.schedule: Schedule = learner_value(self.config, SCHEDULE_KEY)
+        self.rllib_phase = rllib_phase(self.schedule)  # the phase RLlib's config is from
         for phase in self.schedule:
             if not callable(getattr(self, f"{phase.step}_step", None)):
                 raise TypeError(f"{type(self).__name__} cannot run {phase.step!r} phases")
@@ -173,24 +173,18 @@ class PhasedLearner(SameModuleOrderOnEveryLearner, PPOTorchLearner):
         schedule when the phase's keys are the ones RLlib was configured from, else the
         phase's epochs and minibatch size."""
         settings = self.settings
-        minibatch_key = phase.minibatch_size
-        if (
-            phase.epochs == rllib_phase(self.schedule).epochs
-            and minibatch_key == rllib_phase(self.schedule).minibatch_size
-        ):
-            return update_on_part(
-                super().update,
-                module_batches,
-                context.batch.env_steps(),
-                timesteps=context.timesteps,
-                update_kwargs=context.update_kwargs,
-                last=context.last_part,
-                whole_batch=getattr(settings, minibatch_key) is None,
-            )
-        # Rows per minibatch count per module; null: the largest module batch, whole.
-        minibatch_size = learner_share(
-            getattr(settings, minibatch_key), settings.num_learners
-        ) or max(map(len, module_batches.values()))
+        configured = self.rllib_phase
+        if (phase.epochs, phase.minibatch_size) == (configured.epochs, configured.minibatch_size):
+            schedule = {"whole_batch": getattr(settings, phase.minibatch_size) is None}
+        else:
+            # Rows per minibatch count per module; null: the largest module batch, whole.
+            minibatch_size = learner_share(
+                getattr(settings, phase.minibatch_size), settings.num_learners
+            ) or max(map(len, module_batches.values()))
+            schedule = {
+                "num_epochs": getattr(settings, phase.epochs),
+                "minibatch_size": minibatch_size,
+            }
         return update_on_part(
             super().update,
             module_batches,
@@ -198,8 +192,7 @@ class PhasedLearner(SameModuleOrderOnEveryLearner, PPOTorchLearner):
             timesteps=context.timesteps,
             update_kwargs=context.update_kwargs,
             last=context.last_part,
-            num_epochs=getattr(settings, phase.epochs),
-            minibatch_size=minibatch_size,
+            **schedule,
         )
 
 
@@ -254,6 +247,3 @@ class TeamFactors:
         if Columns.LOSS_MASK in module_batch:
             log_ratio = torch.where(module_batch[Columns.LOSS_MASK], log_ratio, 0.0)
         return log_ratio.double().cpu().numpy()
-
-
-__all__ = ["FACTOR_MEAN", "HAPPO_FACTOR", "SORTED", "TEAM_ROW", "PhasedLearner", "with_schedule"]
