@@ -120,3 +120,28 @@ def test_critic_lr_is_the_joint_critics_own_learning_rate(ray_session):
     finally:
         algorithm.stop()
     assert rates == {"shared": pytest.approx(1e-4), CRITIC_MODULE_ID: pytest.approx(2e-3)}
+
+
+@pytest.mark.slow
+def test_two_learners_keep_the_same_moments_and_weights(ray_session):
+    from tests.data_parallel import assert_learners_identical, two_learner_algorithm
+
+    algorithm = two_learner_algorithm(
+        "mappo", value_norm=True, value_clip=0.2, huber_delta=10.0, feature_norm=True
+    )
+    try:
+        for _ in range(2):
+            algorithm.train()
+        assert_learners_identical(algorithm)  # the moments are a buffer: in the state dict
+        moments = [
+            ref.get()
+            for ref in algorithm.learner_group.foreach_learner(
+                lambda learner: (
+                    plain_module(learner.module, CRITIC_MODULE_ID).value_moments.numpy().copy()
+                )
+            )
+        ]
+    finally:
+        algorithm.stop()
+    assert moments[0][2] > 0  # stepped
+    np.testing.assert_array_equal(moments[0], moments[1])
