@@ -129,6 +129,9 @@ class PPOSettings(Settings):
     orthogonal_init: bool
     action_head_gain: float
     initial_std: float | None  # null: RLlib's 1.0
+    # HARL's Gaussian: std = std_bound * sigmoid(p) for the free parameter p; null:
+    # RLlib's std = exp(p), unbounded.
+    std_bound: float | None
     feature_norm: bool  # HARL's use_feature_normalization: LayerNorm on the inputs
 
     def checks(self) -> list[Check]:
@@ -170,6 +173,16 @@ class PPOSettings(Settings):
                 self.initial_std is None or (self.initial_std > 0 and self.free_log_std),
                 "initial_std",
                 "must be > 0 or null, and needs free_log_std (a Gaussian's own log std)",
+            ),
+            (
+                self.std_bound is None or (self.std_bound > 0 and self.free_log_std),
+                "std_bound",
+                "must be > 0 or null, and needs free_log_std (a Gaussian's own log std)",
+            ),
+            (
+                None in (self.std_bound, self.initial_std) or self.initial_std < self.std_bound,
+                "initial_std",
+                f"must be below std_bound={self.std_bound}",
             ),
         ]
 
@@ -362,11 +375,12 @@ def _parents(data: dict[str, Any]) -> list[str]:
 
 
 def gaussian_only_settings(settings: Any, env: Any) -> Any:
-    """``free_log_std`` (a state-independent log std) is a Gaussian's: off where no agent
-    has continuous actions, so a family default (vmas) also fits its discrete tasks."""
+    """``free_log_std`` (a state-independent log std), and with it ``initial_std`` and
+    ``std_bound``, is a Gaussian's: off where no agent has continuous actions, so a
+    family default (vmas) also fits its discrete tasks."""
     if not getattr(settings, "free_log_std", False) or not env.is_multi_agent:
         return settings
     spaces = env.layout.action_spaces.values()
     if any(isinstance(space, gym.spaces.Box) for space in spaces):
         return settings
-    return dataclasses.replace(settings, free_log_std=False)
+    return dataclasses.replace(settings, free_log_std=False, initial_std=None, std_bound=None)

@@ -53,7 +53,7 @@ from marllib_ext.algos.progress import ProgressColumn
 from marllib_ext.envs.batched import BatchedEnvRunner
 from marllib_ext.envs.handle import EnvHandle
 from marllib_ext.errors import ConfigError
-from marllib_ext.policies.feature_norm import with_feature_norm_actors
+from marllib_ext.policies.actor_options import with_actor_options
 from marllib_ext.policies.masked_actor import with_masked_actors
 from marllib_ext.rllib_compat import with_settings
 
@@ -194,11 +194,17 @@ class AlgoSpec:
         config = with_settings(self.build(settings, env, share_policy, seed), settings)
         if self.schedule is not None:
             config = with_schedule(config, settings, self.schedule)
-        if getattr(settings, "feature_norm", False):
+        feature_norm = getattr(settings, "feature_norm", False)
+        std_bound = getattr(settings, "std_bound", None)
+        if feature_norm or std_bound is not None:
             if not env.is_multi_agent:
-                raise ConfigError(f"feature_norm on a single-agent env: not yet ({self.name})")
+                raise ConfigError(
+                    f"feature_norm and std_bound on a single-agent env: not yet ({self.name})"
+                )
             try:
-                config = with_feature_norm_actors(config, self.name)
+                config = with_actor_options(
+                    config, self.name, feature_norm=feature_norm, std_bound=std_bound
+                )
             except ValueError as e:
                 raise ConfigError(str(e)) from None
         if env.is_multi_agent and env.layout.has_action_masks:

@@ -9,6 +9,8 @@ import math
 import torch
 from torch import nn
 
+from marllib_ext.policies.actor_options import raw_for_std
+
 # Gains of hidden layers by activation (``nn.init.calculate_gain``).
 HIDDEN_GAINS = {"tanh": 5.0 / 3.0, "relu": math.sqrt(2.0), "elu": 1.0, "silu": 1.0}
 # RLlib's PPO module: the policy head's layers (the last is the action head).
@@ -48,11 +50,13 @@ def orthogonal_init(
             nn.init.zeros_(layer.bias)
 
 
-def set_initial_std(module: nn.Module, std: float) -> None:
-    """The state-independent log std of a ``free_log_std`` Gaussian policy set to
-    ``log(std)`` for every action dimension."""
+def set_initial_std(module: nn.Module, std: float, std_bound: float | None = None) -> None:
+    """The state-independent log std parameter ``p`` of a ``free_log_std`` Gaussian
+    policy set so that every action dimension starts at ``std``: ``p = log(std)``, or
+    with a bound (``std = std_bound * sigmoid(p)``) ``p = logit(std / std_bound)``."""
     log_std = getattr(getattr(module, "pi", None), "log_std", None)
     if log_std is None:
         raise ValueError("initial_std needs a Gaussian policy with free_log_std")
+    raw = math.log(std) if std_bound is None else raw_for_std(std, std_bound)
     with torch.no_grad():
-        log_std.fill_(math.log(std))
+        log_std.fill_(raw)

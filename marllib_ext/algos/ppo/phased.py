@@ -112,7 +112,7 @@ class PhasedLearner(SameModuleOrderOnEveryLearner, PPOTorchLearner):
                     generator=generator,
                 )
             if settings.initial_std is not None and not is_critic_module(module_id):
-                set_initial_std(module, settings.initial_std)
+                set_initial_std(module, settings.initial_std, settings.std_bound)
 
     @override(PPOTorchLearner)
     def update(self, *, training_data=None, timesteps=None, **update_kwargs):
