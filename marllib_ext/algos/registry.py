@@ -52,6 +52,7 @@ from marllib_ext.algos.ppo.schedule import (
 from marllib_ext.algos.progress import ProgressColumn
 from marllib_ext.envs.batched import BatchedEnvRunner
 from marllib_ext.envs.handle import EnvHandle
+from marllib_ext.envs.whole_episodes import COMPLETE_EPISODES, WholeEpisodeEnvRunner
 from marllib_ext.errors import ConfigError
 from marllib_ext.policies.actor_options import with_actor_options
 from marllib_ext.policies.masked_actor import with_masked_actors
@@ -215,14 +216,15 @@ class AlgoSpec:
             # RLlib's env pre-check steps with unmasked random actions, which envs with
             # illegal moves reject.
             config.environment(disable_env_checking=True)
-        if env.is_multi_agent and env.spec.turn_based:
-            # An action completes at the agent's next turn: never cut an episode.
-            config.env_runners(batch_mode="complete_episodes")
         if env.is_multi_agent and env.spec.batched_creator is not None:
             # One batched simulator per env runner; RLlib's pre-check would step one
             # world of the batch alone.
             config.env_runners(env_runner_cls=BatchedEnvRunner)
             config.environment(disable_env_checking=True)
+        if env.is_multi_agent and env.spec.turn_based:
+            # An action completes at the agent's next turn: learn on whole episodes, and
+            # not RLlib's complete-episode sampling, which drops the long ones.
+            config.env_runners(batch_mode=COMPLETE_EPISODES, env_runner_cls=WholeEpisodeEnvRunner)
         return (
             with_episode_end_callback(config, log_contract_breaches)
             if env.is_multi_agent
