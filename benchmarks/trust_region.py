@@ -31,6 +31,7 @@ from __future__ import annotations
 
 import argparse
 import csv
+import json
 import statistics
 from pathlib import Path
 
@@ -40,10 +41,12 @@ from run_csv import finished_run, mean_at, window_mean
 
 from marllib_ext import algos, make_env
 from marllib_ext.algos.api import progress_row
+from marllib_ext.algos.evaluation import run_episodes
 from marllib_ext.cli import parse_assignments
 
 WINDOW = 5
 COLUMNS = ("timesteps_total", "agent_return_mean", "tr_kl", "tr_accept_rate")
+EVAL_EPISODES = 20  # after training, with the mean action (HARL evaluates 40)
 # The tables in BENCHMARKS.md: (env, labels, env steps), each label with 3 kept seeds
 # under benchmarks/results/trust_region/<env>/ (a test checks the document against them).
 REPORTED = (
@@ -85,7 +88,17 @@ def train(
             done = int(row["timesteps_total"])
             writer.writerow([row.get(c, float("nan")) for c in COLUMNS])
             f.flush()
+    if algo.env_runner is not None:  # HARL's evaluation: the mean action, whole episodes
+        team, agents = run_episodes(algo.env_runner, EVAL_EPISODES, explore=False)
+        per_agent = float(np.mean([np.mean(returns) for returns in agents.values()]))
+        eval_path(path).write_text(
+            json.dumps({"episodes": len(team), "deterministic_agent_return": per_agent})
+        )
     algo.stop()
+
+
+def eval_path(path: Path) -> Path:
+    return path.with_name(f"{path.stem}_eval.json")
 
 
 def timing(labels: list[str], handle, iterations: int) -> None:
