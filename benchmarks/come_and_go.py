@@ -82,11 +82,11 @@ def checkpoint_of(path: Path) -> Path:
     return Path("runs") / "come_and_go" / path.parent.parent.name / path.parent.name / path.stem
 
 
-def train(label: str, handle, seed: int, steps: int, path: Path) -> None:
+def train(label: str, handle, seed: int, steps: int, path: Path, overrides: dict) -> None:
     if finished_run(path, steps):
         return
     algo = (
-        algos.get(label, **SETTINGS[label])
+        algos.get(label, **{**SETTINGS[label], **overrides})
         .rllib_config(handle, share_policy="group", seed=seed)
         .build_algo()
     )
@@ -114,14 +114,18 @@ def main() -> None:
     parser.add_argument("--episodes", type=int, default=50, help="evaluation episodes")
     parser.add_argument("--out", type=Path, default=Path("benchmarks/results/come_and_go"))
     parser.add_argument("--report", action="store_true")
+    parser.add_argument(
+        "--set", nargs="*", default=[], metavar="KEY=VALUE", help="e.g. num_env_runners=0"
+    )
     args = parser.parse_args()
+    overrides = parse_assignments(args.set, "--set")
     handle = make_env(args.task, **parse_assignments(args.env_arg, "--env-arg"))
     root = args.out / args.task.replace(":", "-")
     if not args.report:
         ray.init(num_cpus=2, include_dashboard=False, configure_logging=False)
         for label in args.labels:
             for seed in args.seeds:
-                train(label, handle, seed, args.steps, root / label / f"seed{seed}.csv")
+                train(label, handle, seed, args.steps, root / label / f"seed{seed}.csv", overrides)
                 print(f"{label} seed {seed}: done", flush=True)
         return
     baseline = play(handle, random_legal(handle.make_rllib_env(), np.random.default_rng(0)),

@@ -19,7 +19,7 @@ STEP_REWARDS_KEY = "step_rewards"
 # Per-agent cost reported by the env (safe MARL), and the team's sum added here.
 COST_KEY = "cost"
 TEAM_COST_KEY = "team_cost"
-STATE_SOURCES = ("auto", "env", "observations")
+STATE_SOURCES = ("auto", "env", "observations", "latest_observations")
 # PettingZoo's action-mask convention: a dict observation {"observation", "action_mask"}
 # or the mask in the agent's info. The adapter always hands RLlib the dict form.
 OBSERVATION_KEY = "observation"
@@ -74,8 +74,10 @@ class ParallelEnvAdapter(ParallelPettingZooEnv):
     the step just taken) and ``info["state"]``: ``env.state()`` when the env
     implements it (``state_source="env"``, or ``"auto"``), else all agents'
     flattened observations concatenated in sorted agent-id order
-    (``state_source="observations"``). Critics on the learner read it from the
-    episodes, so the actors never see it.
+    (``state_source="observations"``; an agent that does not observe at a step has
+    zeros there, or with ``"latest_observations"`` its most recent observation of the
+    episode, which on turn-taking envs puts every player's last view in the state).
+    Critics on the learner read it from the episodes, so the actors never see it.
 
     Action masks: with ``action_mask="auto"`` an env whose observations are dicts with an
     ``action_mask`` entry (``"observation"``), or whose reset infos carry one
@@ -126,6 +128,7 @@ class ParallelEnvAdapter(ParallelPettingZooEnv):
         self.state_space = self._build_state_space()
         self.team_of = dict(team_of or {})
         self.env_t = 0
+        self.latest_parts: dict[str, np.ndarray] = {}  # each agent's last observation
 
     # ---- action masks ---------------------------------------------------------------
     def _mask_source(self, requested: str) -> str:
@@ -223,9 +226,13 @@ class ParallelEnvAdapter(ParallelPettingZooEnv):
                 observation = observations[agent]
                 if self.mask_source != "none":
                     observation = observation[OBSERVATION_KEY]
-                parts.append(gym.spaces.flatten(space, observation))
+                part = gym.spaces.flatten(space, observation)
+                self.latest_parts[agent] = part
+            elif self.state_source == "latest_observations" and agent in self.latest_parts:
+                part = self.latest_parts[agent]
             else:
-                parts.append(np.zeros(gym.spaces.flatdim(space), np.float32))
+                part = np.zeros(gym.spaces.flatdim(space), np.float32)
+            parts.append(part)
         return np.concatenate(parts).astype(np.float32)
 
     def _add_state(
@@ -260,6 +267,7 @@ class ParallelEnvAdapter(ParallelPettingZooEnv):
     def reset(self, *, seed: int | None = None, options: dict | None = None):
         observations, infos = super().reset(seed=seed, options=options)
         self.env_t = 0
+        self.latest_parts = {}
         observations = self._with_masks(observations, infos)
         empty = self._empty_masks(observations, {}, {})
         if empty:
