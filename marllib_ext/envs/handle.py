@@ -9,6 +9,7 @@ from typing import Any
 import gymnasium as gym
 
 from marllib_ext.envs.adapter import (
+    STATE_SOURCES,
     ParallelEnvAdapter,
     has_action_mask,
     plain_observation_space,
@@ -17,6 +18,8 @@ from marllib_ext.envs.batched import BatchedVectorEnv
 from marllib_ext.envs.registry import EnvSpec, get_env_spec, is_gymnasium_id
 from marllib_ext.envs.time_feature import TIME_FEATURE_ARG, TimeLeftObservation
 from marllib_ext.errors import ConfigError
+
+STATE_SOURCE_ARG = "state_source"  # env argument: the joint critics' state (adapter)
 
 RLLIB_ENV_PREFIX = "marllib_ext/"
 
@@ -59,7 +62,20 @@ def _time_feature(config: dict[str, Any]) -> bool:
     return with_time
 
 
-def _adapt(env, config: dict[str, Any], with_time: bool, spec: EnvSpec) -> ParallelEnvAdapter:
+def _state_source(config: dict[str, Any], spec: EnvSpec) -> str:
+    """Pops the ``state_source`` env argument from ``config`` (checked); the env's own
+    (``EnvSpec.state_source``) without it."""
+    source = config.pop(STATE_SOURCE_ARG, spec.state_source)
+    if source not in STATE_SOURCES:
+        raise ConfigError(
+            f"env argument {STATE_SOURCE_ARG} must be one of {STATE_SOURCES}, got {source!r}"
+        )
+    return source
+
+
+def _adapt(
+    env, config: dict[str, Any], with_time: bool, state_source: str, spec: EnvSpec
+) -> ParallelEnvAdapter:
     if with_time:
         limit = spec.episode_limit(config)
         if limit is None:
@@ -69,7 +85,7 @@ def _adapt(env, config: dict[str, Any], with_time: bool, spec: EnvSpec) -> Paral
         env = TimeLeftObservation(env, limit)
     return ParallelEnvAdapter(
         env,
-        state_source=spec.state_source,
+        state_source=state_source,
         env_name=spec.name,
         team_of=spec.team_of(env.possible_agents),
     )
@@ -78,7 +94,8 @@ def _adapt(env, config: dict[str, Any], with_time: bool, spec: EnvSpec) -> Paral
 def _make_rllib_env(config: dict[str, Any], *, spec: EnvSpec) -> ParallelEnvAdapter:
     config = dict(config)
     with_time = _time_feature(config)
-    return _adapt(spec.make(**config), config, with_time, spec)
+    state_source = _state_source(config, spec)
+    return _adapt(spec.make(**config), config, with_time, state_source, spec)
 
 
 class RllibEnvCreator:
@@ -95,8 +112,11 @@ class RllibEnvCreator:
     def make_batched(self, num_envs: int, config: dict[str, Any]) -> BatchedVectorEnv:
         config = dict(config)
         with_time = _time_feature(config)
+        state_source = _state_source(config, self.spec)
         world = self.spec.make_batched(num_envs, **config)
-        return BatchedVectorEnv(world, lambda slot: _adapt(slot, config, with_time, self.spec))
+        return BatchedVectorEnv(
+            world, lambda slot: _adapt(slot, config, with_time, state_source, self.spec)
+        )
 
 
 @dataclass(frozen=True)

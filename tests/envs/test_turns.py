@@ -4,7 +4,7 @@ import numpy as np
 import pytest
 
 from marllib_ext import make_env
-from marllib_ext.envs.adapter import STEP_REWARDS_KEY, ParallelEnvAdapter
+from marllib_ext.envs.adapter import STATE_KEY, STEP_REWARDS_KEY, ParallelEnvAdapter
 from marllib_ext.envs.toy_agents import TakeTurnsEnv
 from marllib_ext.envs.turns import TurnBasedParallelEnv
 from marllib_ext.postprocessing.episode_steps import env_step_team_rewards
@@ -35,6 +35,30 @@ def test_only_the_player_to_move_observes_and_everyone_gets_rewards():
             assert set(observations) == set(rewards) and truncateds["__all__"]
         for info in infos.values():
             assert info[STEP_REWARDS_KEY] == rewards
+
+
+@pytest.mark.parametrize("source", ["observations", "latest_observations"])
+def test_the_state_holds_the_movers_view_and_the_others_zeros_or_last_views(source):
+    env = ParallelEnvAdapter(TurnBasedParallelEnv(TakeTurnsEnv(players=3)), state_source=source)
+    observations, infos = env.reset(seed=1)
+    last = {}
+    for _ in range(5):
+        (mover,) = observations
+        last[mover] = observations[mover]["observation"]
+        parts = np.split(infos[mover][STATE_KEY], 3)
+        for index, agent in enumerate(["player_0", "player_1", "player_2"]):
+            if agent == mover:
+                want = last[mover]
+            elif source == "latest_observations" and agent in last:
+                want = last[agent]
+            else:
+                want = np.zeros(5, np.float32)
+            np.testing.assert_array_equal(parts[index], want)
+        legal = int(np.flatnonzero(observations[mover]["action_mask"])[0])
+        observations, _, _, _, infos = env.step({mover: legal})
+        observations = {a: o for a, o in observations.items() if o["action_mask"].any()}
+    env.reset(seed=2)  # a new episode forgets the last one's views
+    assert env.latest_parts.keys() == {"player_0"}
 
 
 def test_moving_out_of_turn_is_an_error():
@@ -79,3 +103,13 @@ def test_independent_team_replay_refuses_turn_taking_envs():
         algos.get("iql").rllib_config("toy:take_turns")
     # iddpg (continuous actions) carries the same refusal.
     assert not algos.ALGORITHMS["iddpg"].capabilities.turn_based
+
+
+def test_the_state_source_is_an_env_argument_checked_by_name():
+    from marllib_ext.errors import ConfigError
+
+    env = make_env("toy:take_turns", state_source="latest_observations").make_rllib_env()
+    assert env.state_source == "latest_observations"
+    assert make_env("toy:take_turns").make_rllib_env().state_source == "observations"
+    with pytest.raises(ConfigError, match="env argument state_source must be one of"):
+        make_env("toy:take_turns", state_source="everything").make_rllib_env()
