@@ -75,8 +75,10 @@ def register_checkpoint_env(path: Path) -> None:
 
 @contextlib.contextmanager
 def restored_algorithm(path: Path, *, render: str | None = None):
-    """The checkpoint's algorithm rebuilt with one local env runner (a single env when
-    rendering) and restored; stopped on exit."""
+    """The checkpoint's algorithm rebuilt with one local env runner of a single env and
+    restored; stopped on exit. One env: RLlib's ``sample(num_episodes=N)`` over several
+    envs keeps the first N episodes to end and drops the rest, which over-represents
+    short episodes (on tasks where success ends an episode, successes)."""
     from ray.rllib.algorithms.algorithm import Algorithm
 
     register_checkpoint_env(path)
@@ -86,7 +88,7 @@ def restored_algorithm(path: Path, *, render: str | None = None):
     # Episodes only, no training: the fragment length need not divide the train batch.
     config.env_runners(
         num_env_runners=0,
-        num_envs_per_env_runner=1 if render else 4,
+        num_envs_per_env_runner=1,
         rollout_fragment_length="auto",
     )
     if render is not None:
