@@ -199,7 +199,8 @@ def hanabi_spec(name: str) -> EnvSpec:
             description=f"Hanabi ({preset}), turn-taking, action masks",
         ),
         hyperparam_source="hanabi",
-        state_source="observations",
+        # Each player's last view: the state shows every hand (benchmarks/come_and_go.py).
+        state_source="latest_observations",
         turn_based=True,
     )
 

@@ -91,6 +91,7 @@ def test_hanabi_presets_are_turn_based_with_masks():
     env = make_env("hanabi:small")
     assert env.spec.turn_based and env.layout.has_action_masks
     assert env.layout.agents == ("player_0", "player_1")
+    assert env.make_rllib_env().state_source == "latest_observations"  # every hand
     steps = play(env.make_rllib_env())
     assert all(len(observations) >= 1 for _, observations, *_ in steps)
 
