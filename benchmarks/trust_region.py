@@ -131,24 +131,37 @@ def timing(labels: list[str], handle, iterations: int) -> None:
 
 
 def report(labels: list[str], seeds: list[int], steps: int, root: Path) -> None:
-    """One row per label with finished runs under ``root``: per-agent return at half the
-    budget and at the end (mean of the last ``WINDOW`` iterations; mean ± std over seeds
-    [min, max]), the KL after the step and the acceptance rate over that window, and the
-    largest KL logged in any iteration of any seed."""
+    """One row per label with finished runs under ``root``: per-agent return at 300k
+    (budgets of 600k and more), at half the budget and at the end (mean of the last
+    ``WINDOW`` logged iterations; mean ± std over seeds [min, max]); HARL's evaluation
+    after training (the mean action) where the runs wrote it; the KL after the step and
+    the acceptance rate over that window, and the largest KL of any iteration."""
+
+    def spread(values: list[float]) -> str:
+        return (
+            f"{np.mean(values):.2f} ± {np.std(values):.2f} [{min(values):.2f}, {max(values):.2f}]"
+        )
+
     half = steps // 2
-    print(f"| algorithm | seeds | at {half // 1000}k | at {steps // 1000}k "
+    marks = ([300_000] if steps >= 600_000 else []) + [half]
+    print(f"| algorithm | seeds | {' | '.join(f'at {m // 1000}k' for m in marks)} "
+          f"| at {steps // 1000}k | mean action at {steps // 1000}k "
           "| KL after the step | largest KL | accepted |")  # fmt: skip
-    print("|---|---|---|---|---|---|---|")
+    print("|---" * (len(marks) + 7) + "|")
     for label in labels:
-        runs = [
-            rows
-            for seed in seeds
-            if (rows := finished_run(root / label / f"seed{seed}.csv", steps))
-        ]
+        paths = [root / label / f"seed{seed}.csv" for seed in seeds]
+        runs = [rows for path in paths if (rows := finished_run(path, steps))]
         if not runs:
             continue
-        middle = [mean_at(r, half, "agent_return_mean", WINDOW) for r in runs]
+        at_marks = [spread([mean_at(r, m, "agent_return_mean", WINDOW) for r in runs])
+                    for m in marks]  # fmt: skip
         final = [window_mean(r, "agent_return_mean", WINDOW) for r in runs]
+        evaluated = [
+            json.loads(eval_path(path).read_text())["deterministic_agent_return"]
+            for path in paths
+            if eval_path(path).exists()
+        ]
+        evaluation = f"{spread(evaluated)} ({len(evaluated)} seeds)" if evaluated else "-"
         step_columns = "- | - | - |"  # mappo, happo: no trust-region step
         if any(not np.isnan(row["tr_kl"]) for r in runs for row in r):
             kl = [window_mean(r, "tr_kl", WINDOW) for r in runs]
@@ -156,9 +169,8 @@ def report(labels: list[str], seeds: list[int], steps: int, root: Path) -> None:
             accepted = [window_mean(r, "tr_accept_rate", WINDOW) for r in runs]
             step_columns = f"{np.mean(kl):.4f} | {largest:.4f} | {np.mean(accepted):.2f} |"
         print(
-            f"| `{label}` | {len(runs)} | {np.mean(middle):.2f} ± {np.std(middle):.2f} | "
-            f"{np.mean(final):.2f} ± {np.std(final):.2f} [{min(final):.2f}, "
-            f"{max(final):.2f}] | {step_columns}"
+            f"| `{label}` | {len(runs)} | {' | '.join(at_marks)} | {spread(final)} | "
+            f"{evaluation} | {step_columns}"
         )
 
 
