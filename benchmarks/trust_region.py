@@ -131,37 +131,43 @@ def timing(labels: list[str], handle, iterations: int) -> None:
 
 
 def report(labels: list[str], seeds: list[int], steps: int, root: Path) -> None:
-    """One row per label with finished runs under ``root``: per-agent return at 300k
-    (budgets of 600k and more), at half the budget and at the end (mean of the last
-    ``WINDOW`` logged iterations; mean ± std over seeds [min, max]); HARL's evaluation
-    after training (the mean action) where the runs wrote it; the KL after the step and
-    the acceptance rate over that window, and the largest KL of any iteration."""
-
-    def spread(values: list[float]) -> str:
-        return (
-            f"{np.mean(values):.2f} ± {np.std(values):.2f} [{min(values):.2f}, {max(values):.2f}]"
-        )
-
+    """One row per label with finished runs under ``root``: per-agent return at half the
+    budget (and at 300k for budgets of 600k and more; mean ± std over seeds) and at the
+    end ([min, max] too), each the mean of the last ``WINDOW`` logged iterations; for
+    budgets of 600k and more HARL's evaluation after training (the mean action) where
+    the runs wrote it; the KL after the step and the acceptance rate over the last
+    window, and the largest KL of any iteration."""
     half = steps // 2
-    marks = ([300_000] if steps >= 600_000 else []) + [half]
+    long_run = steps >= 600_000
+    marks = ([300_000] if long_run else []) + [half]
+    evaluation_header = f" mean action at {steps // 1000}k |" if long_run else ""
     print(f"| algorithm | seeds | {' | '.join(f'at {m // 1000}k' for m in marks)} "
-          f"| at {steps // 1000}k | mean action at {steps // 1000}k "
-          "| KL after the step | largest KL | accepted |")  # fmt: skip
-    print("|---" * (len(marks) + 7) + "|")
+          f"| at {steps // 1000}k |{evaluation_header} KL after the step | largest KL "
+          "| accepted |")  # fmt: skip
+    print("|---" * (len(marks) + 6 + long_run) + "|")
     for label in labels:
         paths = [root / label / f"seed{seed}.csv" for seed in seeds]
         runs = [rows for path in paths if (rows := finished_run(path, steps))]
         if not runs:
             continue
-        at_marks = [spread([mean_at(r, m, "agent_return_mean", WINDOW) for r in runs])
-                    for m in marks]  # fmt: skip
+        at_marks = []
+        for mark in marks:
+            values = [mean_at(r, mark, "agent_return_mean", WINDOW) for r in runs]
+            at_marks.append(f"{np.mean(values):.2f} ± {np.std(values):.2f}")
         final = [window_mean(r, "agent_return_mean", WINDOW) for r in runs]
-        evaluated = [
-            json.loads(eval_path(path).read_text())["deterministic_agent_return"]
-            for path in paths
-            if eval_path(path).exists()
-        ]
-        evaluation = f"{spread(evaluated)} ({len(evaluated)} seeds)" if evaluated else "-"
+        evaluation = ""
+        if long_run:
+            evaluated = [
+                json.loads(eval_path(path).read_text())["deterministic_agent_return"]
+                for path in paths
+                if eval_path(path).exists()
+            ]
+            evaluation = (
+                f" {np.mean(evaluated):.2f} ± {np.std(evaluated):.2f} [{min(evaluated):.2f}, "
+                f"{max(evaluated):.2f}] ({len(evaluated)} seeds) |"
+                if evaluated
+                else " - |"
+            )
         step_columns = "- | - | - |"  # mappo, happo: no trust-region step
         if any(not np.isnan(row["tr_kl"]) for r in runs for row in r):
             kl = [window_mean(r, "tr_kl", WINDOW) for r in runs]
@@ -169,8 +175,9 @@ def report(labels: list[str], seeds: list[int], steps: int, root: Path) -> None:
             accepted = [window_mean(r, "tr_accept_rate", WINDOW) for r in runs]
             step_columns = f"{np.mean(kl):.4f} | {largest:.4f} | {np.mean(accepted):.2f} |"
         print(
-            f"| `{label}` | {len(runs)} | {' | '.join(at_marks)} | {spread(final)} | "
-            f"{evaluation} | {step_columns}"
+            f"| `{label}` | {len(runs)} | {' | '.join(at_marks)} | {np.mean(final):.2f} ± "
+            f"{np.std(final):.2f} [{min(final):.2f}, {max(final):.2f}] |{evaluation} "
+            f"{step_columns}"
         )
 
 
