@@ -195,19 +195,15 @@ class AlgoSpec:
         config = with_settings(self.build(settings, env, share_policy, seed), settings)
         if self.schedule is not None:
             config = with_schedule(config, settings, self.schedule)
-        feature_norm = getattr(settings, "feature_norm", False)
-        std_bound = getattr(settings, "std_bound", None)
-        if feature_norm or std_bound is not None:
-            if not env.is_multi_agent:
-                raise ConfigError(
-                    f"feature_norm and std_bound on a single-agent env: not yet ({self.name})"
-                )
-            try:
-                config = with_actor_options(
-                    config, self.name, feature_norm=feature_norm, std_bound=std_bound
-                )
-            except ValueError as e:
-                raise ConfigError(str(e)) from None
+        try:
+            config = with_actor_options(
+                config,
+                self.name,
+                feature_norm=getattr(settings, "feature_norm", False),
+                std_bound=getattr(settings, "std_bound", None),
+            )
+        except ValueError as e:
+            raise ConfigError(str(e)) from None
         if env.is_multi_agent and env.layout.has_action_masks:
             try:
                 config = with_masked_actors(config, self.name)

@@ -9,7 +9,7 @@ against 2.5 for the kept ones: the short games are the ones ended by a misplay.
 
 :class:`WholeEpisodeEnvRunner` keeps RLlib's vectorized stepping and its truncating
 sampler, holds every unfinished episode chunk until its continuation arrives and
-returns only ended episodes, joined with ``MultiAgentEpisode.concat_episode``. Every
+returns only ended episodes, joined by :func:`join_chunks`. Every
 env step sampled reaches the learner (at the latest one ``sample()`` later), and an
 episode's chance of being returned does not depend on its length.
 """
@@ -27,15 +27,16 @@ from marllib_ext.envs.batched import BatchedEnvRunner
 COMPLETE_EPISODES = "complete_episodes"
 
 
-def env_step_maps(chunk) -> tuple[int, dict[str, list]]:
-    """``(lookback, {agent: env-step -> agent-step entries})`` of a chunk, lookback
-    entries first; an agent without a map gets skip entries (it never observed)."""
+def env_step_maps(chunk, agents) -> tuple[int, dict[str, list]]:
+    """``(lookback, {agent: env-step -> agent-step entries})`` of a chunk for each of
+    ``agents``, lookback entries first; an agent without a map in the chunk gets skip
+    entries (it did not observe there)."""
     maps = chunk.env_t_to_agent_t
     lookback = max((buffer.lookback for buffer in maps.values()), default=0)
     width = lookback + chunk.env_t - chunk.env_t_started + 1
+    skipped = [chunk.SKIP_ENV_TS_TAG] * width
     return lookback, {
-        agent: list(maps[agent].data) if agent in maps else [chunk.SKIP_ENV_TS_TAG] * width
-        for agent in set(maps) | set(chunk.agent_episodes)
+        agent: list(maps[agent].data) if agent in maps else skipped for agent in agents
     }
 
 
@@ -46,19 +47,17 @@ def join_chunks(head, tail) -> None:
     (on turn-taking envs, a player that did not move during a short chunk) and
     misplaces an agent first seen in ``tail``; the agent's rows would then be read at
     the wrong env steps."""
-    head_lookback, head_maps = env_step_maps(head)
-    tail_lookback, tail_maps = env_step_maps(tail)
-    head_width = head_lookback + head.env_t - head.env_t_started + 1
-    tail_steps = tail.env_t - tail.env_t_started
+    agents = {
+        *head.env_t_to_agent_t,
+        *head.agent_episodes,
+        *tail.env_t_to_agent_t,
+        *tail.agent_episodes,
+    }
+    head_lookback, head_maps = env_step_maps(head, agents)
+    tail_lookback, tail_maps = env_step_maps(tail, agents)
     head.concat_episode(tail)
-    for agent in set(head_maps) | set(tail_maps):
-        entries = head_maps.get(agent, [head.SKIP_ENV_TS_TAG] * head_width)
-        entries = (
-            entries
-            + tail_maps.get(agent, [head.SKIP_ENV_TS_TAG] * (tail_lookback + 1 + tail_steps))[
-                tail_lookback + 1 :
-            ]
-        )
+    for agent in agents:
+        entries = head_maps[agent] + tail_maps[agent][tail_lookback + 1 :]
         head.env_t_to_agent_t[agent] = InfiniteLookbackBuffer(data=entries, lookback=head_lookback)
 
 

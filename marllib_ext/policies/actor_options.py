@@ -1,12 +1,11 @@
 """Options of RLlib's PPO actor module that the reference implementations rely on:
 HARL's ``use_feature_normalization`` (a LayerNorm on the input features, learned scale
 and shift) and HARL's bounded Gaussian std (``std = std_bound * sigmoid(p)`` for the
-free parameter ``p``, instead of RLlib's ``std = exp(p)``)."""
+free parameter ``p``, instead of RLlib's ``std = exp(p)``; ``ops.gaussian``)."""
 
 from __future__ import annotations
 
 import dataclasses
-import math
 from typing import Any
 
 import gymnasium as gym
@@ -15,21 +14,9 @@ from ray.rllib.algorithms.ppo.torch.default_ppo_torch_rl_module import DefaultPP
 from ray.rllib.core.columns import Columns
 from torch import nn
 
+from marllib_ext.ops.gaussian import bounded_log_std
+
 STD_BOUND_KEY = "std_bound"  # the actor's model_config entry
-
-
-def bounded_log_std(raw: torch.Tensor, bound: float) -> torch.Tensor:
-    """``log(bound * sigmoid(raw)) = log(bound) - softplus(-raw)``, elementwise; the std
-    it gives lies in ``(0, bound)``. Shapes: any, unchanged."""
-    return math.log(bound) - nn.functional.softplus(-raw)
-
-
-def raw_for_std(std: float, bound: float) -> float:
-    """The ``p`` with ``bound * sigmoid(p) = std`` (``logit(std / bound)``); needs
-    ``0 < std < bound``."""
-    if not 0 < std < bound:
-        raise ValueError(f"initial_std must be in (0, std_bound={bound}), got {std}")
-    return math.log(std / (bound - std))
 
 
 class FeatureNormMixin:
@@ -107,7 +94,7 @@ def with_actor_options(config, algorithm: str, *, feature_norm: bool, std_bound:
     """``config`` with every actor module (RLlib's default PPO module) replaced by the
     class carrying the options asked for (``std_bound`` goes into its model_config);
     learner-only modules keep theirs. Raises ``ValueError`` naming ``algorithm`` and the
-    option when an actor is another class."""
+    options asked for on a single-agent env or when an actor is another class."""
     from ray.rllib.core.rl_module.multi_rl_module import MultiRLModuleSpec
 
     options = (feature_norm, std_bound is not None)
@@ -116,6 +103,8 @@ def with_actor_options(config, algorithm: str, *, feature_norm: bool, std_bound:
     asked = " and ".join(
         n for n, on in zip(("feature_norm", "std_bound"), options, strict=True) if on
     )
+    if not isinstance(config.rl_module_spec, MultiRLModuleSpec):
+        raise ValueError(f"{asked} on a single-agent env: not yet ({algorithm})")
     specs = dict(config.rl_module_spec.rl_module_specs)
     for module_id, spec in specs.items():
         if spec.learner_only:

@@ -9,7 +9,7 @@ import math
 import torch
 from torch import nn
 
-from marllib_ext.policies.actor_options import raw_for_std
+from marllib_ext.ops.gaussian import raw_for_std
 
 # Gains of hidden layers by activation (``nn.init.calculate_gain``).
 HIDDEN_GAINS = {"tanh": 5.0 / 3.0, "relu": math.sqrt(2.0), "elu": 1.0, "silu": 1.0}

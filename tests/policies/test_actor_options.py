@@ -17,12 +17,11 @@ from ray.rllib.core.rl_module.default_model_config import DefaultModelConfig
 
 from marllib_ext import algos
 from marllib_ext.errors import ConfigError
+from marllib_ext.ops.gaussian import bounded_log_std, raw_for_std
 from marllib_ext.policies.actor_options import (
     BoundedStdActor,
     FeatureNormActor,
     FeatureNormBoundedStdActor,
-    bounded_log_std,
-    raw_for_std,
 )
 from marllib_ext.policies.initialization import set_initial_std
 from marllib_ext.policies.joint_critic import CRITIC_MODULE_ID
@@ -104,17 +103,6 @@ GAUSSIAN_SPACES = {
 }
 
 
-def test_bounded_log_std_literal_values_and_its_inverse():
-    raw = torch.tensor([0.0, 1.0, -30.0, 30.0])
-    got = bounded_log_std(raw, 0.5).exp()
-    torch.testing.assert_close(got, torch.tensor([0.25, 0.5 / (1 + math.exp(-1)), 0.0, 0.5]))
-    assert raw_for_std(0.5 / (1 + math.exp(-1)), 0.5) == pytest.approx(1.0)
-    assert raw_for_std(0.25, 0.5) == pytest.approx(0.0)
-    for bad in (0.0, 0.5, 0.7):
-        with pytest.raises(ValueError, match="initial_std"):
-            raw_for_std(bad, 0.5)
-
-
 @pytest.mark.parametrize("actor_class", [BoundedStdActor, FeatureNormBoundedStdActor])
 def test_the_bounded_actor_gives_rllib_a_gaussian_with_std_below_the_bound(actor_class):
     torch.manual_seed(0)
@@ -178,3 +166,11 @@ def test_mappo_acts_with_the_bounded_std_on_its_runners(ray_session):
 def test_bad_std_bound_settings_name_the_field(overrides, message):
     with pytest.raises(ConfigError, match=message):
         algos.mappo(**overrides).settings("toy:continuous_target")
+
+
+@pytest.mark.parametrize(
+    "overrides,named", [({"feature_norm": True}, "feature_norm"), ({"std_bound": 0.5}, "std_bound")]
+)
+def test_single_agent_envs_refuse_the_actor_options_by_name(overrides, named):
+    with pytest.raises(ConfigError, match=f"^{named} on a single-agent env: not yet"):
+        algos.ippo(free_log_std=True, **overrides).rllib_config("Pendulum-v1")
