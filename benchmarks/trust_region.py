@@ -72,8 +72,17 @@ def build(label: str, handle, seed: int, overrides: dict | None = None):
 
 
 def train(
-    label: str, handle, seed: int, steps: int, path: Path, overrides: dict | None = None
+    label: str,
+    handle,
+    seed: int,
+    steps: int,
+    path: Path,
+    overrides: dict | None = None,
+    eval_at: tuple[int, ...] = (),
 ) -> None:
+    """Trains to ``steps`` env steps, writing one CSV row per iteration; at the first
+    iteration past each of ``eval_at`` and after training, plays whole episodes with the
+    mean action."""
     if finished_run(path, steps):
         return
     algo = build(label, handle, seed, overrides)
@@ -83,22 +92,43 @@ def train(
         writer = csv.writer(f)
         writer.writerow(COLUMNS)
         done = 0
+        pending = sorted(eval_at)
         while done < steps:
             row = progress_row(algo.train(), spec)
             done = int(row["timesteps_total"])
             writer.writerow([row.get(c, float("nan")) for c in COLUMNS])
             f.flush()
-    if algo.env_runner is not None:  # HARL's evaluation: the mean action, whole episodes
-        team, agents = run_episodes(algo.env_runner, EVAL_EPISODES, explore=False)
-        per_agent = float(np.mean([np.mean(returns) for returns in agents.values()]))
-        eval_path(path).write_text(
-            json.dumps({"episodes": len(team), "deterministic_agent_return": per_agent})
-        )
+            while pending and done >= pending[0]:
+                evaluate_mean_action(algo, eval_path(path, pending.pop(0)), done)
+    evaluate_mean_action(algo, eval_path(path), done)
     algo.stop()
 
 
-def eval_path(path: Path) -> Path:
-    return path.with_name(f"{path.stem}_eval.json")
+def evaluate_mean_action(algo, out: Path, env_steps: int) -> None:
+    """HARL's evaluation: whole episodes with the mean action (its ``deterministic``),
+    played by a separate one-env runner holding the trained weights, so that neither the
+    training's env-step count nor its logged returns include them."""
+    if algo.env_runner is None:  # remote runners only: no local weights to copy
+        return
+    config = algo.config.copy(copy_frozen=False)
+    config.env_runners(num_envs_per_env_runner=1)
+    runner = algo.env_runner.__class__(config=config)
+    try:
+        runner.set_state(algo.env_runner.get_state())
+        team, agents = run_episodes(runner, EVAL_EPISODES, explore=False)
+    finally:
+        runner.stop()
+    per_agent = float(np.mean([np.mean(returns) for returns in agents.values()]))
+    out.write_text(json.dumps({
+        "episodes": len(team), "deterministic_agent_return": per_agent,
+        "env_steps": env_steps,
+    }))  # fmt: skip
+
+
+def eval_path(path: Path, mark: int | None = None) -> Path:
+    """``seed0_eval.json`` after training, ``seed0_eval_300k.json`` at a mark."""
+    tail = "" if mark is None else f"_{mark // 1000}k"
+    return path.with_name(f"{path.stem}_eval{tail}.json")
 
 
 def timing(labels: list[str], handle, iterations: int) -> None:
@@ -196,6 +226,10 @@ def main() -> None:
         "--set", nargs="*", default=[], metavar="KEY=VALUE", help="e.g. kl_threshold=0.05"
     )
     parser.add_argument("--suffix", default="", help="run folder <label><suffix> (with --set)")
+    parser.add_argument(
+        "--eval-at", nargs="*", type=int, default=[], metavar="STEPS",
+        help="also evaluate with the mean action at these env steps (e.g. 300000)",
+    )  # fmt: skip
     args = parser.parse_args()
     handle = make_env(args.env, **parse_assignments(args.env_arg, "--env-arg"))
     root = args.out / args.env.replace(":", "-")
@@ -212,7 +246,7 @@ def main() -> None:
     for label in args.labels:
         for seed in args.seeds:
             path = root / f"{label}{args.suffix}" / f"seed{seed}.csv"
-            train(label, handle, seed, args.steps, path, overrides)
+            train(label, handle, seed, args.steps, path, overrides, tuple(args.eval_at))
             print(f"{label} seed {seed}: done", flush=True)
 
 
