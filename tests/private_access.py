@@ -1,4 +1,4 @@
-"""Finds private RLlib names used outside ``marllib_ext/rllib_compat.py`` (by the AST,
+"""Finds private RLlib names used outside ``marllib_ext/rllib_compat/`` (by the AST,
 not by a fixed list): used by ``tests/test_rllib_compat.py``."""
 
 from __future__ import annotations

@@ -34,6 +34,14 @@ MIN_ROWS = 1024  # first allocation; doubled until capacity
 MIN_PRIORITY = 1e-6
 
 
+def bytes_needed(capacity: int, columns: dict[str, np.ndarray], prioritized: bool) -> int:
+    """Bytes a full store of ``capacity`` rows shaped like ``columns`` holds: the rows,
+    one float64 priority per row and, with priorities, the sum tree."""
+    row = sum(np.asarray(value)[0].nbytes for value in columns.values())
+    tree = 16 * (1 << max(0, (capacity - 1).bit_length())) if prioritized else 0
+    return capacity * (row + 8) + tree
+
+
 @dataclass(frozen=True)
 class SampledTransitions:
     """``K * B`` rows: ``columns[name]`` of shape ``(K * B, ...)`` with minibatch ``k``
@@ -85,15 +93,11 @@ class TransitionStore:
         tree = 0 if self.tree is None else self.tree.tree.nbytes
         return arrays + self.priority.nbytes + tree
 
-    def bytes_at_capacity(self, columns: dict[str, np.ndarray] | None = None) -> int:
-        """Bytes of the arrays once ``capacity`` rows are held, from the stored columns
-        or from example ``columns`` (rows of the shapes that will be added)."""
-        source = columns if columns is not None else self.arrays
-        if source is None:
+    def bytes_at_capacity(self) -> int:
+        """Bytes of the arrays once ``capacity`` rows are held (0 before any row)."""
+        if self.arrays is None:
             return 0
-        row = sum(np.asarray(v)[0].nbytes for v in source.values())
-        tree = 0 if self.tree is None else self.tree.tree.nbytes
-        return self.capacity * (row + 8) + tree
+        return bytes_needed(self.capacity, self.arrays, self.prioritized)
 
     # ---- adding -----------------------------------------------------------------------
     def add(self, columns: dict[str, np.ndarray]) -> npt.NDArray[np.int64]:

@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 
 from marllib_ext.replay.sum_tree import SumTree
-from marllib_ext.replay.transitions import MIN_ROWS, TransitionStore
+from marllib_ext.replay.transitions import MIN_ROWS, TransitionStore, bytes_needed
 
 
 # ---- sum tree ------------------------------------------------------------------------------
@@ -94,6 +94,7 @@ def test_store_grows_with_what_is_stored_then_rings():
     held = np.sort(store.arrays["rewards"])
     np.testing.assert_array_equal(held, np.arange(510, 5510, dtype=np.float32))
     assert store.bytes_at_capacity() == 5000 * (12 + 8 + 4 + 8)
+    assert bytes_needed(5000, rows(0, 1), prioritized=True) == 5000 * 32 + 16 * 8192
 
 
 def test_store_adds_more_rows_than_capacity_keeping_the_newest():

@@ -1,24 +1,50 @@
-"""RLlib's SAC whose prioritized buffer is the ROER (EMA) subclass for KL/JS."""
+"""RLlib's SAC with ROER replay: the package's transition store and K-minibatch updates
+(``fast_replay``, ``fast_replay.py``), or RLlib's episode buffers with the ROER (EMA)
+subclass swapped in for KL/JS."""
 
 from __future__ import annotations
 
+from ray.rllib.algorithms.algorithm import Algorithm
 from ray.rllib.algorithms.sac import SAC
+from ray.rllib.utils.annotations import override
 
 from marllib_ext.algos.roer.buffers import (
     ROERMultiAgentPrioritizedEpisodeReplayBuffer,
     ROERPrioritizedEpisodeReplayBuffer,
 )
+from marllib_ext.algos.roer.fast_replay import FastReplay, fast_training_step
 from marllib_ext.rllib_compat import BuildsReplayBuffer, settings_of
+
+STATE_KEY = "fast_replay"
 
 
 class ROERSAC(BuildsReplayBuffer, SAC):
     """``SACConfig.validate`` accepts only RLlib's buffer names, so the config names
-    RLlib's prioritized buffer and this algorithm swaps in the ROER subclass."""
+    RLlib's prioritized buffer and this algorithm swaps in the ROER subclass (RLlib's
+    path); with ``fast_replay`` the training step is ``fast_training_step``."""
 
-    def replay_buffer(self, default, buffer_config: dict):
+    @override(SAC)
+    def setup(self, config) -> None:
+        super().setup(config)
         settings = settings_of(self.config)
+        self.fast_replay = (
+            FastReplay(settings, self.config.num_learners, self.config.seed)
+            if settings.fast_replay
+            else None
+        )
+
+    @override(SAC)
+    def training_step(self) -> None:
+        if self.fast_replay is None:
+            return super().training_step()
+        return fast_training_step(self, self.fast_replay)
+
+    def replay_buffer(self, build_default, buffer_config: dict):
+        settings = settings_of(self.config)
+        if settings.fast_replay:
+            return None  # the transition store replaces RLlib's buffer
         if not settings.priority_rule.roer:
-            return default
+            return build_default()
         multi_agent = buffer_config.pop("type").startswith("MultiAgent")
         buffer_class = (
             ROERMultiAgentPrioritizedEpisodeReplayBuffer
@@ -26,3 +52,16 @@ class ROERSAC(BuildsReplayBuffer, SAC):
             else ROERPrioritizedEpisodeReplayBuffer
         )
         return buffer_class(per_beta=settings.per_beta, **buffer_config)
+
+    @override(Algorithm)
+    def get_state(self, components=None, *, not_components=None, **kwargs) -> dict:
+        state = super().get_state(components, not_components=not_components, **kwargs)
+        if self.fast_replay is not None:
+            state[STATE_KEY] = self.fast_replay.get_state()
+        return state
+
+    @override(Algorithm)
+    def set_state(self, state: dict) -> None:
+        if self.fast_replay is not None and STATE_KEY in state:
+            self.fast_replay.set_state(state[STATE_KEY])
+        super().set_state(state)

@@ -87,6 +87,8 @@ def _base_config(settings: ROERSettings, env: EnvHandle, seed: int | None) -> SA
         )
         .debugging(seed=seed)
     )
+    if settings.fast_replay:  # the learner checks the gradients in one fused pass
+        config.framework(torch_skip_nan_gradients=True)
     return config
 
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import gymnasium as gym
+import numpy as np
 import torch
 from ray.rllib.algorithms.sac.sac_learner import QF_PREDS, QF_TWIN_PREDS
 from ray.rllib.algorithms.sac.torch.sac_torch_learner import SACTorchLearner
@@ -13,27 +14,59 @@ from marllib_ext.ops.roer import (
     state_value_td_error,
 )
 from marllib_ext.rllib_compat import (
+    ActorBackwardApart,
     SameModuleOrderOnEveryLearner,
+    TargetUpdateEveryGradientStep,
     hand_priorities_to_replay,
+    last_td_error,
     plain_module,
     record_extra_loss,
     settings_of,
 )
 
 VALUE_LOSS_KEY = "value_loss"
+# Fast path (fast_replay): each row's index in the algorithm's transition store, so that
+# the priorities come back to the rows they belong to whatever the minibatch order.
+REPLAY_INDEX = "replay_index"
 
 
-class ROERSACLearner(SameModuleOrderOnEveryLearner, SACTorchLearner):
+class ROERSACLearner(
+    ActorBackwardApart,
+    TargetUpdateEveryGradientStep,
+    SameModuleOrderOnEveryLearner,
+    SACTorchLearner,
+):
     """Adds to RLlib's SAC losses a value loss on ``diff = min(Q1, Q2)(s, a) - V(s)``
     (Gumbel for KL, ``softplus - log 2`` for JS, ``diff^2 / 2`` otherwise) and, for
     KL/JS, hands the ROER priority of
     ``delta = r + gamma^n * (1 - terminated) * V(s') - V(s)`` to the replay buffer in
-    place of RLlib's ``|Q - target|``."""
+    place of RLlib's ``|Q - target|``.
+
+    Fast path (``fast_replay``): the batch carries ``REPLAY_INDEX``; every minibatch's
+    priorities (by the ``per_type`` rule; PER's from RLlib's ``|Q - target|``) are kept
+    with their row indices until ``take_replay_feedback``, and the target nets take
+    their soft update after every gradient step."""
 
     @override(SACTorchLearner)
     def build(self) -> None:
         super().build()
         self.settings = settings_of(self.config)
+        self.per_step_targets = self.fused_backward = self.settings.fast_replay
+        self.replay_feedback: dict[str, list[tuple[torch.Tensor, torch.Tensor]]] = {}
+
+    def take_replay_feedback(self) -> dict[str, tuple[np.ndarray, np.ndarray]]:
+        """``{module_id: (row indices, priorities)}`` of the minibatches since the last
+        call, in the order they were taken; cleared."""
+        feedback = {
+            module_id: (
+                torch.cat([index for index, _ in parts]).cpu().numpy().astype(np.int64),
+                torch.cat([priority for _, priority in parts]).cpu().numpy(),
+            )
+            for module_id, parts in self.replay_feedback.items()
+            if parts
+        }
+        self.replay_feedback = {}
+        return feedback
 
     @override(SACTorchLearner)
     def configure_optimizers_for_module(self, module_id, config=None) -> None:
@@ -46,6 +79,10 @@ class ROERSACLearner(SameModuleOrderOnEveryLearner, SACTorchLearner):
             params=params,
             lr_or_lr_schedule=config.critic_lr,
         )
+        if settings_of(self.config).fast_replay:  # one fused Adam kernel per step on CPU
+            for _, optimizer in self.get_optimizers_for_module(module_id):
+                for group in optimizer.param_groups:
+                    group["foreach"] = True
 
     @override(SACTorchLearner)
     def compute_loss_for_module(self, *, module_id, config, batch, fwd_out):
@@ -77,7 +114,16 @@ class ROERSACLearner(SameModuleOrderOnEveryLearner, SACTorchLearner):
             "td_error_mean": td_error.mean(),
             "v_mean": values.mean(),
         }
-        if rule.roer:  # PER's priorities are RLlib's own |TD error| of the Q loss
+        if REPLAY_INDEX in batch:  # fast path: priorities kept with their rows
+            rllib_td_error = last_td_error(self.metrics, module_id)
+            if rule.prioritized:
+                source = td_error if rule.roer else rllib_td_error
+                priority, weight = rule.priorities(source.detach(), roer)
+                self.replay_feedback.setdefault(module_id, []).append(
+                    (batch[REPLAY_INDEX].detach(), priority.detach())
+                )
+                metrics.update({"priority_mean": priority.mean(), "per_weight": weight.mean()})
+        elif rule.roer:  # PER's priorities are RLlib's own |TD error| of the Q loss
             priority, weight = rule.priorities(td_error, roer)
             hand_priorities_to_replay(self.metrics, module_id, priority)
             metrics.update({"priority_mean": priority.mean(), "per_weight": weight.mean()})

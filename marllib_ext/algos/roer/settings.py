@@ -26,6 +26,8 @@ class ROERSettings(Settings, PrioritizedReplayFields):
     buffer_capacity: int
     num_steps_sampled_before_learning_starts: int
     training_intensity: float | None
+    fast_replay: bool
+    updates_per_env_step: float
     rollout_fragment_length: int
     hiddens: list[int]
     activation: str
@@ -49,6 +51,18 @@ class ROERSettings(Settings, PrioritizedReplayFields):
                 "shards fine)",
             ),
             (self.buffer_capacity > 0, "buffer_capacity", "must be > 0"),
+            (self.updates_per_env_step > 0, "updates_per_env_step", "must be > 0"),
+            (
+                not (self.fast_replay and self.training_intensity is not None),
+                "training_intensity",
+                "is RLlib's replay ratio; with fast_replay the ratio is "
+                "updates_per_env_step (set training_intensity: null)",
+            ),
+            (
+                not (self.fast_replay and self.n_step > 1),
+                "n_step",
+                "fast_replay stores 1-step transitions; n_step > 1 needs fast_replay: false",
+            ),
             (self.n_step >= 1, "n_step", "must be >= 1"),
             (self.activation in ACTIVATION_NAMES, "activation", f"one of {ACTIVATION_NAMES}"),
         ]

@@ -1,5 +1,6 @@
-"""ROER on RLlib's SAC: buffers that follow the priorities, learners that compute them,
-and the registry entries."""
+"""ROER on RLlib's SAC with RLlib's episode buffers (``fast_replay=false``): buffers
+that follow the priorities, learners that compute them, and the registry entries. The
+fast path is ``test_fast_replay.py``."""
 
 import numpy as np
 import pytest
@@ -14,6 +15,7 @@ from marllib_ext.errors import ConfigError
 from marllib_ext.rllib_compat import priority_trees
 
 TINY = {
+    "fast_replay": False,
     "hiddens": [32, 32],
     "train_batch_size": 32,
     "num_steps_sampled_before_learning_starts": 64,

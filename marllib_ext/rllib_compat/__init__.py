@@ -3,11 +3,12 @@
 Everything here touches a private attribute or method of RLlib, or a convention RLlib
 does not document as API. Each function says which RLlib behaviour it relies on;
 ``tests/test_rllib_compat.py`` fails if RLlib changes one of them. Nothing else in
-``marllib_ext`` reads ``learner_config_dict`` or a private RLlib name.
-"""
+``marllib_ext`` reads ``learner_config_dict`` or a private RLlib name (the off-policy
+fast path's hooks: ``off_policy.py``, re-exported here)."""
 
 from __future__ import annotations
 
+import functools
 import math
 from typing import Any
 
@@ -24,6 +25,11 @@ from ray.rllib.utils.annotations import override
 from ray.rllib.utils.metrics import TD_ERROR_KEY
 
 from marllib_ext.errors import ConfigError
+from marllib_ext.rllib_compat.off_policy import (  # re-exported
+    ActorBackwardApart,  # noqa: F401
+    TargetUpdateEveryGradientStep,  # noqa: F401
+    last_td_error,  # noqa: F401
+)
 
 # learner_config_dict entry that carries the typed settings object.
 SETTINGS_KEY = "marllib_ext_settings"
@@ -221,9 +227,8 @@ def record_extra_loss(learner, module_id: str, name: str, loss) -> None:
 
 
 def should_save_component(component, key: str, components, not_components) -> bool:
-    """Whether ``key`` belongs in ``get_state(components, not_components)``.
-
-    Relies on: ``Checkpointable._check_component``."""
+    """Whether ``key`` belongs in ``get_state(components, not_components)`` (relies on:
+    ``Checkpointable._check_component``)."""
     return component._check_component(key, components, not_components)
 
 
@@ -363,19 +368,19 @@ class SameModuleOrderOnEveryLearner:
 
 
 class BuildsReplayBuffer:
-    """Algorithm mixin (list it before the RLlib algorithm): ``replay_buffer(default,
-    buffer_config)`` may replace the buffer RLlib builds.
+    """Algorithm mixin (list it before the RLlib algorithm): ``replay_buffer(build_default,
+    buffer_config)`` returns the buffer, RLlib's (``build_default()``), another, or None.
 
     Relies on: off-policy ``Algorithm.setup`` builds its local buffer in
     ``_create_local_replay_buffer_if_necessary(config)``."""
 
     @override(Algorithm)
     def _create_local_replay_buffer_if_necessary(self, config):
-        default = super()._create_local_replay_buffer_if_necessary(config)
-        return self.replay_buffer(default, dict(config["replay_buffer_config"]))
+        build_default = functools.partial(super()._create_local_replay_buffer_if_necessary, config)
+        return self.replay_buffer(build_default, dict(config["replay_buffer_config"]))
 
-    def replay_buffer(self, default, buffer_config: dict):
-        return default
+    def replay_buffer(self, build_default, buffer_config: dict):
+        return build_default()
 
 
 # ---- replay-buffer internals -----------------------------------------------------------
