@@ -35,22 +35,16 @@ def overrides(name):
 
 
 # RLlib 2.60's MultiAgentEpisode.concat_episode (used by its prioritized multi-agent
-# episode buffer, which isac_roer builds on) raises KeyError for an agent that first
-# appears in a later chunk of an episode; RLlib's fix is ray-project/ray#59895.
+# episode buffer, which isac_roer uses with fast_replay=false) raises KeyError for an
+# agent that first appears in a later chunk of an episode; RLlib's fix is
+# ray-project/ray#59895. The fast path's store takes each agent's chunk as it comes.
 RLLIB_CONCAT_BUG = pytest.mark.xfail(
     strict=True, raises=Exception, reason="RLlib 2.60 concat_episode: agent arriving mid-episode"
 )
 
 
 def tier(names):
-    return [
-        n
-        if n in DEFAULT_TIER
-        else pytest.param(
-            n, marks=[pytest.mark.slow] + ([RLLIB_CONCAT_BUG] if n == "isac_roer" else [])
-        )
-        for n in names
-    ]
+    return [n if n in DEFAULT_TIER else pytest.param(n, marks=pytest.mark.slow) for n in names]
 
 
 @pytest.mark.parametrize("name", tier(MULTI_AGENT))
@@ -69,6 +63,16 @@ def test_trains_two_iterations_with_agents_that_come_and_go(ray_session, tmp_pat
     )
     assert result.final["training_iteration"] == 2
     assert math.isfinite(result.final["agent_return_mean"])
+
+
+@pytest.mark.slow
+@RLLIB_CONCAT_BUG
+def test_isac_roer_on_rllibs_episode_buffers_meets_rllibs_concat_bug(ray_session, tmp_path):
+    algos.isac_roer(hyperparam_source="toy", num_env_runners=0, fast_replay=False).fit(
+        make_env("toy:come_and_go", continuous_actions=True),
+        stop={"training_iteration": 2},
+        local_dir=tmp_path,
+    )
 
 
 @pytest.mark.parametrize(
