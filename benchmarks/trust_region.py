@@ -37,6 +37,7 @@ from pathlib import Path
 
 import numpy as np
 import ray
+import torch
 from run_csv import finished_run, mean_at, window_mean
 
 from marllib_ext import algos, make_env
@@ -112,17 +113,36 @@ def evaluate_mean_action(algo, out: Path, env_steps: int) -> None:
         return
     config = algo.config.copy(copy_frozen=False)
     config.env_runners(num_envs_per_env_runner=1)
+    # Building the runner draws from the global generators: training's stream is kept.
+    torch_state, numpy_state = torch.random.get_rng_state(), np.random.get_state()
     runner = algo.env_runner.__class__(config=config)
     try:
         runner.set_state(algo.env_runner.get_state())
         team, agents = run_episodes(runner, EVAL_EPISODES, explore=False)
     finally:
         runner.stop()
+        torch.random.set_rng_state(torch_state)
+        np.random.set_state(numpy_state)
     per_agent = float(np.mean([np.mean(returns) for returns in agents.values()]))
     out.write_text(json.dumps({
         "episodes": len(team), "deterministic_agent_return": per_agent,
         "env_steps": env_steps,
     }))  # fmt: skip
+
+
+def evaluated_column(paths: list[Path], mark: int | None) -> str:
+    """Mean-action returns at ``mark`` (None: after training) of the runs that wrote them."""
+    evaluated = [
+        json.loads(eval_path(path, mark).read_text())["deterministic_agent_return"]
+        for path in paths
+        if eval_path(path, mark).exists()
+    ]
+    if not evaluated:
+        return " - |"
+    return (
+        f" {np.mean(evaluated):.2f} ± {np.std(evaluated):.2f} [{min(evaluated):.2f}, "
+        f"{max(evaluated):.2f}] ({len(evaluated)} seeds) |"
+    )
 
 
 def eval_path(path: Path, mark: int | None = None) -> Path:
@@ -170,14 +190,17 @@ def report(labels: list[str], seeds: list[int], steps: int, root: Path) -> None:
     half = steps // 2
     long_run = steps >= 600_000
     marks = ([300_000] if long_run else []) + [half]
-    evaluation_header = f" mean action at {steps // 1000}k |" if long_run else ""
+    evaluation_header = (
+        f" mean action at 300k | mean action at {steps // 1000}k |" if long_run else ""
+    )
     print(f"| algorithm | seeds | {' | '.join(f'at {m // 1000}k' for m in marks)} "
           f"| at {steps // 1000}k |{evaluation_header} KL after the step | largest KL "
           "| accepted |")  # fmt: skip
-    print("|---" * (len(marks) + 6 + long_run) + "|")
+    print("|---" * (len(marks) + 6 + 2 * long_run) + "|")
     for label in labels:
         paths = [root / label / f"seed{seed}.csv" for seed in seeds]
-        runs = [rows for path in paths if (rows := finished_run(path, steps))]
+        finished = {path: rows for path in paths if (rows := finished_run(path, steps))}
+        runs, paths = list(finished.values()), list(finished)
         if not runs:
             continue
         at_marks = []
@@ -187,17 +210,7 @@ def report(labels: list[str], seeds: list[int], steps: int, root: Path) -> None:
         final = [window_mean(r, "agent_return_mean", WINDOW) for r in runs]
         evaluation = ""
         if long_run:
-            evaluated = [
-                json.loads(eval_path(path).read_text())["deterministic_agent_return"]
-                for path in paths
-                if eval_path(path).exists()
-            ]
-            evaluation = (
-                f" {np.mean(evaluated):.2f} ± {np.std(evaluated):.2f} [{min(evaluated):.2f}, "
-                f"{max(evaluated):.2f}] ({len(evaluated)} seeds) |"
-                if evaluated
-                else " - |"
-            )
+            evaluation = evaluated_column(paths, 300_000) + evaluated_column(paths, None)
         step_columns = "- | - | - |"  # mappo, happo: no trust-region step
         if any(not np.isnan(row["tr_kl"]) for r in runs for row in r):
             kl = [window_mean(r, "tr_kl", WINDOW) for r in runs]
