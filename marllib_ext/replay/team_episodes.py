@@ -34,6 +34,8 @@ from dataclasses import dataclass
 import numpy as np
 import numpy.typing as npt
 
+from marllib_ext.errors import ConfigError
+
 
 @dataclass(frozen=True)
 class TeamEpisode:
@@ -173,22 +175,13 @@ class TeamEpisodeStore:
         return slot
 
     def _ensure_room(self, episode: TeamEpisode) -> None:
+        """Arrays for slot ``next_slot`` and ``episode``'s length. Slots are allocated as
+        episodes arrive (doubling up to ``capacity``), so memory follows what is held;
+        the first episode's size times ``capacity`` is checked against free memory."""
         n_agents, obs_dim = episode.obs.shape[1], episode.obs.shape[2]
         if self.arrays is None:
-            c, t = self.capacity, episode.length
-            self.arrays = {
-                "obs": np.zeros((c, t + 1, n_agents, obs_dim), np.float32),
-                "state": np.zeros((c, t + 1, episode.state.shape[1]), np.float32),
-                "actions": np.zeros((c, t, *episode.actions.shape[1:]), episode.actions.dtype),
-                "rewards": np.zeros((c, t, n_agents), np.float32),
-                "terminated": np.zeros((c, t), np.float32),
-                "priority": np.zeros((c, t), np.float64),
-                "present": np.zeros((c, t + 1, n_agents), np.float32),
-                "agent_terminated": np.zeros((c, t, n_agents), np.float32),
-            }
-            if episode.action_mask is not None:
-                shape = (c, t + 1, *episode.action_mask.shape[1:])
-                self.arrays["action_mask"] = np.zeros(shape, np.float32)
+            self._check_memory(episode)
+            self.arrays = self._zeros(episode, min(self.capacity, 16), episode.length)
             return
         stored = self.arrays["obs"]
         if stored.shape[2] != n_agents or stored.shape[3] < obs_dim:
@@ -202,6 +195,52 @@ class TeamEpisodeStore:
                 pad = [(0, 0)] * array.ndim
                 pad[1] = (0, grow)
                 self.arrays[name] = np.pad(array, pad)
+        rows = self.arrays["obs"].shape[0]
+        if self.next_slot >= rows:  # more slots, up to capacity
+            more = min(self.capacity, 2 * rows) - rows
+            extra = self._zeros(episode, more, self.max_length, like=self.arrays)
+            self.arrays = {k: np.concatenate([v, extra[k]]) for k, v in self.arrays.items()}
+
+    @staticmethod
+    def _zeros(
+        episode: TeamEpisode, slots: int, t: int, like: dict[str, np.ndarray] | None = None
+    ) -> dict[str, np.ndarray]:
+        """Zero arrays of ``slots`` episodes of ``t`` steps shaped for ``episode`` (or
+        with ``like``'s trailing shapes)."""
+        if like is not None:
+            return {k: np.zeros((slots, *v.shape[1:]), v.dtype) for k, v in like.items()}
+        n_agents, obs_dim = episode.obs.shape[1], episode.obs.shape[2]
+        arrays = {
+            "obs": np.zeros((slots, t + 1, n_agents, obs_dim), np.float32),
+            "state": np.zeros((slots, t + 1, episode.state.shape[1]), np.float32),
+            "actions": np.zeros((slots, t, *episode.actions.shape[1:]), episode.actions.dtype),
+            "rewards": np.zeros((slots, t, n_agents), np.float32),
+            "terminated": np.zeros((slots, t), np.float32),
+            "priority": np.zeros((slots, t), np.float64),
+            "present": np.zeros((slots, t + 1, n_agents), np.float32),
+            "agent_terminated": np.zeros((slots, t, n_agents), np.float32),
+        }
+        if episode.action_mask is not None:
+            shape = (slots, t + 1, *episode.action_mask.shape[1:])
+            arrays["action_mask"] = np.zeros(shape, np.float32)
+        return arrays
+
+    def bytes_at_capacity(self, episode: TeamEpisode) -> int:
+        """Bytes of ``capacity`` episodes as long as ``episode`` (longer ones pad all)."""
+        one = self._zeros(episode, 1, episode.length)
+        return self.capacity * sum(array.nbytes for array in one.values())
+
+    def _check_memory(self, episode: TeamEpisode) -> None:
+        import psutil
+
+        needed, available = self.bytes_at_capacity(episode), psutil.virtual_memory().available
+        if needed > available:
+            raise ConfigError(
+                f"buffer_size={self.capacity}: the team replay store needs "
+                f"{needed / 2**30:.2f} GiB when full of {episode.length}-step episodes "
+                f"(each {needed / self.capacity / 2**20:.1f} MiB) and "
+                f"{available / 2**30:.2f} GiB is available; lower buffer_size"
+            )
 
     @property
     def max_length(self) -> int:
@@ -209,8 +248,9 @@ class TeamEpisodeStore:
 
     # ---- sampling ---------------------------------------------------------------------
     def valid_steps(self) -> npt.NDArray[np.bool_]:
-        """``(capacity, T)`` True on stored real steps."""
-        return np.arange(self.max_length)[None, :] < self.lengths[:, None]
+        """``(slots allocated, T)`` True on stored real steps."""
+        rows = 0 if self.arrays is None else self.arrays["obs"].shape[0]
+        return np.arange(self.max_length)[None, :] < self.lengths[:rows, None]
 
     def sample_transitions(self, batch_size: int) -> SampledTeamBatch:
         """``batch_size`` team transitions ``(k, t)`` (sequences of length 1)."""

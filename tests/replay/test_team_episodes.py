@@ -3,6 +3,7 @@
 import numpy as np
 import pytest
 
+from marllib_ext.errors import ConfigError
 from marllib_ext.replay.team_episodes import TeamEpisode, TeamEpisodeStore
 
 N_AGENTS = 3
@@ -119,3 +120,23 @@ def test_state_round_trip_restores_contents_and_sampling():
 def test_empty_store_cannot_be_sampled():
     with pytest.raises(ValueError, match="empty"):
         TeamEpisodeStore(3).sample_transitions(1)
+
+
+def test_slots_are_allocated_as_episodes_arrive():
+    store = TeamEpisodeStore(1000)
+    store.add(make_episode(0, 5))
+    assert store.arrays["obs"].shape[0] == 16  # not 1000 slots up front
+    for uid in range(1, 40):
+        store.add(make_episode(uid, 5))
+    assert store.arrays["obs"].shape[0] == 64 and len(store) == 40
+    sampled = store.sample_episodes(8)  # every draw from a held slot
+    assert sampled.slots.max() < 40
+    episode = make_episode(0, 5)
+    one = sum(a[:1].nbytes for a in store.arrays.values())
+    assert store.bytes_at_capacity(episode) == 1000 * one
+
+
+def test_a_store_larger_than_memory_is_refused_with_the_bytes_and_the_setting():
+    store = TeamEpisodeStore(2 * 10**8)  # of episodes of some hundred bytes: tens of GB
+    with pytest.raises(ConfigError, match=r"buffer_size=200000000: .* GiB .*lower buffer_size"):
+        store.add(make_episode(0, 5))
