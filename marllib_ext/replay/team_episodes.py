@@ -231,9 +231,9 @@ class TeamEpisodeStore:
         return self.capacity * sum(array.nbytes for array in one.values())
 
     def _check_memory(self, episode: TeamEpisode) -> None:
-        import psutil
+        from marllib_ext.replay.transitions import available_memory_bytes
 
-        needed, available = self.bytes_at_capacity(episode), psutil.virtual_memory().available
+        needed, available = self.bytes_at_capacity(episode), available_memory_bytes()
         if needed > available:
             raise ConfigError(
                 f"buffer_size={self.capacity}: the team replay store needs "

@@ -23,6 +23,7 @@ by their largest value within each minibatch of ``B`` rows.
 
 from __future__ import annotations
 
+import os
 from dataclasses import dataclass
 
 import numpy as np
@@ -32,6 +33,18 @@ from marllib_ext.replay.sum_tree import SumTree
 
 MIN_ROWS = 1024  # first allocation; doubled until capacity
 MIN_PRIORITY = 1e-6
+
+
+def available_memory_bytes() -> int:
+    """Memory the system can still give (Linux ``MemAvailable``; elsewhere free pages)."""
+    try:
+        with open("/proc/meminfo") as meminfo:
+            for line in meminfo:
+                if line.startswith("MemAvailable:"):
+                    return int(line.split()[1]) * 1024
+    except OSError:
+        pass
+    return os.sysconf("SC_AVPHYS_PAGES") * os.sysconf("SC_PAGE_SIZE")
 
 
 def bytes_needed(capacity: int, columns: dict[str, np.ndarray], prioritized: bool) -> int:

@@ -22,7 +22,6 @@ learner is a share of minibatch ``k``: DDP then averages one minibatch's gradien
 from __future__ import annotations
 
 import numpy as np
-import psutil
 from ray.rllib.core.columns import Columns
 from ray.rllib.core.rl_module.rl_module import DEFAULT_MODULE_ID
 from ray.rllib.policy.sample_batch import MultiAgentBatch, SampleBatch
@@ -36,7 +35,11 @@ from ray.rllib.utils.metrics import (
 from marllib_ext.algos.roer.learner import REPLAY_INDEX
 from marllib_ext.algos.roer.settings import ROERSettings
 from marllib_ext.errors import ConfigError
-from marllib_ext.replay.transitions import TransitionStore, bytes_needed
+from marllib_ext.replay.transitions import (
+    TransitionStore,
+    available_memory_bytes,
+    bytes_needed,
+)
 from marllib_ext.rllib_compat import sample_episodes
 
 PROGRESS_KEY = "fast_replay"
@@ -130,7 +133,7 @@ class FastReplay:
         needed = bytes_needed(self.settings.buffer_capacity, example, prioritized) + sum(
             s.bytes_at_capacity() for s in self.stores.values()
         )
-        available = psutil.virtual_memory().available
+        available = available_memory_bytes()
         if needed > available:
             raise ConfigError(
                 f"buffer_capacity={self.settings.buffer_capacity}: the replay stores need "
