@@ -347,9 +347,9 @@ class TeamEpisodeStore:
     # ---- checkpoints ------------------------------------------------------------------
     def get_state(self) -> dict:
         return {
-            "arrays": (
-                None if self.arrays is None else {k: v.copy() for k, v in self.arrays.items()}
-            ),
+            # Views, not copies: a checkpoint pickles them at once, and a copy of a full
+            # store would double its memory while saving.
+            "arrays": None if self.arrays is None else dict(self.arrays),
             "lengths": self.lengths.copy(),
             "next_slot": self.next_slot,
             "num_added": self.num_added,
