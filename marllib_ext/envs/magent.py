@@ -59,7 +59,18 @@ class FlatMAgent(BaseParallelWrapper):
         return self._flat(observations), *rest
 
     def state(self):
-        return np.asarray(self.env.state(), np.float32).reshape(-1)
+        """MAgent2's global state; a team wiped out leaves its layers at zero (MAgent2's
+        own ``state()`` fails on a team without positions: ``zip(*[])``)."""
+        base = self.env.unwrapped
+        handles = base._all_handles
+        present = [h for h in handles if len(base.env.get_pos(h))]
+        if len(present) == len(handles):
+            return np.asarray(self.env.state(), np.float32).reshape(-1)
+        base._all_handles = present
+        try:
+            return np.asarray(self.env.state(), np.float32).reshape(-1)
+        finally:
+            base._all_handles = handles
 
 
 class FixedOpponent(BaseParallelWrapper):

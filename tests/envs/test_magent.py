@@ -6,7 +6,7 @@ import pytest
 from pettingzoo.utils.env import ParallelEnv
 
 from marllib_ext import make_env
-from marllib_ext.envs.magent import MAGENT_TASKS, FixedOpponent
+from marllib_ext.envs.magent import MAGENT_TASKS, FixedOpponent, FlatMAgent
 from marllib_ext.errors import ConfigError
 
 pytest.importorskip("magent2", reason="the magent extra is not installed")
@@ -87,3 +87,24 @@ def test_the_fixed_opponent_records_which_of_its_agents_died():
         assert env.opponents_dead == (set() if step < 2 else {"blue_1"})
     env.reset(seed=1)
     assert env.opponents_dead == set()
+
+
+def test_state_of_a_battle_with_a_team_wiped_out_has_zero_layers_for_it():
+    """MAgent2's own state() fails once a team has no agents left (seen in training)."""
+    flat = make_env("magent:battle_v4").make_rllib_env().par_env
+    while not isinstance(flat, FlatMAgent):
+        flat = flat.env
+    flat.reset(seed=0)
+    magent = flat.env.unwrapped
+    full = flat.state()
+    real_get_pos = magent.env.get_pos
+    wiped = magent._all_handles[1]
+    magent.env.get_pos = lambda h: [] if h.value == wiped.value else real_get_pos(h)
+    try:
+        state = flat.state()
+    finally:
+        magent.env.get_pos = real_get_pos
+    assert state.shape == full.shape
+    layers = state.reshape(magent.base_state.shape)
+    assert not layers[:, :, 1 + wiped.value * 2].any()  # the wiped team's positions
+    assert layers[:, :, 1].any()  # the other team's are still there
