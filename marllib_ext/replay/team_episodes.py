@@ -35,6 +35,7 @@ import numpy as np
 import numpy.typing as npt
 
 from marllib_ext.errors import ConfigError
+from marllib_ext.replay.transitions import PrioritizedRing, available_memory_bytes
 
 
 @dataclass(frozen=True)
@@ -114,38 +115,17 @@ class SampledTeamBatch:
         }
 
 
-class TeamEpisodeStore:
+class TeamEpisodeStore(PrioritizedRing):
     """Ring buffer of ``capacity`` team episodes (see the module docstring)."""
 
-    def __init__(
-        self,
-        capacity: int,
-        *,
-        prioritized: bool = False,
-        alpha: float = 1.0,
-        importance_beta: float = 0.0,
-        per_beta: float = 1.0,
-        seed: int | None = None,
-    ) -> None:
-        if capacity < 1:
-            raise ValueError(f"capacity must be >= 1 episode, got {capacity}")
-        if not 0 < per_beta <= 1:
-            raise ValueError(f"per_beta must be in (0, 1], got {per_beta}")
-        self.capacity = int(capacity)
-        self.prioritized = prioritized
-        self.alpha, self.importance_beta, self.per_beta = alpha, importance_beta, per_beta
-        self.rng = np.random.default_rng(seed)
+    unit = "episode"
+
+    def __init__(self, capacity: int, **priorities) -> None:
+        super().__init__(capacity, **priorities)
         self.lengths = np.zeros(self.capacity, dtype=np.int64)
         self.next_slot = 0
-        self.num_added = 0
-        self.max_priority = 1.0
-        self.arrays: dict[str, np.ndarray] | None = None
 
     # ---- adding -----------------------------------------------------------------------
-    def __len__(self) -> int:
-        """Episodes held."""
-        return int(min(self.num_added, self.capacity))
-
     @property
     def num_transitions(self) -> int:
         return int(self.lengths.sum())
@@ -231,8 +211,6 @@ class TeamEpisodeStore:
         return self.capacity * sum(array.nbytes for array in one.values())
 
     def _check_memory(self, episode: TeamEpisode) -> None:
-        from marllib_ext.replay.transitions import available_memory_bytes
-
         needed, available = self.bytes_at_capacity(episode), available_memory_bytes()
         if needed > available:
             raise ConfigError(

@@ -68,8 +68,12 @@ class SampledTransitions:
     batch_size: int
 
 
-class TransitionStore:
-    """Ring buffer of ``capacity`` transitions (see the module docstring)."""
+class PrioritizedRing:
+    """What both replay stores share: ``capacity`` units in a ring, the priority
+    settings (``alpha``, ``importance_beta``, ``per_beta``; see the module docstring),
+    the sampler's generator and the counters."""
+
+    unit = "item"
 
     def __init__(
         self,
@@ -82,7 +86,7 @@ class TransitionStore:
         seed: int | None = None,
     ) -> None:
         if capacity < 1:
-            raise ValueError(f"capacity must be >= 1 transition, got {capacity}")
+            raise ValueError(f"capacity must be >= 1 {self.unit}, got {capacity}")
         if not 0 < per_beta <= 1:
             raise ValueError(f"per_beta must be in (0, 1], got {per_beta}")
         self.capacity = int(capacity)
@@ -90,14 +94,24 @@ class TransitionStore:
         self.alpha, self.importance_beta, self.per_beta = alpha, importance_beta, per_beta
         self.rng = np.random.default_rng(seed)
         self.arrays: dict[str, np.ndarray] | None = None
-        self.next_index = 0
         self.num_added = 0
         self.max_priority = 1.0
-        self.priority = np.zeros(0, np.float64)  # raw p, grown with the arrays
-        self.tree = SumTree(self.capacity) if prioritized else None
 
     def __len__(self) -> int:
-        return min(self.num_added, self.capacity)
+        """Units held."""
+        return int(min(self.num_added, self.capacity))
+
+
+class TransitionStore(PrioritizedRing):
+    """Ring buffer of ``capacity`` transitions (see the module docstring)."""
+
+    unit = "transition"
+
+    def __init__(self, capacity: int, **priorities) -> None:
+        super().__init__(capacity, **priorities)
+        self.next_index = 0
+        self.priority = np.zeros(0, np.float64)  # raw p, grown with the arrays
+        self.tree = SumTree(self.capacity) if self.prioritized else None
 
     # ---- memory -----------------------------------------------------------------------
     @property
