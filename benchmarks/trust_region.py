@@ -53,7 +53,7 @@ EVAL_EPISODES = 20  # after training, with the mean action (HARL evaluates 40)
 REPORTED = (
     ("mpe:simple_spread", ["itrpo", "matrpo", "hatrpo", "ipg", "mappo", "happo"], 300_000),
     ("mamujoco:HalfCheetah", ["hatrpo", "hatrpo_kl0.05", "happo", "mappo"], 300_000),
-    ("mamujoco:HalfCheetah", ["mappo_harl_1M", "happo_harl_1M"], 1_000_000),
+    ("mamujoco:HalfCheetah", ["mappo_harl_1M", "happo_harl_1M", "hatrpo_harl_1M"], 1_000_000),
 )
 
 
