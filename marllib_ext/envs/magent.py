@@ -63,10 +63,7 @@ class FlatMAgent(BaseParallelWrapper):
         own ``state()`` fails on a team without positions: ``zip(*[])``)."""
         base = self.env.unwrapped
         handles = base._all_handles
-        present = [h for h in handles if len(base.env.get_pos(h))]
-        if len(present) == len(handles):
-            return np.asarray(self.env.state(), np.float32).reshape(-1)
-        base._all_handles = present
+        base._all_handles = [h for h in handles if len(base.env.get_pos(h))]
         try:
             return np.asarray(self.env.state(), np.float32).reshape(-1)
         finally:

@@ -73,15 +73,3 @@ class SumTree:
         if self.total <= 0:
             raise ValueError("cannot sample from a sum tree whose weights are all 0")
         return self.find(rng.random(size) * self.total)
-
-    def get_state(self) -> dict:
-        return {"capacity": self.capacity, "leaf_weights": self.get(np.arange(self.capacity))}
-
-    def set_state(self, state: dict) -> None:
-        if int(state["capacity"]) != self.capacity:
-            raise ValueError(
-                f"checkpointed sum tree holds {state['capacity']} entries, this one "
-                f"{self.capacity} (buffer_capacity changed)"
-            )
-        self.tree[:] = 0.0
-        self.set(np.arange(self.capacity), state["leaf_weights"])

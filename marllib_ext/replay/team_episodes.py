@@ -34,8 +34,7 @@ from dataclasses import dataclass
 import numpy as np
 import numpy.typing as npt
 
-from marllib_ext.errors import ConfigError
-from marllib_ext.replay.transitions import PrioritizedRing, available_memory_bytes
+from marllib_ext.replay.transitions import PrioritizedRing, refuse_past_memory
 
 
 @dataclass(frozen=True)
@@ -211,14 +210,13 @@ class TeamEpisodeStore(PrioritizedRing):
         return self.capacity * sum(array.nbytes for array in one.values())
 
     def _check_memory(self, episode: TeamEpisode) -> None:
-        needed, available = self.bytes_at_capacity(episode), available_memory_bytes()
-        if needed > available:
-            raise ConfigError(
-                f"buffer_size={self.capacity}: the team replay store needs "
-                f"{needed / 2**30:.2f} GiB when full of {episode.length}-step episodes "
-                f"(each {needed / self.capacity / 2**20:.1f} MiB) and "
-                f"{available / 2**30:.2f} GiB is available; lower buffer_size"
-            )
+        needed = self.bytes_at_capacity(episode)
+        refuse_past_memory(
+            needed,
+            f"buffer_size={self.capacity}",
+            f"the team replay store's {episode.length}-step episodes (each "
+            f"{needed / self.capacity / 2**20:.1f} MiB)",
+        )
 
     @property
     def max_length(self) -> int:

@@ -29,6 +29,7 @@ from dataclasses import dataclass
 import numpy as np
 import numpy.typing as npt
 
+from marllib_ext.errors import ConfigError
 from marllib_ext.replay.sum_tree import SumTree
 
 MIN_ROWS = 1024  # first allocation; doubled until capacity
@@ -45,6 +46,17 @@ def available_memory_bytes() -> int:
     except OSError:
         pass
     return os.sysconf("SC_AVPHYS_PAGES") * os.sysconf("SC_PAGE_SIZE")
+
+
+def refuse_past_memory(needed: int, setting: str, what: str) -> None:
+    """``ConfigError`` naming ``setting`` (``"buffer_size=5000"``) when ``needed`` bytes
+    (``what`` says of which store) exceed the memory still available."""
+    available = available_memory_bytes()
+    if needed > available:
+        raise ConfigError(
+            f"{setting}: {what} need {needed / 2**30:.2f} GiB when full and "
+            f"{available / 2**30:.2f} GiB is available; lower {setting.split('=')[0]}"
+        )
 
 
 def bytes_needed(capacity: int, columns: dict[str, np.ndarray], prioritized: bool) -> int:
@@ -229,7 +241,9 @@ class TransitionStore(PrioritizedRing):
             "arrays": (
                 None
                 if self.arrays is None or not include_rows
-                else {k: v[:held].copy() for k, v in self.arrays.items()}
+                # Views: a checkpoint pickles them at once; a copy would double
+                # the store's memory while saving.
+                else {k: v[:held] for k, v in self.arrays.items()}
             ),
             "priority": self.priority[:held].copy(),
             "next_index": self.next_index if include_rows else 0,

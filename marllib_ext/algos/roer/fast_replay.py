@@ -35,11 +35,7 @@ from ray.rllib.utils.metrics import (
 from marllib_ext.algos.roer.learner import REPLAY_INDEX
 from marllib_ext.algos.roer.settings import ROERSettings
 from marllib_ext.errors import ConfigError
-from marllib_ext.replay.transitions import (
-    TransitionStore,
-    available_memory_bytes,
-    bytes_needed,
-)
+from marllib_ext.replay.transitions import TransitionStore, bytes_needed, refuse_past_memory
 from marllib_ext.rllib_compat import sample_episodes
 
 PROGRESS_KEY = "fast_replay"
@@ -133,21 +129,14 @@ class FastReplay:
         needed = bytes_needed(self.settings.buffer_capacity, example, prioritized) + sum(
             s.bytes_at_capacity() for s in self.stores.values()
         )
-        available = available_memory_bytes()
-        if needed > available:
-            raise ConfigError(
-                f"buffer_capacity={self.settings.buffer_capacity}: the replay stores need "
-                f"{needed / 2**30:.2f} GiB when full and {available / 2**30:.2f} GiB is "
-                "available; lower buffer_capacity"
-            )
+        refuse_past_memory(
+            needed, f"buffer_capacity={self.settings.buffer_capacity}", "the replay stores"
+        )
 
-    def add(self, episodes) -> int:
-        """Stores ``episodes``' transitions; returns how many were added."""
-        added = 0
+    def add(self, episodes) -> None:
+        """Stores ``episodes``' transitions, each module's in its store."""
         for module_id, columns in transitions_by_module(episodes).items():
             self.store_for(module_id, columns).add(columns)
-            added += len(columns[Columns.REWARDS])
-        return added
 
     def earn(self, env_steps: int) -> int:
         """Updates earned by ``env_steps`` new env steps (the fraction carried over)."""
