@@ -47,6 +47,7 @@ def _module_spec(settings: ROERSettings) -> RLModuleSpec:
             ),
             "value_hiddens": list(settings.hiddens),
             "value_activation": settings.activation,
+            "q_network": settings.q_network,
         },
     )
 

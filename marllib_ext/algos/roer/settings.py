@@ -5,6 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from marllib_ext.algos.config import ACTIVATION_NAMES, Check, Settings, divisible_by_learners
+from marllib_ext.policies.roer_sac import Q_NETWORKS
 from marllib_ext.replay.prioritization import PrioritizedReplayFields
 
 
@@ -31,6 +32,7 @@ class ROERSettings(Settings, PrioritizedReplayFields):
     rollout_fragment_length: int
     hiddens: list[int]
     activation: str
+    q_network: str
     num_env_runners: int
     num_envs_per_env_runner: int
     num_learners: int
@@ -65,4 +67,5 @@ class ROERSettings(Settings, PrioritizedReplayFields):
             ),
             (self.n_step >= 1, "n_step", "must be >= 1"),
             (self.activation in ACTIVATION_NAMES, "activation", f"one of {ACTIVATION_NAMES}"),
+            (self.q_network in Q_NETWORKS, "q_network", f"one of {Q_NETWORKS}"),
         ]
