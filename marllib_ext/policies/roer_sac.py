@@ -7,6 +7,10 @@ import gymnasium as gym
 import torch
 from ray.rllib.algorithms.sac.torch.default_sac_torch_rl_module import DefaultSACTorchRLModule
 from ray.rllib.core.columns import Columns
+from ray.rllib.core.distribution.torch.torch_distribution import (
+    TorchDeterministic,
+    TorchSquashedGaussian,
+)
 from ray.rllib.core.models.base import ENCODER_OUT
 from ray.rllib.utils.annotations import override
 from torch import nn
@@ -15,6 +19,17 @@ from marllib_ext.policies.joint_critic import ACTIVATIONS, mlp
 
 # ``q_network`` values: the SAC paper's critic on ``[s, a]``, or RLlib 2.60's own.
 Q_NETWORKS = ("concat", "multi_stream")
+
+
+class SquashedGaussianMeanAction(TorchSquashedGaussian):
+    """RLlib's squashed Gaussian whose deterministic action is the squashed mean,
+    ``low + (tanh(loc) + 1) / 2 * (high - low)``: RLlib 2.60's ``to_deterministic``
+    returns the pre-tanh ``loc``, so ``explore=False`` acted with ``loc`` (clipped to
+    the bounds by the action connector) instead of the policy's mean action."""
+
+    def to_deterministic(self) -> TorchDeterministic:
+        squashed = (torch.tanh(self.loc) + 1.0) / 2.0 * (self.high - self.low) + self.low
+        return TorchDeterministic(loc=torch.clamp(squashed, self.low, self.high))
 
 
 class ConcatQEncoder(nn.Module):
@@ -78,6 +93,12 @@ class ROERSACTorchRLModule(DefaultSACTorchRLModule):
             list(self.model_config["fcnet_hiddens"]),
             self.model_config["fcnet_activation"],
         )
+
+    @override(DefaultSACTorchRLModule)
+    def get_inference_action_dist_cls(self):
+        if isinstance(self.action_space, gym.spaces.Box):
+            return SquashedGaussianMeanAction
+        return super().get_inference_action_dist_cls()
 
     @override(DefaultSACTorchRLModule)
     def get_non_inference_attributes(self) -> list[str]:
