@@ -139,6 +139,21 @@ def test_prioritized_draws_follow_p_to_the_alpha():
     assert first.indices.shape == (4,)
 
 
+def test_sampling_spread_reads_the_weights_of_the_held_rows():
+    store = TransitionStore(8, prioritized=True, alpha=0.5, seed=0)
+    store.add(rows(0, 4))  # 4 of 8 held, all at the max priority: uniform
+    assert store.sampling_spread()["total_variation"] == pytest.approx(0.0)
+    store.update_priorities(np.arange(4), [1.0, 4.0, 9.0, 0.0])
+    # weights sqrt(p) = [1, 2, 3, 1e-3] over the 4 held rows, not the 8 slots.
+    q = np.array([1.0, 2.0, 3.0, 1e-3]) / 6.001
+    spread = store.sampling_spread()
+    assert spread["total_variation"] == pytest.approx(0.5 * np.abs(q - 0.25).sum())
+    assert spread["max_over_mean"] == pytest.approx(3.0 / (6.001 / 4))
+    uniform = TransitionStore(8, seed=0)
+    uniform.add(rows(0, 4))
+    assert uniform.sampling_spread()["effective_fraction"] == 1.0
+
+
 def test_importance_weights_literal_case():
     store = TransitionStore(2, prioritized=True, alpha=1.0, importance_beta=1.0, seed=0)
     store.add(rows(0, 2))
