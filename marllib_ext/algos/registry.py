@@ -214,8 +214,10 @@ class AlgoSpec:
             config.environment(disable_env_checking=True)
         if env.is_multi_agent and env.spec.batched_creator is not None:
             # One batched simulator per env runner; RLlib's pre-check would step one
-            # world of the batch alone.
-            config.env_runners(env_runner_cls=BatchedEnvRunner)
+            # world of the batch alone. The whole-episode runner is batched too.
+            runner = config.env_runner_cls
+            if not (isinstance(runner, type) and issubclass(runner, BatchedEnvRunner)):
+                config.env_runners(env_runner_cls=BatchedEnvRunner)
             config.environment(disable_env_checking=True)
         if env.is_multi_agent and env.spec.turn_based:
             # An action completes at the agent's next turn: learn on whole episodes, and

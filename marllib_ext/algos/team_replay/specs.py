@@ -16,6 +16,7 @@ from marllib_ext.algos.policy_sharing import PolicyMappingFn
 from marllib_ext.algos.team_replay.algorithm import LAYOUT_KEY, TeamReplayAlgorithm
 from marllib_ext.algos.team_replay.settings import TeamReplaySettings
 from marllib_ext.envs.handle import EnvHandle
+from marllib_ext.envs.whole_episodes import COMPLETE_EPISODES, WholeEpisodeEnvRunner
 from marllib_ext.policies.q_agent import TARGET_PREFIX, JointQMixer
 from marllib_ext.rllib_compat import with_learner_value, with_settings
 
@@ -124,7 +125,9 @@ def team_replay_config(
             num_env_runners=settings.num_env_runners,
             num_envs_per_env_runner=settings.num_envs_per_env_runner,
             num_cpus_per_env_runner=settings.num_cpus_per_env_runner,
-            batch_mode="complete_episodes",
+            # Whole episodes without RLlib's bias toward short ones (envs/whole_episodes).
+            batch_mode=COMPLETE_EPISODES,
+            env_runner_cls=WholeEpisodeEnvRunner,
         )
         .learners(
             num_learners=settings.num_learners,
