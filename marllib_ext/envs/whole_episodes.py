@@ -23,6 +23,7 @@ from ray.rllib.env.utils.infinite_lookback_buffer import InfiniteLookbackBuffer
 from ray.rllib.utils.annotations import override
 
 from marllib_ext.envs.batched import BatchedEnvRunner
+from marllib_ext.rllib_compat.episodes import concat_episode_chunk
 
 COMPLETE_EPISODES = "complete_episodes"
 
@@ -55,7 +56,7 @@ def join_chunks(head, tail) -> None:
     }
     head_lookback, head_maps = env_step_maps(head, agents)
     tail_lookback, tail_maps = env_step_maps(tail, agents)
-    head.concat_episode(tail)
+    concat_episode_chunk(head, tail)
     for agent in agents:
         entries = head_maps[agent] + tail_maps[agent][tail_lookback + 1 :]
         head.env_t_to_agent_t[agent] = InfiniteLookbackBuffer(data=entries, lookback=head_lookback)
