@@ -37,6 +37,7 @@ from run_csv import finished_run, mean_at, window_mean
 from timing import interleaved_seconds_per_iteration
 
 from marllib_ext import algos, make_env
+from marllib_ext.cli import parse_assignments
 from marllib_ext.postprocessing.efx_advantage import BINDING_FRACTION
 
 RANDOM_PER_AGENT = -26.4  # 2000 uniformly random episodes
@@ -78,12 +79,14 @@ def binding_fraction(result: dict) -> float:
     return float(np.mean(values)) if values else math.nan
 
 
-def learn(name: str, seed: int, steps: int, out: Path) -> list[dict]:
+def learn(name: str, seed: int, steps: int, out: Path, overrides: dict | None = None) -> list[dict]:
     path = out / f"{name}_seed{seed}.csv"
     if (rows := finished_run(path, steps)) is not None:
         return rows
     env = make_env("mpe:simple_spread")
-    algorithm = algos.get(name).rllib_config(env, share_policy=share_policy(name), seed=seed)
+    algorithm = algos.get(name, **(overrides or {})).rllib_config(
+        env, share_policy=share_policy(name), seed=seed
+    )
     algorithm = algorithm.build_algo()
     # The algorithm's own columns too (safe: team episode cost and multiplier; EFX: z).
     spec = algos.get_algo_spec(name)
@@ -191,7 +194,11 @@ def main() -> None:
     parser.add_argument("--skip-learning", action="store_true")
     parser.add_argument("--report", action="store_true", help="table of finished runs only")
     parser.add_argument("--out", type=Path, default=Path("runs/onpolicy_table"))
+    parser.add_argument(
+        "--set", nargs="*", default=[], metavar="KEY=VALUE", help="overrides (own --out)"
+    )
     args = parser.parse_args()
+    overrides = parse_assignments(args.set, "--set")
     names = args.algos or on_policy_algorithms()
     if args.report:
         report(names, args.seeds, args.steps, args.out)
@@ -203,10 +210,8 @@ def main() -> None:
         print(f"| algorithm | per-agent return at {args.steps:,} env steps, mean [min, max] |")
         print("|---|---|")
         for name in names:
-            finals = [
-                window_mean(learn(name, s, args.steps, args.out), "per_agent_return", WINDOW)
-                for s in args.seeds
-            ]
+            runs = [learn(name, s, args.steps, args.out, overrides) for s in args.seeds]
+            finals = [window_mean(rows, "per_agent_return", WINDOW) for rows in runs]
             print(
                 f"| `{name}` | {np.mean(finals):.2f} [{min(finals):.2f}, {max(finals):.2f}] "
                 f"({len(finals)} seeds; random {RANDOM_PER_AGENT:.2f}) |",
