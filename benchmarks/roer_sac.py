@@ -8,12 +8,15 @@ Learning (resumable: a run whose CSV reached ``--steps`` is read, not rerun)::
         --seeds 0 1 2 --steps 20000
     python benchmarks/roer_sac.py --env HalfCheetah-v5 --per-types uniform PER JS \\
         --seeds 0 1 2 --steps 100000
+    python benchmarks/roer_sac.py --algo isac_roer --env mpe:simple_spread \\
+        --env-arg continuous_actions=true --per-types JS uniform --steps 30000
 
 Table of the finished runs (trains nothing)::
 
     python benchmarks/roer_sac.py --env Pendulum-v1 --per-types JS uniform --report
 
-Every run uses ``_sac.yaml``'s settings (256x256, batch 256, one update per env step on
+``isac_roer`` returns are team returns (one shared policy). Every run uses ``_sac.yaml``'s
+settings (256x256, batch 256, one update per env step on
 the fast path) with ``--fragment`` env steps sampled per training step (their updates
 go to the learner in one call) and ``--set`` overrides. The CSV logs, per iteration, the
 mean return of the last 10 training episodes and the sampling spread; after training
@@ -34,7 +37,7 @@ import ray
 import torch
 from run_csv import finished_run, window_mean
 
-from marllib_ext import algos
+from marllib_ext import algos, make_env
 from marllib_ext.algos.evaluation import run_episodes
 from marllib_ext.cli import parse_assignments
 
@@ -51,11 +54,13 @@ EVAL_EPISODES = 10
 WINDOW = 3  # iterations averaged for the final training return
 
 
-def train(env: str, per_type: str, seed: int, steps: int, path: Path, overrides: dict) -> None:
+def train(
+    algo: str, env, per_type: str, seed: int, steps: int, path: Path, overrides: dict
+) -> None:
     """Trains to ``steps`` env steps, one CSV row per iteration, then evaluates."""
     if finished_run(path, steps):
         return
-    config = algos.sac_roer(per_type=per_type, **overrides).rllib_config(env, seed=seed)
+    config = algos.get(algo, per_type=per_type, **overrides).rllib_config(env, seed=seed)
     config.reporting(metrics_num_episodes_for_smoothing=SMOOTHING_EPISODES)
     algorithm = config.build_algo()
     path.parent.mkdir(parents=True, exist_ok=True)
@@ -119,7 +124,9 @@ def report(root: Path, labels: list[str], seeds: list[int], steps: int) -> None:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--algo", default="sac_roer", choices=["sac_roer", "isac_roer"])
     parser.add_argument("--env", default="Pendulum-v1")
+    parser.add_argument("--env-arg", nargs="*", default=[], metavar="KEY=VALUE")
     parser.add_argument("--per-types", nargs="+", default=["uniform", "PER", "KL", "JS"])
     parser.add_argument("--seeds", type=int, nargs="+", default=[0, 1, 2])
     parser.add_argument("--steps", type=int, default=20_000)
@@ -129,7 +136,12 @@ def main() -> None:
     parser.add_argument("--out", type=Path, default=Path("benchmarks/results/roer"))
     parser.add_argument("--report", action="store_true")
     args = parser.parse_args()
-    root = args.out / args.env
+    root = args.out / args.env.replace(":", "-")
+    env = (
+        make_env(args.env, **parse_assignments(args.env_arg, "--env-arg"))
+        if args.algo == "isac_roer"
+        else args.env
+    )
     if args.report:
         report(root, [f"{p}{args.suffix}" for p in args.per_types], args.seeds, args.steps)
         return
@@ -144,7 +156,7 @@ def main() -> None:
     for per_type in args.per_types:
         for seed in args.seeds:
             path = root / f"{per_type}{args.suffix}" / f"seed{seed}.csv"
-            train(args.env, per_type, seed, args.steps, path, overrides)
+            train(args.algo, env, per_type, seed, args.steps, path, overrides)
             print(f"{per_type} seed {seed}: done", flush=True)
     ray.shutdown()
 
