@@ -1,19 +1,18 @@
-"""Seconds per SAC gradient update of ``sac_roer`` against the same update as a plain
-torch loop, measured in one run on one thread::
+"""Seconds per gradient update of ``sac_roer``, ``isac_roer``, ``qmix`` and ``maddpg``
+against the same update as a plain torch loop, measured in one run on one thread::
 
-    python benchmarks/offpolicy_speed.py --updates 200
+    python benchmarks/offpolicy_speed.py --updates 256 --team-updates 40
 
-Rows (every one with its env steps, one env step per update, on Pendulum-v1):
+Every row includes the env steps its update earns (SAC: one; ``qmix``/``maddpg``: one
+25-step episode). Each plain loop uses the algorithm's nets and settings with numpy
+transitions and uniform draws (``PlainSAC``, ``qmix_plain_loop_seconds``,
+``maddpg_plain_loop_seconds``). ``sac_roer`` runs on Pendulum-v1 with ``fast_replay``
+(K = ``--fragment`` minibatches per learner call, and K = 1) for ``per_type`` uniform
+and JS, and on RLlib's episode buffers (``fast_replay=false``); ``isac_roer`` and
+``maddpg`` on continuous ``mpe:simple_spread``, ``qmix`` on the discrete one.
 
-- ``plain torch loop``: actor, twin Q and alpha (the nets of ``_sac.yaml``: 256x256
-  ReLU), batch 256, uniform draws from numpy arrays, one Adam step per loss and a soft
-  target update per step; the env stepped once per update with the actor's sample.
-- ``sac_roer`` with ``fast_replay`` (the transition store, K minibatches per learner
-  call; ``--fragment`` env steps per training step, so K = fragment) for ``per_type``
-  uniform and JS, and with RLlib's episode buffers (``fast_replay=false``, one update
-  per env step).
-
-Also peak resident memory of the process (``ru_maxrss``) at the end.
+Also env steps per second of each path and the peak resident memory of the process
+(``ru_maxrss``).
 """
 
 from __future__ import annotations
@@ -27,19 +26,10 @@ import gymnasium as gym
 import numpy as np
 import ray
 import torch
-from torch import nn
 
 from marllib_ext import algos, make_env
 from marllib_ext.policies.joint_critic import mlp as mlp_net
 from marllib_ext.policies.vd_critic import QMixHypernetworks
-
-
-def mlp(inputs: int, outputs: int, hiddens: list[int]) -> nn.Sequential:
-    layers, width = [], inputs
-    for hidden in hiddens:
-        layers += [nn.Linear(width, hidden), nn.ReLU()]
-        width = hidden
-    return nn.Sequential(*layers, nn.Linear(width, outputs))
 
 
 class PlainSAC:
@@ -50,8 +40,9 @@ class PlainSAC:
     def __init__(self, obs_dim: int, act_dim: int, hiddens: list[int], low, high) -> None:
         self.act_dim = act_dim
         self.low, self.high = torch.as_tensor(low), torch.as_tensor(high)
-        self.actor = mlp(obs_dim, 2 * act_dim, hiddens)
-        self.q1, self.q2 = mlp(obs_dim + act_dim, 1, hiddens), mlp(obs_dim + act_dim, 1, hiddens)
+        self.actor = mlp_net(obs_dim, hiddens, 2 * act_dim, "relu")
+        self.q1 = mlp_net(obs_dim + act_dim, hiddens, 1, "relu")
+        self.q2 = mlp_net(obs_dim + act_dim, hiddens, 1, "relu")
         self.q1_target, self.q2_target = copy.deepcopy(self.q1), copy.deepcopy(self.q2)
         self.log_alpha = torch.zeros(1, requires_grad=True)
         self.actor_opt = torch.optim.Adam(self.actor.parameters(), 3e-4)

@@ -16,14 +16,16 @@ def concat_episode_chunk(head, tail) -> None:
     stand_ins = [
         agent for agent in tail._hanging_rewards_end if agent not in tail._hanging_actions_end
     ]
+    no_outputs = [a for a in stand_ins if a not in tail._hanging_extra_model_outputs_end]
     for agent in stand_ins:
         tail._hanging_actions_end[agent] = None
-        tail._hanging_extra_model_outputs_end.setdefault(agent, {})
+    for agent in no_outputs:
+        tail._hanging_extra_model_outputs_end[agent] = {}
     try:
         head.concat_episode(tail)
     finally:
         for episode in (head, tail):
             for agent in stand_ins:
                 episode._hanging_actions_end.pop(agent, None)
-                if not episode._hanging_extra_model_outputs_end.get(agent):
-                    episode._hanging_extra_model_outputs_end.pop(agent, None)
+            for agent in no_outputs:
+                episode._hanging_extra_model_outputs_end.pop(agent, None)

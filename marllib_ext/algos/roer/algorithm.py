@@ -12,7 +12,7 @@ from marllib_ext.algos.roer.buffers import (
     ROERMultiAgentPrioritizedEpisodeReplayBuffer,
     ROERPrioritizedEpisodeReplayBuffer,
 )
-from marllib_ext.algos.roer.fast_replay import FastReplay, fast_training_step
+from marllib_ext.algos.roer.fast_replay import PROGRESS_KEY, FastReplay, fast_training_step
 from marllib_ext.rllib_compat import BuildsReplayBuffer, settings_of
 
 STATE_KEY = "fast_replay"
@@ -38,6 +38,15 @@ class ROERSAC(BuildsReplayBuffer, SAC):
         if self.fast_replay is None:
             return super().training_step()
         return fast_training_step(self, self.fast_replay)
+
+    @override(Algorithm)
+    def step(self) -> dict:
+        """One iteration; with ``fast_replay`` its progress also says how far the draws
+        are from uniform, computed once per iteration (a pass over every held row)."""
+        results = super().step()
+        if self.fast_replay is not None:
+            results.setdefault(PROGRESS_KEY, {}).update(self.fast_replay.sampling_spread())
+        return results
 
     def replay_buffer(self, build_default, buffer_config: dict):
         settings = settings_of(self.config)

@@ -168,17 +168,19 @@ class FastReplay:
                 self.stores[module_id].update_priorities(indices, priorities)
 
     def progress(self) -> dict[str, float]:
-        """Rows and bytes held, updates taken, and how far the draws are from uniform
-        (``TransitionStore.sampling_spread``, averaged over the stores)."""
-        spreads = [s.sampling_spread() for s in self.stores.values()]
         return {
             "replay_transitions": sum(len(s) for s in self.stores.values()),
             "replay_bytes": sum(s.nbytes for s in self.stores.values()),
             "updates": self.updates,
-            **{
-                f"sampling_{name}": float(np.mean([spread[name] for spread in spreads]))
-                for name in (spreads[0] if spreads else {})
-            },
+        }
+
+    def sampling_spread(self) -> dict[str, float]:
+        """How far the draws are from uniform (``TransitionStore.sampling_spread``,
+        averaged over the stores), as ``sampling_<measure>``; empty before any store."""
+        spreads = [s.sampling_spread() for s in self.stores.values()]
+        return {
+            f"sampling_{name}": float(np.mean([spread[name] for spread in spreads]))
+            for name in (spreads[0] if spreads else {})
         }
 
     def get_state(self) -> dict:
