@@ -15,6 +15,7 @@ from ray.rllib.core.models.base import ENCODER_OUT
 from ray.rllib.utils.annotations import override
 from torch import nn
 
+from marllib_ext.ops.ddpg import squash_to_bounds
 from marllib_ext.policies.joint_critic import ACTIVATIONS, mlp
 
 # ``q_network`` values: the SAC paper's critic on ``[s, a]``, or RLlib 2.60's own.
@@ -28,8 +29,9 @@ class SquashedGaussianMeanAction(TorchSquashedGaussian):
     the bounds by the action connector) instead of the policy's mean action."""
 
     def to_deterministic(self) -> TorchDeterministic:
-        squashed = (torch.tanh(self.loc) + 1.0) / 2.0 * (self.high - self.low) + self.low
-        return TorchDeterministic(loc=torch.clamp(squashed, self.low, self.high))
+        low, high = torch.as_tensor(self.low), torch.as_tensor(self.high)
+        squashed = squash_to_bounds(self.loc, low, high)
+        return TorchDeterministic(loc=torch.clamp(squashed, low, high))
 
 
 class ConcatQEncoder(nn.Module):
@@ -59,12 +61,13 @@ class ROERSACTorchRLModule(DefaultSACTorchRLModule):
     """RLlib's SAC module plus ``V(s)`` (learner side only): ``model_config`` keys
     ``value_hiddens`` and ``value_activation``.
 
-    ``model_config["q_network"]``: ``concat`` (default) gives continuous actions the
-    SAC paper's critic, ``ConcatQEncoder`` then RLlib's linear head: 3 linear layers
-    for 256x256. RLlib 2.60's own (``multi_stream``) encodes the observation and the
-    action in separate 2-layer streams joined by two fusion layers with skip
-    connections: 8 linear layers, about ten times the multiply-adds. Discrete actions
-    keep RLlib's critic (``Q(s, .)`` on the observation), which is already the paper's.
+    ``model_config["q_network"]`` (required; ``_sac.yaml`` sets ``concat``): ``concat``
+    gives continuous actions the SAC paper's critic, ``ConcatQEncoder`` then RLlib's
+    linear head: 3 linear layers for 256x256. RLlib 2.60's own (``multi_stream``)
+    encodes the observation and the action in separate 2-layer streams joined by two
+    fusion layers with skip connections: 8 linear layers, about ten times the
+    multiply-adds. Discrete actions keep RLlib's critic (``Q(s, .)`` on the
+    observation), which is already the paper's.
     """
 
     @override(DefaultSACTorchRLModule)
@@ -72,7 +75,7 @@ class ROERSACTorchRLModule(DefaultSACTorchRLModule):
         super().setup()
         if self.inference_only:
             return
-        q_network = self.model_config.get("q_network", "concat")
+        q_network = self.model_config["q_network"]
         if q_network not in Q_NETWORKS:
             raise ValueError(f"q_network must be one of {Q_NETWORKS}, got {q_network!r}")
         if q_network == "concat" and isinstance(self.action_space, gym.spaces.Box):
