@@ -34,6 +34,7 @@ from __future__ import annotations
 
 import argparse
 import csv
+import json
 import math
 import time
 from pathlib import Path
@@ -44,6 +45,7 @@ from ray.rllib.utils.metrics import LEARNER_RESULTS
 from run_csv import finished_run, window_mean
 
 from marllib_ext import algos, make_env
+from marllib_ext.algos.evaluation import run_episodes
 from marllib_ext.algos.team_replay import PROGRESS_KEY
 from marllib_ext.cli import parse_assignments
 
@@ -127,9 +129,41 @@ def learn(label: str, seed: int, args, out: Path) -> list[dict] | None:
                 writer.writerow(row)
                 f.flush()
                 rows.append(row)
+        if args.eval_episodes:
+            write_greedy_eval(algorithm, path, args.eval_episodes, rows[-1])
     finally:
         algorithm.stop()
     return rows
+
+
+def write_greedy_eval(algorithm, path: Path, episodes: int, last_row: dict) -> None:
+    """``<seed>_eval.json``: the trained team's mean team return over ``episodes``
+    episodes without exploration (greedy Q, deterministic actors, PPO's mode), as
+    EPyMARL tests (``test_greedy``)."""
+    if algorithm.env_runner is not None and algorithm.env_runner.env is not None:
+        team, _ = run_episodes(algorithm.env_runner, episodes, explore=False)
+    else:  # sampling in remote runners (PPO): the first one plays
+        team, _ = algorithm.env_runner_group.foreach_env_runner(
+            lambda runner: run_episodes(runner, episodes, explore=False),
+            remote_worker_ids=[1],
+            local_env_runner=False,
+        )[0]
+    path.with_name(f"{path.stem}_eval.json").write_text(
+        json.dumps(
+            {
+                "env_steps": int(last_row["timesteps_total"]),
+                "episodes": len(team),
+                "greedy_team_return": float(np.mean(team)),
+                "wall_s": float(last_row["time_total_s"]),
+            },
+            indent=1,
+        )
+    )
+
+
+def greedy_eval(path: Path) -> float | None:
+    eval_path = path.with_name(f"{path.stem}_eval.json")
+    return json.loads(eval_path.read_text())["greedy_team_return"] if eval_path.exists() else None
 
 
 def spread(values: list[float]) -> str:
@@ -157,9 +191,9 @@ def report(args, out: Path) -> None:
     )
     print(
         "| label | seeds | team return | per-agent return | |TD error| | Q | exploration "
-        "| twin target gap |"
+        "| twin target gap | greedy team return |"
     )
-    print("|---|---|---|---|---|---|---|---|")
+    print("|---|---|---|---|---|---|---|---|---|")
     for label in args.labels:
         name = run_name(label, args)
         runs = [finished_run(out / name / f"seed{s}.csv", args.steps) for s in args.seeds]
@@ -171,6 +205,9 @@ def report(args, out: Path) -> None:
         for column in ("replay_td_error", "replay_q", "replay_exploration", "twin_target_gap"):
             values = [final_mean(r, column, args) for r in runs if column in r[0]]
             cells.append(spread(values) if values and not np.isnan(values).all() else "-")
+        greedy = [greedy_eval(out / name / f"seed{s}.csv") for s in args.seeds]
+        greedy = [g for g in greedy if g is not None]
+        cells.append(f"{spread(greedy)} ({len(greedy)})" if greedy else "-")
         print(f"| `{name}` | {len(runs)} | " + " | ".join(cells) + " |")
 
 
@@ -239,6 +276,12 @@ def main() -> None:
     parser.add_argument("--tag", default="", help="suffix of the label directory for --set runs")
     parser.add_argument(
         "--window-steps", type=int, default=0, help="average over these last env steps instead"
+    )
+    parser.add_argument(
+        "--eval-episodes",
+        type=int,
+        default=100,
+        help="greedy episodes after training (seed<k>_eval.json); 0: none",
     )
     parser.add_argument("--num-cpus", type=int, default=2)
     parser.add_argument("--out", type=Path, default=Path("runs/offpolicy"))

@@ -154,13 +154,14 @@ class TeamEpisodeStore(PrioritizedRing):
         return slot
 
     def _ensure_room(self, episode: TeamEpisode) -> None:
-        """Arrays for slot ``next_slot`` and ``episode``'s length. Slots are allocated as
-        episodes arrive (doubling up to ``capacity``), so memory follows what is held;
-        the first episode's size times ``capacity`` is checked against free memory."""
+        """Arrays for ``episode``'s length. Every slot is allocated at once with
+        ``np.zeros``, whose pages the OS maps only when written, so resident memory
+        follows the slots written (never the capacity up front, and no copy when the
+        store fills); the capacity's bytes are checked against free memory first."""
         n_agents, obs_dim = episode.obs.shape[1], episode.obs.shape[2]
         if self.arrays is None:
             self._check_memory(episode)
-            self.arrays = self._zeros(episode, min(self.capacity, 16), episode.length)
+            self.arrays = self._zeros(episode, self.capacity, episode.length)
             return
         stored = self.arrays["obs"]
         if stored.shape[2] != n_agents or stored.shape[3] < obs_dim:
@@ -168,26 +169,35 @@ class TeamEpisodeStore(PrioritizedRing):
                 f"episode has {n_agents} agents with observations of size {obs_dim}; the "
                 f"store holds {stored.shape[2]} agents of size {stored.shape[3]}"
             )
-        grow = episode.length - self.max_length
-        if grow > 0:  # a longer episode than any before: pad every array in time
-            for name, array in self.arrays.items():
-                pad = [(0, 0)] * array.ndim
-                pad[1] = (0, grow)
-                self.arrays[name] = np.pad(array, pad)
-        rows = self.arrays["obs"].shape[0]
-        if self.next_slot >= rows:  # more slots, up to capacity
-            more = min(self.capacity, 2 * rows) - rows
-            extra = self._zeros(episode, more, self.max_length, like=self.arrays)
-            self.arrays = {k: np.concatenate([v, extra[k]]) for k, v in self.arrays.items()}
+        if episode.length > self.max_length:  # longer than any before: copy the written slots
+            self._check_memory(episode, already_held=self._written_bytes())
+            self.arrays = self._with_rows(self.arrays, self.capacity, episode.length)
+
+    @property
+    def slots_written(self) -> int:
+        return min(self.num_added, self.capacity)
+
+    def _written_bytes(self) -> int:
+        assert self.arrays is not None
+        return self.slots_written * sum(a[:1].nbytes for a in self.arrays.values())
+
+    def _with_rows(
+        self, arrays: dict[str, np.ndarray], slots: int, length: int
+    ) -> dict[str, np.ndarray]:
+        """Zero arrays of ``slots`` episodes of ``length`` steps shaped like ``arrays``,
+        holding ``arrays``' first ``slots_written`` slots (shorter in time, or fewer)."""
+        written = min(self.slots_written, len(arrays["rewards"]))
+        steps = arrays["rewards"].shape[1]
+        grown = {}
+        for name, array in arrays.items():
+            extra = array.shape[1] - steps  # 1 for the (T + 1)-step arrays
+            grown[name] = np.zeros((slots, length + extra, *array.shape[2:]), array.dtype)
+            grown[name][:written, : array.shape[1]] = array[:written]
+        return grown
 
     @staticmethod
-    def _zeros(
-        episode: TeamEpisode, slots: int, t: int, like: dict[str, np.ndarray] | None = None
-    ) -> dict[str, np.ndarray]:
-        """Zero arrays of ``slots`` episodes of ``t`` steps shaped for ``episode`` (or
-        with ``like``'s trailing shapes)."""
-        if like is not None:
-            return {k: np.zeros((slots, *v.shape[1:]), v.dtype) for k, v in like.items()}
+    def _zeros(episode: TeamEpisode, slots: int, t: int) -> dict[str, np.ndarray]:
+        """Zero arrays of ``slots`` episodes of ``t`` steps shaped for ``episode``."""
         n_agents, obs_dim = episode.obs.shape[1], episode.obs.shape[2]
         arrays = {
             "obs": np.zeros((slots, t + 1, n_agents, obs_dim), np.float32),
@@ -209,10 +219,10 @@ class TeamEpisodeStore(PrioritizedRing):
         one = self._zeros(episode, 1, episode.length)
         return self.capacity * sum(array.nbytes for array in one.values())
 
-    def _check_memory(self, episode: TeamEpisode) -> None:
+    def _check_memory(self, episode: TeamEpisode, already_held: int = 0) -> None:
         needed = self.bytes_at_capacity(episode)
         refuse_past_memory(
-            needed,
+            needed - already_held,
             f"buffer_size={self.capacity}",
             f"the team replay store's {episode.length}-step episodes (each "
             f"{needed / self.capacity / 2**20:.1f} MiB)",
@@ -323,9 +333,13 @@ class TeamEpisodeStore(PrioritizedRing):
     # ---- checkpoints ------------------------------------------------------------------
     def get_state(self) -> dict:
         return {
-            # Views, not copies: a checkpoint pickles them at once, and a copy of a full
-            # store would double its memory while saving.
-            "arrays": None if self.arrays is None else dict(self.arrays),
+            # The written slots as views, not copies: a checkpoint pickles them at once,
+            # and a copy of a full store would double its memory while saving.
+            "arrays": (
+                None
+                if self.arrays is None
+                else {k: v[: self.slots_written] for k, v in self.arrays.items()}
+            ),
             "lengths": self.lengths.copy(),
             "next_slot": self.next_slot,
             "num_added": self.num_added,
@@ -340,15 +354,21 @@ class TeamEpisodeStore(PrioritizedRing):
                 f"checkpointed store holds {len(state['lengths'])} episode slots, this "
                 f"one {self.capacity} (buffer_size changed)"
             )
-        self.arrays = None if arrays is None else {k: np.array(v) for k, v in arrays.items()}
-        if self.arrays is not None and "present" not in self.arrays:
-            # Stores checkpointed before absent agents: every agent acted on every step.
-            c, t, n = self.arrays["rewards"].shape
-            rows = np.arange(t + 1)[None, :] <= np.asarray(state["lengths"])[:, None]
-            self.arrays["present"] = np.repeat(rows[..., None], n, axis=2).astype(np.float32)
-            self.arrays["agent_terminated"] = np.zeros((c, t, n), np.float32)
         self.lengths = np.array(state["lengths"], dtype=np.int64)
         self.next_slot = int(state["next_slot"])
         self.num_added = int(state["num_added"])
+        arrays = None if arrays is None else {k: np.asarray(v) for k, v in arrays.items()}
+        if arrays is not None and "present" not in arrays:
+            # Stores checkpointed before absent agents: every agent acted on every step.
+            c, t, n = arrays["rewards"].shape
+            rows = np.arange(t + 1)[None, :] <= self.lengths[:c, None]
+            arrays["present"] = np.repeat(rows[..., None], n, axis=2).astype(np.float32)
+            arrays["agent_terminated"] = np.zeros((c, t, n), np.float32)
+        # Checkpoints hold the written slots (older ones: every slot allocated then).
+        self.arrays = (
+            None
+            if arrays is None
+            else self._with_rows(arrays, self.capacity, arrays["rewards"].shape[1])
+        )
         self.max_priority = float(state["max_priority"])
         self.rng.bit_generator.state = state["rng"]

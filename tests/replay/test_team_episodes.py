@@ -1,5 +1,9 @@
 """The team-episode store: alignment, padding, priorities, checkpoints (no Ray)."""
 
+import os
+import subprocess
+import sys
+
 import numpy as np
 import pytest
 
@@ -122,18 +126,73 @@ def test_empty_store_cannot_be_sampled():
         TeamEpisodeStore(3).sample_transitions(1)
 
 
-def test_slots_are_allocated_as_episodes_arrive():
+def resident_bytes() -> int:
+    with open("/proc/self/statm") as f:
+        return int(f.read().split()[1]) * os.sysconf("SC_PAGE_SIZE")
+
+
+@pytest.mark.skipif(not os.path.exists("/proc/self/statm"), reason="reads /proc (Linux)")
+def test_resident_memory_follows_the_episodes_written_not_the_capacity():
     store = TeamEpisodeStore(1000)
-    store.add(make_episode(0, 5))
-    assert store.arrays["obs"].shape[0] == 16  # not 1000 slots up front
-    for uid in range(1, 40):
-        store.add(make_episode(uid, 5))
-    assert store.arrays["obs"].shape[0] == 64 and len(store) == 40
-    sampled = store.sample_episodes(8)  # every draw from a held slot
-    assert sampled.slots.max() < 40
-    episode = make_episode(0, 5)
+    episode = make_episode(0, 100, obs_dim=600)  # 0.7 MiB per stored episode
+    full = store.bytes_at_capacity(episode)
+    assert full > 600 * 2**20
+    before = resident_bytes()
+    for uid in range(20):
+        store.add(make_episode(uid, 100, obs_dim=600))
+    grown = resident_bytes() - before
+    assert grown < 100 * 2**20  # 20 episodes (~14 MiB) and the test's own arrays
+    sampled = store.sample_episodes(8)  # every draw from a written slot
+    assert sampled.slots.max() < 20
     one = sum(a[:1].nbytes for a in store.arrays.values())
-    assert store.bytes_at_capacity(episode) == 1000 * one
+    assert full == 1000 * one
+
+
+FILL_TO_CAPACITY = """
+import resource
+import numpy as np
+from marllib_ext.replay.team_episodes import TeamEpisode, TeamEpisodeStore
+
+def peak():
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
+
+obs = np.ones((101, 3, 600), np.float32)
+episode = TeamEpisode(obs, np.ones((101, 2), np.float32), np.zeros((100, 3), np.int64),
+                      np.ones((100, 3), np.float32), False)
+store = TeamEpisodeStore(600)
+before = peak()
+for _ in range(600):
+    store.add(episode)
+print(store.bytes_at_capacity(episode), peak() - before)
+"""
+
+
+def test_filling_the_store_to_capacity_copies_nothing():
+    """Peak resident memory while filling a 600-episode store (0.4 GiB) stays near the
+    store's own size: a store that grew by copying into larger arrays held both."""
+    done = subprocess.run(
+        [sys.executable, "-c", FILL_TO_CAPACITY], capture_output=True, text=True, check=True
+    )
+    full, peak_growth = map(int, done.stdout.split())
+    assert full > 400 * 2**20
+    assert peak_growth < 1.15 * full
+
+
+def test_a_longer_episode_keeps_every_written_slot():
+    store = TeamEpisodeStore(50)
+    for uid in range(1, 6):
+        store.add(make_episode(uid, 4))
+    store.add(make_episode(9, 7))  # longer: the arrays grow in time
+    assert store.max_length == 7
+    for slot, uid in enumerate((1, 2, 3, 4, 5)):
+        np.testing.assert_array_equal(store.arrays["obs"][slot, :5], make_episode(uid, 4).obs)
+        assert not store.arrays["obs"][slot, 5:].any()
+    np.testing.assert_array_equal(store.arrays["obs"][5, :8], make_episode(9, 7).obs)
+    state = store.get_state()
+    assert len(state["arrays"]["obs"]) == 6  # a checkpoint holds the written slots only
+    copy = TeamEpisodeStore(50)
+    copy.set_state(state)
+    np.testing.assert_array_equal(copy.arrays["obs"], store.arrays["obs"])
 
 
 def test_a_store_larger_than_memory_is_refused_with_the_bytes_and_the_setting():
