@@ -3,6 +3,11 @@
 Those envs take a tuple of actions, return a tuple of observations, a list of rewards
 and one ``terminated`` / ``truncated`` flag for the team. Agent ``agent_<i>`` is entry
 ``i``; every agent acts at every step until the episode ends.
+
+Both report their own step limit as ``terminated``; gymnasium calls it a truncation,
+after which a value bootstraps (EPyMARL marks it ``episode_limit`` for the same
+reason). So an LBF episode ends ``terminated`` only when every food is gone, and an
+RWARE episode (no terminal state: a step or inactivity limit) always ``truncated``.
 """
 
 from __future__ import annotations
@@ -34,7 +39,7 @@ class TupleAgentsParallelEnv(ParallelEnv):
 
     metadata = {"name": "tuple_agents"}
 
-    def __init__(self, env: gym.Env) -> None:
+    def __init__(self, env: gym.Env, family: str) -> None:
         if not isinstance(env.observation_space, gym.spaces.Tuple) or not isinstance(
             env.action_space, gym.spaces.Tuple
         ):
@@ -44,6 +49,7 @@ class TupleAgentsParallelEnv(ParallelEnv):
                 f"{env.action_space}"
             )
         self.env = env
+        self.family = family
         n = len(env.observation_space.spaces)
         self.possible_agents = [f"agent_{i}" for i in range(n)]
         self.agents: list[str] = []
@@ -69,6 +75,8 @@ class TupleAgentsParallelEnv(ParallelEnv):
     def step(self, actions: dict[str, Any]):
         joint = tuple(actions[a] for a in self.possible_agents)
         observations, rewards, terminated, truncated, info = self.env.step(joint)
+        if terminated and not self.task_finished():
+            terminated, truncated = False, True
         agents = list(self.agents)
         if terminated or truncated:
             self.agents = []
@@ -79,6 +87,13 @@ class TupleAgentsParallelEnv(ParallelEnv):
             dict.fromkeys(agents, bool(truncated)),
             {a: dict(info) for a in agents},
         )
+
+    def task_finished(self) -> bool:
+        """Whether an ended episode reached a terminal state (LBF: no food left), not
+        the env's own step limit."""
+        if self.family == "lbf":
+            return not self.env.unwrapped.field.any()
+        return False  # RWARE: episodes end by their step or inactivity limits only
 
     def render(self):
         return self.env.render()
@@ -105,4 +120,4 @@ def make_tuple_agents_env(family: str, env_id: str, **kwargs: Any) -> TupleAgent
         env = gym.make(env_id, disable_env_checker=True, **kwargs)
     except gym.error.Error as e:
         raise ConfigError(f"env '{family}:{env_id}': {e}") from e
-    return TupleAgentsParallelEnv(env)
+    return TupleAgentsParallelEnv(env, family)

@@ -165,6 +165,36 @@ def test_lbf_and_rware_are_parallel_envs_rllib_can_sample(ray_session, package, 
     assert sum(len(e) for e in episodes) >= 60
 
 
+def run_to_the_end(env, steps: int) -> tuple[dict, dict, int]:
+    env.reset(seed=0)
+    for step in range(1, steps + 1):
+        actions = dict.fromkeys(env.agents, 0)  # NONE: nobody loads or delivers
+        _, _, terminated, truncated, _ = env.step(actions)
+        if not env.agents:
+            return terminated, truncated, step
+    raise AssertionError(f"no episode end within {steps} steps")
+
+
+@pytest.mark.parametrize("package,name,limit", TUPLE_AGENT_ENVS)
+def test_the_envs_own_step_limit_is_a_truncation(package, name, limit):
+    """LBF and RWARE report their step limit as ``terminated``; the adapter calls it
+    ``truncated`` so the value bootstraps there."""
+    pytest.importorskip(package, reason=f"the {name.split(':')[0]} extra is not installed")
+    env = make_env(name).spec.make()
+    terminated, truncated, steps = run_to_the_end(env, limit + 1)
+    assert steps == limit
+    assert not any(terminated.values()) and all(truncated.values())
+
+
+def test_an_lbf_episode_whose_food_is_gone_is_terminated():
+    pytest.importorskip("lbforaging", reason="the lbf extra is not installed")
+    env = make_env("lbf:Foraging-8x8-2p-2f-coop-v3").spec.make()
+    env.reset(seed=0)
+    env.env.unwrapped.field[:] = 0  # every food collected
+    _, _, terminated, truncated, _ = env.step(dict.fromkeys(env.agents, 0))
+    assert all(terminated.values()) and not any(truncated.values())
+
+
 def test_unknown_lbf_id_is_one_clear_error():
     pytest.importorskip("lbforaging", reason="the lbf extra is not installed")
     with pytest.raises(ConfigError, match="env 'lbf:Nope-v0'"):
