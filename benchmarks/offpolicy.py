@@ -209,6 +209,35 @@ def report(args, out: Path) -> None:
         greedy = [g for g in greedy if g is not None]
         cells.append(f"{spread(greedy)} ({len(greedy)})" if greedy else "-")
         print(f"| `{name}` | {len(runs)} | " + " | ".join(cells) + " |")
+    if args.curve_at:
+        curve(args, out)
+
+
+def curve(args, out: Path) -> None:
+    """Team return over ``--window-steps`` (or 10k) env steps ending at each of
+    ``--curve-at``: mean [min, max] over the seeds, a learning curve as a table."""
+    width = args.window_steps or 10_000
+    print(f"\nteam return over the {width:,} env steps ending at:")
+    print("| label | " + " | ".join(f"{s:,}" for s in args.curve_at) + " |")
+    print("|---|" + "---|" * len(args.curve_at))
+    for label in args.labels:
+        name = run_name(label, args)
+        runs = [finished_run(out / name / f"seed{s}.csv", args.steps) for s in args.seeds]
+        runs = [rows for rows in runs if rows is not None]
+        if not runs:
+            continue
+        cells = []
+        for end in args.curve_at:
+            values = [
+                window_mean(
+                    [r for r in rows if end - width < r["timesteps_total"] <= end],
+                    "team_return",
+                    len(rows),
+                )
+                for rows in runs
+            ]
+            cells.append(spread(values))
+        print(f"| `{name}` | " + " | ".join(cells) + " |")
 
 
 def updates_in(result: dict, label: str, env) -> float:
@@ -271,6 +300,9 @@ def main() -> None:
     parser.add_argument("--report", action="store_true")
     parser.add_argument(
         "--window", type=int, default=WINDOW, help="iterations averaged for the final return"
+    )
+    parser.add_argument(
+        "--curve-at", type=int, nargs="*", default=[], help="--report: env steps of a curve table"
     )
     parser.add_argument("--set", nargs="*", default=[], help="KEY=VALUE settings overrides")
     parser.add_argument("--tag", default="", help="suffix of the label directory for --set runs")

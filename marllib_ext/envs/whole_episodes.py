@@ -16,6 +16,7 @@ episode's chance of being returned does not depend on its length.
 
 from __future__ import annotations
 
+import copy
 from typing import Any
 
 from ray.rllib.env.multi_agent_env_runner import MultiAgentEnvRunner
@@ -116,7 +117,10 @@ class WholeEpisodeEnvRunner(BatchedEnvRunner):
             for chunk in chunks:
                 episode = self.unfinished.pop(chunk.id_, None)
                 if episode is None:
-                    episode = chunk
+                    # RLlib keeps the unfinished chunks it returned and adds their
+                    # returns and lengths to the episode's metrics when it ends: later
+                    # chunks join a copy, or they would be counted twice.
+                    episode = chunk if chunk.is_done else copy.deepcopy(chunk)
                 else:
                     join_chunks(episode, chunk)
                 if episode.is_done:
