@@ -31,6 +31,20 @@ def find_progress_files(run_dir: Path) -> list[Path]:
     return files
 
 
+def trailing_mean(steps: np.ndarray, values: np.ndarray, window_steps: float) -> np.ndarray:
+    """``out[i]``: mean of the ``values[j]`` with ``steps[i] - window_steps < steps[j] <=
+    steps[i]`` (``steps`` ascending), NaN rows skipped; ``window_steps <= 0``: unchanged."""
+    if window_steps <= 0:
+        return values
+    finite = np.isfinite(values)
+    sums = np.concatenate([[0.0], np.cumsum(np.where(finite, values, 0.0))])
+    counts = np.concatenate([[0], np.cumsum(finite)])
+    first = np.searchsorted(steps, steps - window_steps, side="right")
+    last = np.arange(1, len(values) + 1)
+    with np.errstate(invalid="ignore", divide="ignore"):
+        return (sums[last] - sums[first]) / (counts[last] - counts[first])
+
+
 def band(curves: list[dict[str, np.ndarray]], metric: str) -> tuple[np.ndarray, ...]:
     """Mean, min and max of ``metric`` over runs on a shared env-step grid.
 
@@ -51,9 +65,12 @@ def plot_runs(
     *,
     metric: str = "agent_return_mean",
     title: str | None = None,
+    smooth_steps: float = 0,
 ) -> Path:
     """One curve per run directory argument: mean over the runs found in it (seeds)
-    with a min-max band; x is env steps. Returns the written image path."""
+    with a min-max band; x is env steps. ``smooth_steps``: each run's ``metric`` is first
+    averaged over its rows in that many env steps (``trailing_mean``), so runs with
+    iterations of different sizes smooth alike. Returns the written image path."""
     try:
         import matplotlib
 
@@ -68,6 +85,9 @@ def plot_runs(
         if not run_dir.exists():
             raise ConfigError(f"run directory {str(run_dir)!r} does not exist")
         curves = [read_progress(path) for path in find_progress_files(run_dir)]
+        for curve in curves:
+            if metric in curve:
+                curve[metric] = trailing_mean(curve[X_FIELD], curve[metric], smooth_steps)
         grid, mean, low, high = band(curves, metric)
         label = f"{run_dir.name} ({len(curves)} run{'s' if len(curves) > 1 else ''})"
         (line,) = axis.plot(grid, mean, label=label)

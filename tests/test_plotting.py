@@ -4,7 +4,7 @@ import numpy as np
 import pytest
 
 from marllib_ext.errors import ConfigError
-from marllib_ext.plotting import band, plot_runs, read_progress
+from marllib_ext.plotting import band, plot_runs, read_progress, trailing_mean
 
 
 def write_run(path, steps, returns):
@@ -25,6 +25,19 @@ def test_band_is_mean_min_max_on_the_shared_grid(tmp_path):
     np.testing.assert_allclose(mean, [2.0, 3.0])
     np.testing.assert_allclose(low, [1.0, 2.0])
     np.testing.assert_allclose(high, [3.0, 4.0])
+
+
+def test_trailing_mean_against_a_loop_and_literals():
+    steps = np.array([100, 200, 300, 400, 500, 600])
+    values = np.array([1.0, 3.0, np.nan, 5.0, 7.0, 2.0])
+    np.testing.assert_allclose(trailing_mean(steps, values, 300), [1.0, 2.0, 2.0, 4.0, 6.0, 14 / 3])
+    rng = np.random.default_rng(0)
+    steps = np.cumsum(rng.integers(1, 500, size=60))
+    values = rng.normal(size=60)
+    values[[3, 17]] = np.nan
+    for window in (1, 700, 5000):
+        slow = [np.nanmean(values[(steps > s - window) & (steps <= s)]) for s in steps]
+        np.testing.assert_allclose(trailing_mean(steps, values, window), slow)
 
 
 def test_plot_writes_a_png_with_one_curve_per_directory(tmp_path):

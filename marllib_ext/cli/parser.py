@@ -166,6 +166,12 @@ def build_parser() -> argparse.ArgumentParser:
     plot.add_argument(
         "--metric", default="agent_return_mean", help="progress.csv column on the y axis"
     )
+    plot.add_argument(
+        "--smooth-steps",
+        type=float,
+        default=0,
+        help="average each run's metric over its rows in the last N env steps first",
+    )
     plot.set_defaults(func=plot_command.cmd_plot)
 
     list_cmd = commands.add_parser("list", help="list algorithms and envs")

@@ -8,5 +8,12 @@ import argparse
 def cmd_plot(args: argparse.Namespace) -> int:
     from marllib_ext.plotting import plot_runs
 
-    print(f"wrote {plot_runs(args.run_dirs, args.out, metric=args.metric, title=args.title)}")
+    out = plot_runs(
+        args.run_dirs,
+        args.out,
+        metric=args.metric,
+        title=args.title,
+        smooth_steps=args.smooth_steps,
+    )
+    print(f"wrote {out}")
     return 0
