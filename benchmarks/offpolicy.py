@@ -180,6 +180,12 @@ def final_mean(rows: list[dict], key: str, args) -> float:
     return window_mean(rows, key, args.window)
 
 
+def finished_runs(label_dir: Path, args) -> list[list[dict]]:
+    """The rows of every ``--seeds`` run under ``label_dir`` that reached ``--steps``."""
+    runs = [finished_run(label_dir / f"seed{s}.csv", args.steps) for s in args.seeds]
+    return [rows for rows in runs if rows is not None]
+
+
 def report(args, out: Path) -> None:
     print(
         f"{args.task}{' (continuous)' if args.continuous else ''}, {args.steps:,} env steps, "
@@ -196,9 +202,7 @@ def report(args, out: Path) -> None:
     print("|---|---|---|---|---|---|---|---|---|")
     for label in args.labels:
         name = run_name(label, args)
-        runs = [finished_run(out / name / f"seed{s}.csv", args.steps) for s in args.seeds]
-        runs = [rows for rows in runs if rows is not None]
-        if not runs:
+        if not (runs := finished_runs(out / name, args)):
             continue
         cells = [spread([final_mean(r, "team_return", args) for r in runs])]
         cells.append(spread([final_mean(r, "per_agent_return", args) for r in runs]))
@@ -222,9 +226,7 @@ def curve(args, out: Path) -> None:
     print("|---|" + "---|" * len(args.curve_at))
     for label in args.labels:
         name = run_name(label, args)
-        runs = [finished_run(out / name / f"seed{s}.csv", args.steps) for s in args.seeds]
-        runs = [rows for rows in runs if rows is not None]
-        if not runs:
+        if not (runs := finished_runs(out / name, args)):
             continue
         cells = []
         for end in args.curve_at:

@@ -66,15 +66,6 @@ class PeakSampler(threading.Thread):
             time.sleep(self.every_s)
 
 
-def store_bytes(algorithm) -> tuple[int, int]:
-    """(episodes stored, bytes of the slots written) of the driver's team store."""
-    store = algorithm.store
-    if store.arrays is None:
-        return 0, 0
-    one = sum(a[:1].nbytes for a in store.arrays.values())
-    return len(store), store.slots_written * one
-
-
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--algo", default="qmix")
@@ -99,7 +90,7 @@ def main() -> None:
         for iteration in range(1, args.iterations + 1):
             algorithm.train()
             if iteration % args.report_every == 0 or iteration == args.iterations:
-                held, size = store_bytes(algorithm)
+                held, size = len(algorithm.store), algorithm.store.written_bytes
                 print(
                     f"| {iteration} | {held} | {size / gib:.2f} GiB | "
                     f"{sampler.largest / gib:.2f} GiB | {sampler.total / gib:.2f} GiB |",

@@ -170,28 +170,30 @@ class TeamEpisodeStore(PrioritizedRing):
                 f"store holds {stored.shape[2]} agents of size {stored.shape[3]}"
             )
         if episode.length > self.max_length:  # longer than any before: copy the written slots
-            self._check_memory(episode, already_held=self._written_bytes())
-            self.arrays = self._with_rows(self.arrays, self.capacity, episode.length)
+            self._check_memory(episode, already_held=self.written_bytes)
+            self.arrays = self._with_rows(self.arrays, episode.length)
 
     @property
     def slots_written(self) -> int:
         return min(self.num_added, self.capacity)
 
-    def _written_bytes(self) -> int:
-        assert self.arrays is not None
+    @property
+    def written_bytes(self) -> int:
+        """Bytes of the slots written so far (what the store holds resident)."""
+        if self.arrays is None:
+            return 0
         return self.slots_written * sum(a[:1].nbytes for a in self.arrays.values())
 
-    def _with_rows(
-        self, arrays: dict[str, np.ndarray], slots: int, length: int
-    ) -> dict[str, np.ndarray]:
-        """Zero arrays of ``slots`` episodes of ``length`` steps shaped like ``arrays``,
+    def _with_rows(self, arrays: dict[str, np.ndarray], length: int) -> dict[str, np.ndarray]:
+        """Zero arrays of ``capacity`` episodes of ``length`` steps shaped like ``arrays``,
         holding ``arrays``' first ``slots_written`` slots (shorter in time, or fewer)."""
         written = min(self.slots_written, len(arrays["rewards"]))
         steps = arrays["rewards"].shape[1]
         grown = {}
         for name, array in arrays.items():
             extra = array.shape[1] - steps  # 1 for the (T + 1)-step arrays
-            grown[name] = np.zeros((slots, length + extra, *array.shape[2:]), array.dtype)
+            shape = (self.capacity, length + extra, *array.shape[2:])
+            grown[name] = np.zeros(shape, array.dtype)
             grown[name][:written, : array.shape[1]] = array[:written]
         return grown
 
@@ -366,9 +368,7 @@ class TeamEpisodeStore(PrioritizedRing):
             arrays["agent_terminated"] = np.zeros((c, t, n), np.float32)
         # Checkpoints hold the written slots (older ones: every slot allocated then).
         self.arrays = (
-            None
-            if arrays is None
-            else self._with_rows(arrays, self.capacity, arrays["rewards"].shape[1])
+            None if arrays is None else self._with_rows(arrays, arrays["rewards"].shape[1])
         )
         self.max_priority = float(state["max_priority"])
         self.rng.bit_generator.state = state["rng"]
