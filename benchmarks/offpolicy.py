@@ -197,16 +197,19 @@ def report(args, out: Path) -> None:
     )
     print(
         "| label | seeds | team return | per-agent return | |TD error| | Q | exploration "
-        "| twin target gap | greedy team return |"
+        "| twin target gap | sampling TV from uniform | greedy team return |"
     )
-    print("|---|---|---|---|---|---|---|---|---|")
+    print("|---|---|---|---|---|---|---|---|---|---|")
     for label in args.labels:
         name = run_name(label, args)
         if not (runs := finished_runs(out / name, args)):
             continue
         cells = [spread([final_mean(r, "team_return", args) for r in runs])]
         cells.append(spread([final_mean(r, "per_agent_return", args) for r in runs]))
-        for column in ("replay_td_error", "replay_q", "replay_exploration", "twin_target_gap"):
+        for column in (
+            "replay_td_error", "replay_q", "replay_exploration", "twin_target_gap",
+            "replay_sampling_tv",
+        ):  # fmt: skip
             values = [final_mean(r, column, args) for r in runs if column in r[0]]
             cells.append(spread(values) if values and not np.isnan(values).all() else "-")
         greedy = [greedy_eval(out / name / f"seed{s}.csv") for s in args.seeds]

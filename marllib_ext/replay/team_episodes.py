@@ -34,6 +34,7 @@ from dataclasses import dataclass
 import numpy as np
 import numpy.typing as npt
 
+from marllib_ext.ops.replay_spread import sampling_spread
 from marllib_ext.replay.transitions import PrioritizedRing, refuse_past_memory
 
 
@@ -243,10 +244,9 @@ class TeamEpisodeStore(PrioritizedRing):
     def sample_transitions(self, batch_size: int) -> SampledTeamBatch:
         """``batch_size`` team transitions ``(k, t)`` (sequences of length 1)."""
         self._require_data()
-        valid = self.valid_steps().reshape(-1)
-        flat = np.flatnonzero(valid)
+        flat = np.flatnonzero(self.valid_steps().reshape(-1))
         if self.prioritized:
-            weights = self.arrays["priority"].reshape(-1)[flat] ** self.alpha
+            weights = self._transition_weights(flat)
             probs = weights / weights.sum()
             pick = self.rng.choice(len(flat), size=batch_size, p=probs)
             importance = self._importance(probs[pick], len(flat))
@@ -261,9 +261,7 @@ class TeamEpisodeStore(PrioritizedRing):
         self._require_data()
         held = np.flatnonzero(self.lengths > 0)
         if self.prioritized:
-            valid = self.valid_steps()[held]
-            mean_priority = (self.arrays["priority"][held] * valid).sum(1) / valid.sum(1)
-            weights = mean_priority**self.alpha
+            weights = self._episode_weights(held)
             probs = weights / weights.sum()
             pick = self.rng.choice(len(held), size=batch_size, p=probs)
             importance = self._importance(probs[pick], len(held))
@@ -273,6 +271,29 @@ class TeamEpisodeStore(PrioritizedRing):
         slots = held[pick]
         length = int(self.lengths[slots].max())
         return self._gather(slots, np.zeros_like(slots), length, importance)
+
+    def _transition_weights(self, flat: np.ndarray) -> npt.NDArray[np.float64]:
+        """``p^alpha`` of the stored steps at the flat ``(slot, t)`` indices ``flat``."""
+        assert self.arrays is not None
+        return self.arrays["priority"].reshape(-1)[flat] ** self.alpha
+
+    def _episode_weights(self, held: np.ndarray) -> npt.NDArray[np.float64]:
+        """``(mean step priority)^alpha`` of the episodes in slots ``held``."""
+        assert self.arrays is not None
+        valid = self.valid_steps()[held]
+        return ((self.arrays["priority"][held] * valid).sum(1) / valid.sum(1)) ** self.alpha
+
+    def sampling_spread(self, whole_episodes: bool = False) -> dict[str, float]:
+        """How far the draws of ``sample_episodes`` (``whole_episodes``) or
+        ``sample_transitions`` are from uniform over what the store holds
+        (``ops.replay_spread``); uniform sampling is at distance 0."""
+        if not self.prioritized or self.arrays is None or len(self) == 0:
+            return {"total_variation": 0.0, "effective_fraction": 1.0, "max_over_mean": 1.0}
+        if whole_episodes:
+            return sampling_spread(self._episode_weights(np.flatnonzero(self.lengths > 0)))
+        return sampling_spread(
+            self._transition_weights(np.flatnonzero(self.valid_steps().reshape(-1)))
+        )
 
     def _importance(self, probs: np.ndarray, population: int) -> npt.NDArray[np.float32]:
         weights = (population * probs) ** (-self.importance_beta)

@@ -99,6 +99,27 @@ def test_priority_update_is_roers_ema_and_new_data_enters_at_max_priority():
     assert store.arrays["priority"][1, 0] == pytest.approx(5.0)  # the largest seen
 
 
+def test_sampling_spread_reads_the_weights_of_the_stored_steps_or_episodes():
+    store = TeamEpisodeStore(8, prioritized=True, alpha=1.0, seed=0)
+    store.add(make_episode(1, 2))
+    store.add(make_episode(2, 1))  # 3 stored steps of 2 episodes; padding not counted
+    assert store.sampling_spread()["total_variation"] == pytest.approx(0.0)
+    store.arrays["priority"][0, :2] = [3.0, 1.0]
+    store.arrays["priority"][1, 0] = 4.0
+    # steps: q = (3, 1, 4) / 8 against 1/3 each; episodes: means (2, 4) -> q = (1/3, 2/3)
+    q_steps = np.array([3.0, 1.0, 4.0]) / 8
+    assert store.sampling_spread()["total_variation"] == pytest.approx(
+        0.5 * np.abs(q_steps - 1 / 3).sum()
+    )
+    episodes = store.sampling_spread(whole_episodes=True)
+    assert episodes["total_variation"] == pytest.approx(1 / 6)
+    assert episodes["max_over_mean"] == pytest.approx(4.0 / 3.0)
+    uniform = TeamEpisodeStore(8, seed=0)
+    assert uniform.sampling_spread()["total_variation"] == 0.0  # empty
+    uniform.add(make_episode(1, 2))
+    assert uniform.sampling_spread(whole_episodes=True)["effective_fraction"] == 1.0
+
+
 def test_uniform_store_ignores_priority_updates():
     store = TeamEpisodeStore(4, seed=0)
     store.add(make_episode(1, 2))

@@ -204,6 +204,9 @@ class TeamReplayAlgorithm(Algorithm):
                 "episodes_sampled": self.episodes_sampled,
                 "updates": updates,
                 "td_error_abs": self.last_td_error,
+                "sampling_total_variation": self.store.sampling_spread(
+                    settings.samples_whole_episodes
+                )["total_variation"],
             },
             key=PROGRESS_KEY,
             window=1,

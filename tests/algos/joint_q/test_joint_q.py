@@ -241,7 +241,9 @@ def test_checkpoint_keeps_the_replay_store(ray_session, tmp_path):
     algo = build("vdn", per_type="KL")
     try:
         algo.train()
-        algo.train()
+        result = algo.train()
+        # Updated priorities move the draws off uniform, and the progress column says so.
+        assert algos.get_algo_spec("vdn").progress(result)["replay_sampling_tv"] > 0
         algo.save_to_path(str(tmp_path))
         episodes, held = algo.episodes_sampled, len(algo.store)
         priorities = algo.store.arrays["priority"].copy()
