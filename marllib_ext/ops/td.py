@@ -58,6 +58,23 @@ def standardized_rewards(
     return (rewards - mean) / (var.sqrt() + eps) * mask
 
 
+def moment_standardized_rewards(
+    rewards: torch.Tensor,
+    mask: torch.Tensor,
+    mean: torch.Tensor,
+    var: torch.Tensor,
+    eps: float = 1e-8,
+) -> torch.Tensor:
+    """EPyMARL's ``standardise_rewards``: ``(r - mean) / sqrt(var + eps)`` with the
+    running moments ``mean``, ``var`` (scalars, or broadcastable) of every reward trained
+    on so far, this batch's included; padding stays 0. ``rewards (B, L[, n])``,
+    ``mask (B, L)``."""
+    mask = mask.float()
+    if rewards.dim() == mask.dim() + 1:
+        mask = mask.unsqueeze(-1)
+    return (rewards - mean) / torch.sqrt(var + eps) * mask
+
+
 def team_sum(values: torch.Tensor, agent_index: list[int]) -> torch.Tensor:
     """``sum_{i in team} values[..., i]``: ``(..., n)`` -> ``(...)`` over the team's agents."""
     return values[..., agent_index].sum(dim=-1)

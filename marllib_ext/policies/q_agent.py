@@ -135,7 +135,9 @@ class JointQMixer(TorchRLModule):
     7) puts ``Q_tot`` at 8-19 at initialization through ``b1(s)``, a bias the
     bootstrapped target removes only at ``1 - gamma`` per target copy.
     ``twin`` (FACMAC with ``twin_q``): a second pair of hypernetworks mixing the twin
-    critics."""
+    critics. ``reward_running_moments``: it also keeps the running mean and variance of
+    every reward the learner trained on (EPyMARL's ``standardise_rewards``; buffers, in
+    checkpoints)."""
 
     STATE_CLIP = 10.0  # standardized state bound, as RLlib's MeanStdFilter clips
 
@@ -159,6 +161,11 @@ class JointQMixer(TorchRLModule):
         self.register_buffer("state_mean", torch.zeros(dim))
         self.register_buffer("state_var", torch.ones(dim))
         self.register_buffer("state_count", torch.zeros(()))
+        self.reward_running_moments = bool(config.get("reward_running_moments", False))
+        if self.reward_running_moments:  # registered only then: older checkpoints load
+            self.register_buffer("reward_mean", torch.zeros(()))
+            self.register_buffer("reward_var", torch.ones(()))
+            self.register_buffer("reward_count", torch.zeros(()))
         self.hypernetworks = hypernetworks() if self.mixer_name == "qmix" else None
         self.target_hypernetworks = hypernetworks() if self.mixer_name == "qmix" else None
         twin = bool(config.get("twin", False)) and self.mixer_name == "qmix"
@@ -220,6 +227,21 @@ class JointQMixer(TorchRLModule):
         self.state_mean.copy_(mean)
         self.state_var.copy_(var)
         self.state_count.fill_(count)
+
+    @torch.no_grad()
+    def observe_rewards(self, rewards: torch.Tensor) -> None:
+        """Adds the rewards ``(N,)`` of the real steps to the running reward moments."""
+        if not self.reward_running_moments:
+            raise RuntimeError("this mixer was built without reward_running_moments")
+        mean, var, count = merge_moments(
+            self.reward_mean.view(1),
+            self.reward_var.view(1),
+            float(self.reward_count),
+            rewards.float().reshape(-1, 1),
+        )
+        self.reward_mean.copy_(mean[0])
+        self.reward_var.copy_(var[0])
+        self.reward_count.fill_(count)
 
     def sync_target(self, tau: float = 1.0) -> None:
         """``target <- tau * online + (1 - tau) * target`` (``tau = 1``: hard copy)."""

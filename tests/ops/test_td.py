@@ -6,6 +6,7 @@ import torch
 from marllib_ext.ops.td import (
     masked_td_loss,
     merge_moments,
+    moment_standardized_rewards,
     standardized_rewards,
     td_targets,
 )
@@ -46,6 +47,15 @@ def test_standardized_rewards_ignore_padding():
     out = standardized_rewards(rewards, mask)
     assert out[0, :2].tolist() == pytest.approx([-1.0, 1.0], abs=1e-4)
     assert out[0, 2].item() == 0.0
+
+
+def test_moment_standardized_rewards_literal():
+    # running moments mean 1, var 4: (r - 1) / 2 on real steps, per agent too
+    rewards = torch.tensor([[[1.0, 3.0], [5.0, -1.0], [99.0, 99.0]]])  # (B=1, L=3, n=2)
+    mask = torch.tensor([[1.0, 1.0, 0.0]])
+    out = moment_standardized_rewards(rewards, mask, torch.tensor(1.0), torch.tensor(4.0))
+    want = torch.tensor([[0.0, 1.0], [2.0, -1.0], [0.0, 0.0]])
+    torch.testing.assert_close(out[0], want, atol=1e-6, rtol=0)
 
 
 def test_merge_moments_equals_the_moments_of_all_rows_at_once():

@@ -25,7 +25,13 @@ from ray.rllib.utils.annotations import override
 from marllib_ext.algos.team_replay.algorithm import EPISODES_SAMPLED
 from marllib_ext.algos.team_replay.learner import TeamLoss, TeamReplayLearner
 from marllib_ext.ops.joint_q import chosen_action_values, double_q_next_values
-from marllib_ext.ops.td import masked_td_loss, standardized_rewards, td_targets, team_sum
+from marllib_ext.ops.td import (
+    masked_td_loss,
+    moment_standardized_rewards,
+    standardized_rewards,
+    td_targets,
+    team_sum,
+)
 from marllib_ext.policies.q_agent import JointQMixer, target_module_id
 
 
@@ -67,6 +73,16 @@ class JointQLearner(TeamReplayLearner):
         super().build()
         self.last_target_sync = 0
 
+    @property
+    def running_reward_moments(self) -> bool:
+        """Rewards standardized by the running moments the first team's mixer keeps."""
+        return self.settings.reward_standardize and self.settings.reward_moments == "running"
+
+    @override(TeamReplayLearner)
+    def observe_batch(self, columns: dict[str, torch.Tensor]) -> None:
+        if self.running_reward_moments:  # this batch's rewards count, as in EPyMARL
+            self.module[self.first_team].observe_rewards(columns["rewards"][columns["mask"].bool()])
+
     @override(TeamReplayLearner)
     def optimizer_for(self, module_id, params):
         settings = self.settings
@@ -86,7 +102,12 @@ class JointQLearner(TeamReplayLearner):
     @override(TeamReplayLearner)
     def batch_view(self, columns: dict[str, torch.Tensor]) -> JointQBatch:
         obs, mask, rewards = columns["obs"], columns["mask"], columns["rewards"]
-        if self.settings.reward_standardize:
+        if self.running_reward_moments:
+            moments = self.module[self.first_team]
+            rewards = moment_standardized_rewards(
+                rewards, mask, moments.reward_mean, moments.reward_var
+            )
+        elif self.settings.reward_standardize:
             rewards = standardized_rewards(rewards, mask)
         length = mask.shape[1]
         q = self.agent_q_values(obs, target=False)  # (B, L + 1, n, A)
@@ -173,6 +194,7 @@ class MixedQLearner(JointQLearner):
 
     @override(TeamReplayLearner)
     def observe_batch(self, columns: dict[str, torch.Tensor]) -> None:
+        super().observe_batch(columns)
         mask = columns["mask"].bool()
         states = columns["state"][:, : mask.shape[1]][mask]
         for module_id in self.teams:

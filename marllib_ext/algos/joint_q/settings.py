@@ -9,6 +9,7 @@ from marllib_ext.algos.team_replay.settings import TeamReplaySettings
 from marllib_ext.ops.joint_q import linear_schedule
 
 OPTIMIZERS = ("rmsprop", "adam")
+REWARD_MOMENTS = ("batch", "running")
 
 
 @dataclass(frozen=True)
@@ -24,6 +25,7 @@ class JointQSettings(TeamReplaySettings):
     final_epsilon: float
     epsilon_timesteps: int
     reward_standardize: bool
+    reward_moments: str
     use_rnn: bool
     rnn_hidden_dim: int
     hiddens: list[int]
@@ -45,6 +47,7 @@ class JointQSettings(TeamReplaySettings):
                 "need 0 <= final_epsilon <= initial_epsilon <= 1",
             ),
             (self.epsilon_timesteps >= 0, "epsilon_timesteps", "must be >= 0"),
+            (self.reward_moments in REWARD_MOMENTS, "reward_moments", f"one of {REWARD_MOMENTS}"),
             (self.rnn_hidden_dim > 0, "rnn_hidden_dim", "must be > 0"),
             (self.activation in ACTIVATION_NAMES, "activation", f"one of {ACTIVATION_NAMES}"),
         ]

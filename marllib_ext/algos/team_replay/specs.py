@@ -67,9 +67,11 @@ def mixer_specs(
     *,
     state_normalize: bool,
     twin: bool = False,
+    reward_running_moments: bool = False,
 ) -> dict[str, RLModuleSpec]:
     """One learner-only ``JointQMixer`` (``none`` | ``vdn`` | ``qmix``) per team: the
-    module every team's replayed batch is keyed by (``twin``: with twin hypernetworks)."""
+    module every team's replayed batch is keyed by (``twin``: with twin hypernetworks;
+    ``reward_running_moments``: it keeps the running reward moments)."""
     layout = env.layout
     return {
         module_id: RLModuleSpec(
@@ -85,6 +87,7 @@ def mixer_specs(
                 "hypernet_embed_dim": hypernet_dim,
                 "state_normalize": state_normalize,
                 "twin": twin,
+                "reward_running_moments": reward_running_moments,
             },
         )
         for team, module_id in team_ids.items()

@@ -223,6 +223,52 @@ def test_state_normalize_standardizes_the_mixer_state_with_running_moments(ray_s
         algo.stop()
 
 
+@pytest.mark.parametrize("name", ["iql", "qmix"])
+def test_running_reward_moments_are_those_of_every_reward_trained_on(ray_session, name):
+    """``reward_moments: running``: before each loss the first team's mixer adds the
+    batch's real-step rewards to its moments; the loss reads ``(r - mean) / std``."""
+    algo = build(name, reward_moments="running", state_normalize=name == "qmix")
+    try:
+        learner = local_learner(algo)
+        moments = learner.module["joint_q"]
+        assert float(moments.reward_count) == 0.0
+        algo.train()
+        algo.train()
+        assert float(moments.reward_count) > 0
+        sampled = algo.store.sample_transitions(16)
+        columns = {k: torch.as_tensor(v) for k, v in sampled.columns().items()}
+        before = (moments.reward_mean.clone(), moments.reward_var.clone())
+        count = float(moments.reward_count)
+        learner.observe({"joint_q": columns})
+        real = columns["rewards"][columns["mask"].bool()].reshape(-1).double()
+        assert float(moments.reward_count) == count + real.numel()
+        # Chan's merge of the old moments with this batch's, by hand
+        total = count + real.numel()
+        delta = real.mean() - before[0].double()
+        mean = before[0].double() + delta * real.numel() / total
+        var = (
+            before[1].double() * count
+            + real.var(unbiased=False) * real.numel()
+            + delta**2 * count * real.numel() / total
+        ) / total
+        assert float(moments.reward_mean) == pytest.approx(float(mean), rel=1e-5)
+        assert float(moments.reward_var) == pytest.approx(float(var), rel=1e-5)
+        view = learner.batch_view(columns)
+        want = (columns["rewards"] - moments.reward_mean) / torch.sqrt(moments.reward_var + 1e-8)
+        torch.testing.assert_close(view.rewards, want * columns["mask"].unsqueeze(-1))
+        assert "reward_mean" in moments.state_dict()  # travels with checkpoints
+    finally:
+        algo.stop()
+
+
+def test_batch_reward_moments_keep_no_running_state(ray_session):
+    algo = build("vdn")
+    try:
+        assert "reward_mean" not in local_learner(algo).module["joint_q"].state_dict()
+    finally:
+        algo.stop()
+
+
 def test_two_teams_get_one_mixer_each(ray_session):
     algo = build("qmix", env="test:jq_two_teams", share_policy="group")
     try:
@@ -235,15 +281,24 @@ def test_two_teams_get_one_mixer_each(ray_session):
         algo.stop()
 
 
+def test_updated_priorities_move_the_draws_off_uniform_in_the_progress_column(ray_session):
+    algo = build("vdn", per_type="PER")  # |TD error| priorities differ row by row
+    try:
+        first = algos.get_algo_spec("vdn").progress(algo.train())
+        second = algos.get_algo_spec("vdn").progress(algo.train())
+    finally:
+        algo.stop()
+    assert first["replay_sampling_tv"] == 0.0  # no update yet: every step at max priority
+    assert second["replay_sampling_tv"] > 0
+
+
 def test_checkpoint_keeps_the_replay_store(ray_session, tmp_path):
     from ray.rllib.algorithms.algorithm import Algorithm
 
     algo = build("vdn", per_type="KL")
     try:
         algo.train()
-        result = algo.train()
-        # Updated priorities move the draws off uniform, and the progress column says so.
-        assert algos.get_algo_spec("vdn").progress(result)["replay_sampling_tv"] > 0
+        algo.train()
         algo.save_to_path(str(tmp_path))
         episodes, held = algo.episodes_sampled, len(algo.store)
         priorities = algo.store.arrays["priority"].copy()
@@ -324,6 +379,11 @@ def test_remote_env_runners_act_with_the_learners_weights(ray_session):
 def test_the_mixer_is_the_algorithms_not_a_key(name, key, value):
     with pytest.raises(ConfigError, match=key):
         algos.get(name, **{key: value}).settings("mpe:simple_spread")
+
+
+def test_an_unknown_reward_moments_mode_is_refused_by_name():
+    with pytest.raises(ConfigError, match="reward_moments"):
+        algos.get("qmix", reward_moments="epymarl").settings("mpe:simple_spread")
 
 
 @pytest.mark.parametrize(
