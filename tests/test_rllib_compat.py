@@ -201,3 +201,26 @@ def test_settings_are_frozen_plain_data():
     assert dataclasses.is_dataclass(settings)
     with pytest.raises(dataclasses.FrozenInstanceError):
         settings.lr = 1.0
+
+
+def test_episode_agent_sets_iterate_in_sorted_order():
+    """RLlib still builds the three agent sets in MultiAgentEpisode; after the package's
+    import they iterate sorted, whatever the hash seed."""
+    from ray.rllib.env.multi_agent_episode import MultiAgentEpisode
+
+    from marllib_ext.rllib_compat.episodes import SortedAgentSet
+
+    agents = [f"agent_{i}" for i in (3, 0, 11, 2)]
+    episode = MultiAgentEpisode(
+        observations=[{a: np.zeros(1) for a in agents}],
+        observation_space=gym.spaces.Dict({a: gym.spaces.Box(-1, 1, (1,)) for a in agents}),
+        action_space=gym.spaces.Dict({a: gym.spaces.Discrete(2) for a in agents}),
+    )
+    for agent_set in (
+        episode.agent_ids,
+        episode.get_agents_to_act(),
+        episode.get_agents_that_stepped(),
+    ):
+        assert isinstance(agent_set, SortedAgentSet)
+        assert list(agent_set) == sorted(agents)
+        assert agent_set == set(agents) and agent_set - {"agent_0"} == set(agents) - {"agent_0"}

@@ -1,6 +1,11 @@
-"""RLlib internals of episode chunks: joining chunks of one episode."""
+"""RLlib internals of episodes: joining chunks of one episode, and the order in which
+RLlib iterates an episode's agents."""
 
 from __future__ import annotations
+
+import functools
+
+from ray.rllib.env.multi_agent_episode import MultiAgentEpisode
 
 
 def concat_episode_chunk(head, tail) -> None:
@@ -29,3 +34,45 @@ def concat_episode_chunk(head, tail) -> None:
                 episode._hanging_actions_end.pop(agent, None)
             for agent in no_outputs:
                 episode._hanging_extra_model_outputs_end.pop(agent, None)
+
+
+class SortedAgentSet(set):
+    """A set of agent ids that iterates in sorted order (by ``str``)."""
+
+    def __iter__(self):
+        return iter(sorted(set.__iter__(self), key=str))
+
+
+def iterate_agents_in_sorted_order() -> None:
+    """``MultiAgentEpisode.agent_ids``, ``get_agents_to_act`` and
+    ``get_agents_that_stepped`` return sets that iterate in sorted order. Idempotent.
+
+    Why: RLlib's connectors build the module batches by iterating these sets (e.g.
+    ``ConnectorV2.single_agent_episode_iterator``, ``AgentToModuleMapping``). A set of
+    strings iterates in an order that depends on Python's per-process hash seed, so the
+    rows of a shared policy's batch, and with them which agent gets which action
+    sample, differed between two processes run with the same ``--seed``.
+
+    Relies on: RLlib 2.60 builds those three sets in ``MultiAgentEpisode`` (two methods
+    and a property) and its callers only iterate them, test membership or combine them
+    with set operations."""
+    if getattr(MultiAgentEpisode, "_marllib_sorted_agents", False):
+        return
+    agents_to_act = MultiAgentEpisode.get_agents_to_act
+    agents_that_stepped = MultiAgentEpisode.get_agents_that_stepped
+    agent_ids = MultiAgentEpisode.agent_ids.fget
+
+    @functools.wraps(agents_to_act)
+    def get_agents_to_act(self):
+        return SortedAgentSet(agents_to_act(self))
+
+    @functools.wraps(agents_that_stepped)
+    def get_agents_that_stepped(self):
+        return SortedAgentSet(agents_that_stepped(self))
+
+    MultiAgentEpisode.get_agents_to_act = get_agents_to_act
+    MultiAgentEpisode.get_agents_that_stepped = get_agents_that_stepped
+    MultiAgentEpisode.agent_ids = property(
+        functools.wraps(agent_ids)(lambda self: SortedAgentSet(agent_ids(self)))
+    )
+    MultiAgentEpisode._marllib_sorted_agents = True
