@@ -11,9 +11,12 @@ Learning (resumable: a run whose CSV reached ``--steps`` is read, not rerun)::
     python benchmarks/roer_sac.py --algo isac_roer --env mpe:simple_spread \\
         --env-arg continuous_actions=true --per-types JS uniform --steps 30000
 
-Table of the finished runs (trains nothing)::
+Table of the finished runs (trains nothing; ``--curve-at`` adds the training return
+over the ``--curve-window`` env steps ending at each budget)::
 
     python benchmarks/roer_sac.py --env Pendulum-v1 --per-types JS uniform --report
+    python benchmarks/roer_sac.py --env HalfCheetah-v5 --per-types uniform PER JS \
+        --steps 100000 --report --curve-at 25000 50000 75000 100000
 
 ``isac_roer`` returns are team returns (one shared policy). Every run uses ``_sac.yaml``'s
 settings (256x256, batch 256, one update per env step on
@@ -122,6 +125,29 @@ def report(root: Path, labels: list[str], seeds: list[int], steps: int) -> None:
         )
 
 
+def curve(root: Path, labels: list[str], seeds: list[int], steps: int, marks, width) -> None:
+    """Training return over the ``width`` env steps ending at each of ``marks``: mean
+    [min, max] over the finished seeds (iterations without a finished episode skipped)."""
+    print(f"\ntraining return over the {width:,} env steps ending at:")
+    print("| per_type | " + " | ".join(f"{m:,}" for m in marks) + " |")
+    print("|---|" + "---|" * len(marks))
+    for label in labels:
+        runs = [r for s in seeds if (r := finished_run(root / label / f"seed{s}.csv", steps))]
+        if not runs:
+            continue
+        cells = []
+        for mark in marks:
+            values = [
+                float(np.nanmean([
+                    r["episode_return_mean"] for r in rows
+                    if mark - width < r["timesteps_total"] <= mark
+                ]))
+                for rows in runs
+            ]  # fmt: skip
+            cells.append(f"{np.mean(values):,.0f} [{min(values):,.0f}, {max(values):,.0f}]")
+        print(f"| `{label}` | " + " | ".join(cells) + " |")
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--algo", default="sac_roer", choices=["sac_roer", "isac_roer"])
@@ -135,6 +161,8 @@ def main() -> None:
     parser.add_argument("--suffix", default="", help="run folder <per_type><suffix>")
     parser.add_argument("--out", type=Path, default=Path("benchmarks/results/roer"))
     parser.add_argument("--report", action="store_true")
+    parser.add_argument("--curve-at", type=int, nargs="*", default=[], help="--report: budgets")
+    parser.add_argument("--curve-window", type=int, default=5000, help="env steps per point")
     args = parser.parse_args()
     root = args.out / args.env.replace(":", "-")
     env = (
@@ -143,7 +171,10 @@ def main() -> None:
         else args.env
     )
     if args.report:
-        report(root, [f"{p}{args.suffix}" for p in args.per_types], args.seeds, args.steps)
+        labels = [f"{p}{args.suffix}" for p in args.per_types]
+        report(root, labels, args.seeds, args.steps)
+        if args.curve_at:
+            curve(root, labels, args.seeds, args.steps, args.curve_at, args.curve_window)
         return
     overrides = {
         "rollout_fragment_length": args.fragment,
