@@ -94,7 +94,7 @@ def build_ippo(
     mapping = policy_mapping(env, share_policy)
     policies = sorted(set(mapping.values()))
     return config.multi_agent(
-        policies=set(policies), policy_mapping_fn=PolicyMappingFn(mapping)
+        policies=sorted(policies), policy_mapping_fn=PolicyMappingFn(mapping)
     ).rl_module(
         rl_module_spec=MultiRLModuleSpec(
             rl_module_specs={
@@ -203,7 +203,7 @@ def build_joint_critic_ppo(
         .training(use_critic=False)
         .learners(learner_class=learner_class)
         .multi_agent(
-            policies=set(policies) | set(critics),
+            policies=sorted(set(policies) | set(critics)),
             policy_mapping_fn=PolicyMappingFn(mapping),
         )
         .rl_module(

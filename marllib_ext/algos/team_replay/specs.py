@@ -139,7 +139,7 @@ def team_replay_config(
         )
         .fault_tolerance(restart_failed_env_runners=True)
         .multi_agent(
-            policies=set(specs),
+            policies=sorted(specs),
             policy_mapping_fn=PolicyMappingFn(mapping),
             policies_to_train=[mid for mid in specs if not mid.startswith(TARGET_PREFIX)],
         )
