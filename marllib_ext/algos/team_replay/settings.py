@@ -14,6 +14,7 @@ class TeamReplaySettings(Settings, PrioritizedReplayFields):
     """Replay, sampling and placement fields of every team-replay algorithm."""
 
     batch_episode: int
+    whole_episodes: bool | None
     gamma: float
     buffer_size: int
     training_intensity: float
@@ -30,6 +31,11 @@ class TeamReplaySettings(Settings, PrioritizedReplayFields):
             (0 <= self.gamma <= 1, "gamma", "must be in [0, 1]"),
             (self.buffer_size >= self.batch_episode, "buffer_size", "must be >= batch_episode"),
             (self.training_intensity > 0, "training_intensity", "must be > 0"),
+            (
+                self.whole_episodes is not False or not getattr(self, "use_rnn", False),
+                "whole_episodes",
+                "recurrent agents (use_rnn: true) train on whole episodes; set null or true",
+            ),
             (
                 self.learning_starts is None or self.learning_starts >= 1,
                 "learning_starts",
@@ -51,7 +57,10 @@ class TeamReplaySettings(Settings, PrioritizedReplayFields):
 
     @property
     def samples_whole_episodes(self) -> bool:
-        """Recurrent agents train on whole episodes, feed-forward ones on transitions."""
+        """``whole_episodes`` where set; by default recurrent agents train on whole
+        episodes and feed-forward ones on single team transitions."""
+        if self.whole_episodes is not None:
+            return self.whole_episodes
         return bool(getattr(self, "use_rnn", False))
 
     def exploration_at(self, env_steps: int) -> float:

@@ -123,6 +123,36 @@ def test_stored_team_transitions_pair_agents_at_one_env_step(ray_session):
         algo.stop()
 
 
+@pytest.mark.parametrize(
+    ("whole_episodes", "shape"), [(True, (2, EPISODE_LENGTH)), (None, (2 * EPISODE_LENGTH, 1))]
+)
+def test_feed_forward_agents_replay_whole_episodes_when_asked(
+    ray_session, monkeypatch, whole_episodes, shape
+):
+    """``whole_episodes: true`` gives feed-forward agents PyMARL's batch of
+    ``batch_episode`` whole episodes per update; by default they replay as many single
+    team transitions as those episodes hold, drawn independently. The learner takes
+    batches of that shape and trains."""
+    algo = build("vdn", whole_episodes=whole_episodes, batch_episode=2)
+    learner = local_learner(algo)
+    lengths = []
+    view = learner.batch_view
+    monkeypatch.setattr(
+        learner,
+        "batch_view",
+        lambda columns: lengths.append(columns["mask"].shape) or view(columns),
+    )
+    try:
+        before = [p.detach().clone() for p in learner.module["shared"].parameters()]
+        for _ in range(3):
+            algo.train()
+        after = list(learner.module["shared"].parameters())
+    finally:
+        algo.stop()
+    assert lengths and all(seen == shape for seen in lengths)
+    assert any(not torch.equal(a, b) for a, b in zip(before, after, strict=True))
+
+
 def test_gru_agents_train_on_whole_episodes_with_js_priorities(ray_session):
     """GRU agents replay whole episodes; the priorities handed to the store are JS's
     rule on each step's team TD error (written out here), not KL's or PER's, and the
