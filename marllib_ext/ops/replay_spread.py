@@ -17,6 +17,11 @@ import numpy as np
 import numpy.typing as npt
 
 
+def uniform_spread() -> dict[str, float]:
+    """The three measures for uniform sampling (a store without priorities)."""
+    return {"total_variation": 0.0, "effective_fraction": 1.0, "max_over_mean": 1.0}
+
+
 def sampling_spread(weights: npt.ArrayLike) -> dict[str, float]:
     """The three measures above for ``weights`` of shape ``(N,)`` (non-negative, not
     all zero)."""

@@ -34,7 +34,7 @@ from dataclasses import dataclass
 import numpy as np
 import numpy.typing as npt
 
-from marllib_ext.ops.replay_spread import sampling_spread
+from marllib_ext.ops.replay_spread import sampling_spread, uniform_spread
 from marllib_ext.replay.transitions import PrioritizedRing, refuse_past_memory
 
 
@@ -288,7 +288,7 @@ class TeamEpisodeStore(PrioritizedRing):
         ``sample_transitions`` are from uniform over what the store holds
         (``ops.replay_spread``); uniform sampling is at distance 0."""
         if not self.prioritized or self.arrays is None or len(self) == 0:
-            return {"total_variation": 0.0, "effective_fraction": 1.0, "max_over_mean": 1.0}
+            return uniform_spread()
         if whole_episodes:
             return sampling_spread(self._episode_weights(np.flatnonzero(self.lengths > 0)))
         return sampling_spread(

@@ -30,7 +30,7 @@ import numpy as np
 import numpy.typing as npt
 
 from marllib_ext.errors import ConfigError
-from marllib_ext.ops.replay_spread import sampling_spread
+from marllib_ext.ops.replay_spread import sampling_spread, uniform_spread
 from marllib_ext.replay.sum_tree import SumTree
 
 MIN_ROWS = 1024  # first allocation; doubled until capacity
@@ -218,7 +218,7 @@ class TransitionStore(PrioritizedRing):
         """How far the draws are from uniform over the held rows
         (``ops.replay_spread``); uniform sampling is at distance 0."""
         if not self.prioritized or len(self) == 0:
-            return {"total_variation": 0.0, "effective_fraction": 1.0, "max_over_mean": 1.0}
+            return uniform_spread()
         return sampling_spread(self.tree.get(np.arange(len(self))))
 
     def update_priorities(self, indices: npt.ArrayLike, priorities: npt.ArrayLike) -> None:

@@ -85,8 +85,7 @@ def build_joint_q(
             settings.mixer_embed_dim,
             settings.hypernet_embed_dim,
             state_normalize=settings.state_normalize,
-            reward_running_moments=settings.reward_standardize
-            and settings.reward_moments == "running",
+            reward_running_moments=settings.running_reward_moments,
         )
     )
     return team_replay_config(

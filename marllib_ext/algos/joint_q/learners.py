@@ -73,14 +73,9 @@ class JointQLearner(TeamReplayLearner):
         super().build()
         self.last_target_sync = 0
 
-    @property
-    def running_reward_moments(self) -> bool:
-        """Rewards standardized by the running moments the first team's mixer keeps."""
-        return self.settings.reward_standardize and self.settings.reward_moments == "running"
-
     @override(TeamReplayLearner)
     def observe_batch(self, columns: dict[str, torch.Tensor]) -> None:
-        if self.running_reward_moments:  # this batch's rewards count, as in EPyMARL
+        if self.settings.running_reward_moments:  # this batch's rewards count, as in EPyMARL
             self.module[self.first_team].observe_rewards(columns["rewards"][columns["mask"].bool()])
 
     @override(TeamReplayLearner)
@@ -102,7 +97,7 @@ class JointQLearner(TeamReplayLearner):
     @override(TeamReplayLearner)
     def batch_view(self, columns: dict[str, torch.Tensor]) -> JointQBatch:
         obs, mask, rewards = columns["obs"], columns["mask"], columns["rewards"]
-        if self.running_reward_moments:
+        if self.settings.running_reward_moments:
             moments = self.module[self.first_team]
             rewards = moment_standardized_rewards(
                 rewards, mask, moments.reward_mean, moments.reward_var

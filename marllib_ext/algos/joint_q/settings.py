@@ -52,6 +52,11 @@ class JointQSettings(TeamReplaySettings):
             (self.activation in ACTIVATION_NAMES, "activation", f"one of {ACTIVATION_NAMES}"),
         ]
 
+    @property
+    def running_reward_moments(self) -> bool:
+        """Rewards standardized by the running moments of every reward trained on."""
+        return self.reward_standardize and self.reward_moments == "running"
+
     def exploration_at(self, env_steps: int) -> float:
         return linear_schedule(
             env_steps, self.initial_epsilon, self.final_epsilon, self.epsilon_timesteps

@@ -94,7 +94,7 @@ def build_ippo(
     mapping = policy_mapping(env, share_policy)
     policies = sorted(set(mapping.values()))
     return config.multi_agent(
-        policies=sorted(policies), policy_mapping_fn=PolicyMappingFn(mapping)
+        policies=policies, policy_mapping_fn=PolicyMappingFn(mapping)
     ).rl_module(
         rl_module_spec=MultiRLModuleSpec(
             rl_module_specs={

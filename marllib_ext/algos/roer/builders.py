@@ -116,7 +116,7 @@ def build_isac_roer(
     policies = sorted(set(mapping.values()))
     return (
         _base_config(settings, env, seed)
-        .multi_agent(policies=sorted(policies), policy_mapping_fn=PolicyMappingFn(mapping))
+        .multi_agent(policies=policies, policy_mapping_fn=PolicyMappingFn(mapping))
         .rl_module(
             rl_module_spec=MultiRLModuleSpec(
                 rl_module_specs={pid: _module_spec(settings) for pid in policies}
