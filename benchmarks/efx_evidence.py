@@ -29,11 +29,15 @@ from marllib_ext.policies import CRITIC_MODULE_ID
 from marllib_ext.postprocessing.budget import DEPLOY_KEY
 from marllib_ext.postprocessing.efx_advantage import (
     BINDING_FRACTION,
+    CAPPED_POSITIVE_FRACTION,
     DEMAND_MET_FRACTION,
     PUSH_TERM_ABS_MEAN,
     PUSH_WEIGHT_MEAN,
+    REWARDED_ADVANTAGE_EXT,
+    REWARDED_ADVANTAGE_FINAL,
     UNMET_ROW_FRACTION,
     Z0_MEAN,
+    ZERO_BUDGET_ROW_FRACTION,
 )
 
 EFX_METRICS = (
@@ -43,6 +47,10 @@ EFX_METRICS = (
     UNMET_ROW_FRACTION,
     PUSH_WEIGHT_MEAN,
     PUSH_TERM_ABS_MEAN,
+    CAPPED_POSITIVE_FRACTION,
+    REWARDED_ADVANTAGE_EXT,
+    REWARDED_ADVANTAGE_FINAL,
+    ZERO_BUDGET_ROW_FRACTION,
 )
 
 # label -> (algorithm, overrides)
@@ -56,8 +64,11 @@ CONFIGS = {
         f"efx_push_k{kappa:g}": ("efx_mappo", {"efx_advantage": "demand_push", "efx_kappa": kappa})
         for kappa in (0.25, 0.5, 1.0, 2.0, 4.0, 8.0, 16.0)
     },
-    "mappo": ("mappo", {}),
+    "mappo": ("mappo", {}),  # entropy_coeff 0.01
+    "mappo_ent0": ("mappo", {"entropy_coeff": 0.0}),
     "mappo_ent05": ("mappo", {"entropy_coeff": 0.05}),
+    "mappo_ent1": ("mappo", {"entropy_coeff": 0.1}),
+    "mappo_ent2": ("mappo", {"entropy_coeff": 0.2}),
 }
 FIELDS = (
     "timesteps_total",

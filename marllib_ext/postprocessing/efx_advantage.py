@@ -13,6 +13,7 @@ from ray.rllib.utils.metrics.metrics_logger import MetricsLogger
 from marllib_ext.ops.advantages import standardize_valid
 from marllib_ext.ops.efx import (
     EFX_ADVANTAGE_FORMS,
+    PUSH_FORMS,
     conservative_advantage,
     demand_push_term,
     seed_dp_binding,
@@ -41,6 +42,13 @@ UNMET_ROW_FRACTION = "efx_unmet_row_fraction"
 PUSH_WEIGHT_MEAN = "efx_push_weight_mean"
 PUSH_TERM_MEAN = "efx_push_term_mean"
 PUSH_TERM_ABS_MEAN = "efx_push_term_abs_mean"
+# What the cap does to extrinsic learning: valid rows whose positive Â_ext the slack term
+# replaced; on rows with a positive team reward, the mean Â_ext and the mean capped
+# advantage (both standardized over valid rows, before any push); valid rows at z_low.
+CAPPED_POSITIVE_FRACTION = "efx_capped_positive_fraction"
+REWARDED_ADVANTAGE_EXT = "efx_rewarded_advantage_ext"
+REWARDED_ADVANTAGE_FINAL = "efx_rewarded_advantage_final"
+ZERO_BUDGET_ROW_FRACTION = "efx_zero_budget_row_fraction"
 
 
 class EFXJointAdvantageConnector(JointAdvantageConnector):
@@ -87,7 +95,7 @@ class EFXJointAdvantageConnector(JointAdvantageConnector):
 
     @property
     def pushes(self) -> bool:
-        return self.advantage_form == "demand_push" and self.budget_input.z_range > 0
+        return self.advantage_form in PUSH_FORMS and self.budget_input.z_range > 0
 
     @override(JointAdvantageConnector)
     def module_columns(self) -> tuple[str, ...]:
@@ -123,6 +131,8 @@ class EFXJointAdvantageConnector(JointAdvantageConnector):
         if self.budget_input.z_range <= 0:  # no budget range: nothing to enforce
             return a_ext.copy(), np.zeros(len(a_ext), dtype=bool), slack
         a_hat = standardize_valid(a_ext, np.ones(len(a_ext), dtype=bool))
+        if self.advantage_form == "extrinsic_push":  # no cap: the push alone demands
+            return a_hat, np.zeros(len(a_ext), dtype=bool), slack
         a_final, binding = slack_cap_advantage(
             a_hat,
             slack,
@@ -153,7 +163,8 @@ class EFXJointAdvantageConnector(JointAdvantageConnector):
             self._push_slack[valid] = slack
         if metrics is not None:
             metrics.log_dict(
-                self.metrics(team, valid, a_ext, a_final, binding, slack, delta, z, z_all),
+                self.metrics(team, valid, a_ext, a_final, binding, slack, delta, z, z_all)
+                | self.extrinsic_metrics(team.rewards[valid], a_ext, a_final, binding, z),
                 key=self.critic_module_id,
                 window=1,
             )
@@ -196,6 +207,22 @@ class EFXJointAdvantageConnector(JointAdvantageConnector):
                 window=1,
             )
         return terms
+
+    def extrinsic_metrics(self, rewards, a_ext, a_final, binding, z) -> dict:
+        """How much extrinsic signal the cap removed (valid rows; see the metric names)."""
+        every = np.ones(len(a_ext), dtype=bool)
+        a_hat = standardize_valid(a_ext, every)
+        values = {
+            CAPPED_POSITIVE_FRACTION: float((binding & (a_hat > 0)).mean()),
+            ZERO_BUDGET_ROW_FRACTION: float((z <= self.budget_input.z_low).mean()),
+        }
+        rewarded = rewards > 0
+        if rewarded.any():
+            values[REWARDED_ADVANTAGE_EXT] = float(a_hat[rewarded].mean())
+            values[REWARDED_ADVANTAGE_FINAL] = float(
+                standardize_valid(a_final, every)[rewarded].mean()
+            )
+        return values
 
     def metrics(self, team, valid, a_ext, a_final, binding, slack, delta, z, z_all) -> dict:
         """Learner metrics of one batch (``efx_*`` under the critic module's results)."""

@@ -49,6 +49,7 @@ from marllib_ext.ops.efx.budget import (
 from marllib_ext.ops.efx.conservative import conservative_advantage, seed_dp_binding, segment_slack
 from marllib_ext.ops.efx.forms import (
     EFX_ADVANTAGE_FORMS,
+    PUSH_FORMS,
     demand_push_advantage,
     demand_push_term,
     entropy_baselined_intrinsic_advantage,
@@ -67,6 +68,7 @@ from marllib_ext.ops.efx.outer_loop import (
 __all__ = [
     "BUDGET_RANGES",
     "EFX_ADVANTAGE_FORMS",
+    "PUSH_FORMS",
     "GAUSSIAN_ENTROPY_UNIT_STD",
     "Z_OPTIMIZERS",
     "Z_SAMPLING_MODES",

@@ -148,4 +148,7 @@ def demand_push_advantage(
     return a_conservative[:, None] + push, shortfall_weight(slack, kappa=kappa, z_range=z_range)
 
 
-EFX_ADVANTAGE_FORMS = ("seed_dp", "per_step", "hinge", "demand_push")
+EFX_ADVANTAGE_FORMS = ("seed_dp", "per_step", "hinge", "demand_push", "extrinsic_push")
+# The forms that add the shortfall-weighted push to each agent's advantage:
+# demand_push on hinge's capped advantage, extrinsic_push on Â_ext uncapped.
+PUSH_FORMS = ("demand_push", "extrinsic_push")

@@ -14,6 +14,7 @@ from marllib_ext.postprocessing.budget_input import BudgetInput
 from marllib_ext.postprocessing.efx_advantage import (
     BINDING_FRACTION,
     BUDGET,
+    CAPPED_POSITIVE_FRACTION,
     DEMAND_MET_FRACTION,
     Z0_MEAN,
     EFXJointAdvantageConnector,
@@ -380,12 +381,15 @@ class RecordingPushLearner(EFXJointCriticLearner):
     advantage_connector_class = RecordingPushConnector
 
 
-def test_demand_push_on_real_batches(ray_session):
-    """Met rows keep hinge's conservative advantage exactly; every unmet agent row gets
-    ``w * (-log pi - H)`` on top, with w the row's shortfall share of the range and H
-    the entropy of the logged action distribution."""
+@pytest.mark.parametrize("form", ["demand_push", "extrinsic_push"])
+def test_demand_push_on_real_batches(ray_session, form):
+    """Met rows keep the team advantage exactly (hinge's conservative one, or with
+    ``extrinsic_push`` the standardized ``A_ext`` on every row); every unmet agent row
+    gets ``w * (-log pi - H)`` on top, with w the row's shortfall share of the range and
+    H the entropy of the logged action distribution."""
     import torch
 
+    from marllib_ext.ops.advantages import standardize_valid
     from marllib_ext.ops.efx import segment_slack
     from marllib_ext.postprocessing.efx_advantage import PUSH_WEIGHT_MEAN, UNMET_ROW_FRACTION
 
@@ -396,7 +400,7 @@ def test_demand_push_on_real_batches(ray_session):
         "test:efx_counter",
         RecordingPushLearner,
         "individual",
-        efx_advantage="demand_push",
+        efx_advantage=form,
         efx_kappa=kappa,
         z_low=0.0,
         z_high=z_high,
@@ -419,6 +423,9 @@ def test_demand_push_on_real_batches(ray_session):
             z[team.layout.team_row_of[mid]] = budget_input.read(cols[Columns.OBS])
         slack = segment_slack(delta, z[valid], (team.terminateds | team.truncateds)[valid])
         np.testing.assert_allclose(record["slack"][valid], slack)
+        if form == "extrinsic_push":  # no cap: the team advantage is Â_ext everywhere
+            a_hat = standardize_valid(record["a_ext"][valid], np.ones(len(valid), dtype=bool))
+            np.testing.assert_allclose(record["hinge_raw"][valid], a_hat)
         weight = np.zeros(team.layout.n_rows)
         weight[valid] = kappa * np.maximum(0.0, -slack) / z_high
         hinge = RecordingPushConnector.standardized(record["hinge_raw"], team)
@@ -440,6 +447,36 @@ def test_demand_push_on_real_batches(ray_session):
             met_rows += met.sum()
             unmet_rows += (weight[rows] > 0).sum()
     assert met_rows > 0 and unmet_rows > 0
+    capped = critic_metrics[CAPPED_POSITIVE_FRACTION]
+    assert capped == 0.0 if form == "extrinsic_push" else 0.0 <= capped <= 1.0
+
+
+def test_extrinsic_metrics_literal():
+    """What the cap removed: positive Â_ext rows replaced, and the advantage of the
+    rewarded rows before and after (both standardized), on a hand-computed batch."""
+    from types import SimpleNamespace
+
+    from marllib_ext.postprocessing.efx_advantage import (
+        REWARDED_ADVANTAGE_EXT,
+        REWARDED_ADVANTAGE_FINAL,
+        ZERO_BUDGET_ROW_FRACTION,
+    )
+
+    connector = SimpleNamespace(budget_input=BudgetInput(0.0, 10.0))
+    a_ext = np.array([1.0, -1.0, 1.0, -1.0])  # already standardized: mean 0, std 1
+    a_final = np.array([-1.0, -1.0, 1.0, 1.0])  # row 0 capped, row 3 raised (mean 0, std 1)
+    binding = np.array([True, False, False, False])
+    values = EFXJointAdvantageConnector.extrinsic_metrics(
+        connector, np.array([1.0, 0.0, 0.0, 1.0]), a_ext, a_final, binding, np.array([0, 0, 3, 5])
+    )
+    assert values[CAPPED_POSITIVE_FRACTION] == 0.25
+    assert values[ZERO_BUDGET_ROW_FRACTION] == 0.5
+    assert values[REWARDED_ADVANTAGE_EXT] == pytest.approx(0.0)  # rows 0 and 3: (1 - 1) / 2
+    assert values[REWARDED_ADVANTAGE_FINAL] == pytest.approx(0.0)  # (-1 + 1) / 2
+    values = EFXJointAdvantageConnector.extrinsic_metrics(
+        connector, np.zeros(4), a_ext, a_final, binding, np.zeros(4)
+    )
+    assert REWARDED_ADVANTAGE_EXT not in values  # no rewarded row: no number
 
 
 @pytest.mark.parametrize(
