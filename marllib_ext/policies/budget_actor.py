@@ -21,6 +21,9 @@ from marllib_ext.ops.budget_temperature import gated_log_beta, scale_distributio
 
 TEMPERATURE_INPUTS_KEY = "budget_temperature_inputs"
 TEMPERATURE_HIDDEN_KEY = "budget_temperature_hidden"
+# forward_train output: the plain actor's detached distribution inputs scaled by the
+# temperature, the path of the push when push_gradient is temperature
+TEMPERATURE_DIST_INPUTS = "efx_temperature_dist_inputs"
 
 
 class BudgetTemperatureActor(DefaultPPOTorchRLModule):
@@ -38,16 +41,21 @@ class BudgetTemperatureActor(DefaultPPOTorchRLModule):
         self._inputs = inputs
         self._discrete = isinstance(self.action_space, gym.spaces.Discrete)
 
-    def _scaled(self, batch, output):
+    def _scaled(self, batch, output, *, train: bool = False):
         budget = batch[Columns.OBS][..., -self._inputs :].float()
         log_beta = gated_log_beta(self.temperature(budget), budget[..., -1:])
+        plain = output[Columns.ACTION_DIST_INPUTS]
         output[Columns.ACTION_DIST_INPUTS] = scale_distribution_inputs(
-            output[Columns.ACTION_DIST_INPUTS], log_beta, discrete=self._discrete
+            plain, log_beta, discrete=self._discrete
         )
+        if train:
+            output[TEMPERATURE_DIST_INPUTS] = scale_distribution_inputs(
+                plain.detach(), log_beta, discrete=self._discrete
+            )
         return output
 
     def _forward(self, batch, **kwargs):
         return self._scaled(batch, super()._forward(batch, **kwargs))
 
     def _forward_train(self, batch, **kwargs):
-        return self._scaled(batch, super()._forward_train(batch, **kwargs))
+        return self._scaled(batch, super()._forward_train(batch, **kwargs), train=True)

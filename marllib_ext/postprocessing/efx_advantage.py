@@ -42,6 +42,8 @@ UNMET_ROW_FRACTION = "efx_unmet_row_fraction"
 PUSH_WEIGHT_MEAN = "efx_push_weight_mean"
 PUSH_TERM_MEAN = "efx_push_term_mean"
 PUSH_TERM_ABS_MEAN = "efx_push_term_abs_mean"
+# push_gradient: temperature: the push of each agent row, kept out of ADVANTAGES
+PUSH_ADVANTAGES = "efx_push_advantages"
 # What the cap does to extrinsic learning: valid rows whose positive Â_ext the slack term
 # replaced; on rows with a positive team reward, the mean Â_ext and the mean capped
 # advantage (both standardized over valid rows, before any push); valid rows at z_low.
@@ -92,6 +94,8 @@ class EFXJointAdvantageConnector(JointAdvantageConnector):
         # z_high - floor (budget_range: tracked), broadcast by the outer loop
         self.demand_range = self.budget_input.z_range
         self._push_slack: np.ndarray | None = None  # (n_rows,) S of the current batch
+        if getattr(settings, "push_gradient", "policy") == "temperature":
+            self.agent_terms_column = PUSH_ADVANTAGES
 
     @property
     def pushes(self) -> bool:

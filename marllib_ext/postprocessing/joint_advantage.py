@@ -157,11 +157,16 @@ class JointAdvantageConnector(ConnectorV2):
         the extra actor columns; identity for MAPPO."""
         return advantages
 
+    # Where hook 6's terms go: None adds them to ADVANTAGES; a column name keeps them
+    # apart for a learner that trains on them separately.
+    agent_terms_column: str | None = None
+
     def agent_advantage_terms(
         self, rl_module, team: TeamBatch, metrics: MetricsLogger | None
     ) -> dict[str, np.ndarray]:
         """Hook 6: module id -> ``(module_rows,)`` added to that module's advantages after
-        the team advantage is copied to its rows; none for MAPPO."""
+        the team advantage is copied to its rows (or written to ``agent_terms_column``);
+        none for MAPPO."""
         return {}
 
     @staticmethod
@@ -241,7 +246,11 @@ class JointAdvantageConnector(ConnectorV2):
                     team.layout.scatter(array, module_id), device
                 )
             module_advantages = team.layout.scatter(advantages, module_id)
-            if module_id in agent_terms:
+            if module_id in agent_terms and self.agent_terms_column is not None:
+                batch[module_id][self.agent_terms_column] = self._tensor(
+                    agent_terms[module_id], device
+                )
+            elif module_id in agent_terms:
                 module_advantages = module_advantages + agent_terms[module_id]
             batch[module_id][Columns.ADVANTAGES] = self._tensor(module_advantages, device)
         if getattr(self.settings, "value_clip", None) is not None:

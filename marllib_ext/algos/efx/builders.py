@@ -24,6 +24,7 @@ from marllib_ext.algos.happo.builders import build_happo
 from marllib_ext.algos.ppo.builders import build_mappo, build_vdppo
 from marllib_ext.envs.handle import EnvHandle
 from marllib_ext.envs.time_feature import TIME_FEATURE_ARG
+from marllib_ext.errors import ConfigError
 from marllib_ext.policies.budget_actor import (
     TEMPERATURE_HIDDEN_KEY,
     TEMPERATURE_INPUTS_KEY,
@@ -76,6 +77,13 @@ def _with_budget(base_builder, learner_class: type, name: str) -> Callable[..., 
             learner_class=learner_class,
             extra_inputs=BudgetInput.extra_inputs(),
         )
+        if settings.push_gradient == "temperature" and not issubclass(
+            learner_class, EFXJointCriticLearner
+        ):
+            raise ConfigError(
+                f"push_gradient: temperature is not supported by {name} (its actor loss "
+                "is HAPPO's); use push_gradient: policy"
+            )
         if settings.budget_temperature:
             with_budget_temperature(config, env, settings.budget_temperature_hidden)
         return config.env_runners(

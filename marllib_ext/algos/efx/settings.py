@@ -15,6 +15,9 @@ from marllib_ext.ops.efx import (
 from marllib_ext.postprocessing.budget_input import TeamBudget
 
 Z_BOUNDS_MODES = ("intrinsic", "reward")
+# Which parameters the push trains: every actor parameter (policy: the push is added to
+# the advantage) or the budget temperature's network only (temperature).
+PUSH_GRADIENTS = ("policy", "temperature")
 
 
 @dataclass(frozen=True)
@@ -46,6 +49,7 @@ class EFXFields:
     budget_range: str = field(default="full", kw_only=True)
     budget_temperature: bool = field(default=False, kw_only=True)
     budget_temperature_hidden: int = field(default=16, kw_only=True)
+    push_gradient: str = field(default="policy", kw_only=True)
     team_budgets: tuple[TeamBudget, ...] = field(
         default=(), kw_only=True, metadata={"derived_from_env": True}
     )
@@ -76,6 +80,16 @@ class EFXFields:
             ),
             (self.efx_kappa > 0, "efx_kappa", "must be > 0"),
             (self.budget_range in BUDGET_RANGES, "budget_range", f"one of {BUDGET_RANGES}"),
+            (
+                self.push_gradient in PUSH_GRADIENTS,
+                "push_gradient",
+                f"one of {PUSH_GRADIENTS}",
+            ),
+            (
+                self.push_gradient == "policy" or self.budget_temperature,
+                "push_gradient",
+                "temperature needs budget_temperature: true (the push trains its network)",
+            ),
             (
                 self.gaussian_entropy_per_dim is None or self.gaussian_entropy_per_dim > 0,
                 "gaussian_entropy_per_dim",

@@ -98,3 +98,65 @@ def test_budget_temperature_false_keeps_rllibs_default_actor():
     config = algos.get("efx_mappo", budget_temperature=False, **SMALL).rllib_config(env, seed=0)
     specs = config.rl_module_spec.rl_module_specs
     assert specs["shared"].module_class is DefaultPPOTorchRLModule
+
+
+def test_temperature_push_loss_literals():
+    from marllib_ext.ops.budget_temperature import temperature_push_loss
+
+    push = torch.tensor([1.0, -2.0, 0.5])
+    logp_old = torch.log(torch.tensor([0.5, 0.5, 0.5]))
+    # ratios 1.5, 0.5, 1.0: the first is clipped at 1.2 (positive push), the second at
+    # 0.8 (negative push: min(0.5 * -2, 0.8 * -2) = -1.6)
+    logp_new = torch.log(torch.tensor([0.75, 0.25, 0.5]))
+    loss = temperature_push_loss(logp_new, logp_old, push, clip=0.2, mean=torch.mean)
+    torch.testing.assert_close(loss, -torch.tensor((1.2 - 1.6 + 0.5) / 3))
+
+
+def test_push_gradient_temperature_trains_the_temperature_only(ray_session):
+    """The push's loss reaches the temperature network and no parameter of the plain
+    actor; the learner reports it and PPO's advantages no longer carry it."""
+    from marllib_ext.algos.efx.learners import PUSH_LOSS
+    from marllib_ext.ops.budget_temperature import temperature_push_loss
+    from marllib_ext.policies.budget_actor import TEMPERATURE_DIST_INPUTS
+
+    env = make_env("grid:pass", size=5, max_steps=20)
+    config = algos.get("efx_mappo", push_gradient="temperature", **SMALL).rllib_config(env, seed=0)
+    algo = config.build_algo()
+    try:
+        result = algo.train()
+        assert math.isfinite(result["learners"]["shared"][PUSH_LOSS])
+        module = local_learner(algo).module["shared"]
+        obs = torch.rand(8, module.observation_space.shape[0])
+        obs[:, -1] = 0.7  # budget left: the temperature acts
+        module.temperature[-1].weight.data.normal_()
+        out = module.forward_train({Columns.OBS: obs})
+        torch.testing.assert_close(out[TEMPERATURE_DIST_INPUTS], out[Columns.ACTION_DIST_INPUTS])
+        dist = module.get_train_action_dist_cls().from_logits(out[TEMPERATURE_DIST_INPUTS])
+        actions = torch.arange(8) % 5
+        module.zero_grad()
+        temperature_push_loss(
+            dist.logp(actions), torch.full((8,), -1.6), torch.randn(8), clip=0.2, mean=torch.mean
+        ).backward()
+        temperature = {id(p) for p in module.temperature.parameters()}
+        for parameter in module.parameters():
+            if id(parameter) in temperature:
+                assert parameter.grad is not None and parameter.grad.abs().sum() > 0
+            else:
+                assert parameter.grad is None or parameter.grad.abs().sum() == 0
+    finally:
+        algo.stop()
+
+
+@pytest.mark.parametrize(
+    "name,overrides",
+    [
+        ("efx_mappo", {"push_gradient": "temperature", "budget_temperature": False}),
+        ("efx_happo", {"push_gradient": "temperature"}),
+        ("efx_mappo", {"push_gradient": "logits"}),
+    ],
+)
+def test_push_gradient_temperature_is_refused_where_it_cannot_act(name, overrides):
+    with pytest.raises(ConfigError, match="push_gradient"):
+        algos.get(name, **overrides).rllib_config(
+            make_env("toy:coordination"), share_policy="individual", seed=0
+        )
