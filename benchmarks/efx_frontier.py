@@ -3,7 +3,8 @@
 For every seed's checkpoint under ``<runs>/<label>/seed<k>/checkpoint`` (written by
 ``efx_evidence.py --checkpoint``): each ``--baselines`` label (``mappo`` at one entropy
 coefficient) is played as trained, one point; ``--label`` (EFX) is played at
-``--points`` budgets over ``[z_low, z_high]``, a curve. Every point plays ``--episodes``
+``--points`` budgets over ``[z_low, z_high]``, a curve, and at the deployment budget
+its outer loop reached (the deployment row of the table). Every point plays ``--episodes``
 episodes with sampled actions (as in training) and records the team extrinsic return,
 the success rate (team return > 0), and two exploration measures that do not come
 from either method (``marllib_ext.ops.exploration``):
@@ -32,7 +33,12 @@ from pathlib import Path
 import numpy as np
 import ray
 
-from marllib_ext.algos.efx.deployment import budget_range, has_budget, set_fixed_budget
+from marllib_ext.algos.efx.deployment import (
+    budget_range,
+    current_budget,
+    has_budget,
+    set_fixed_budget,
+)
 from marllib_ext.algos.restore import restored_algorithm
 from marllib_ext.ops.exploration import distinct_rows, return_at_exploration, visitation_entropy
 from marllib_ext.postprocessing.budget_input import plain_observation
@@ -90,12 +96,16 @@ def play_point(runner, episodes: int, z: float | None, bins: int, budget_columns
 
 
 def replay(checkpoint: Path, points: int, episodes: int, bins: int) -> list[dict]:
+    """Baselines: one point as trained. EFX: the deployment budget the outer loop
+    reached first, then ``points`` budgets over ``[z_low, z_high]``."""
     with restored_algorithm(checkpoint) as algorithm:
         runner = algorithm.env_runner
         if not has_budget(runner):
             return [play_point(runner, episodes, None, bins, 0)]
         z_low, z_high = budget_range(runner)
-        return [
+        deploy = play_point(runner, episodes, None, bins, 1)
+        deploy["z"] = current_budget(runner)
+        return [deploy] + [
             play_point(runner, episodes, float(z), bins, 1)
             for z in np.linspace(z_low, z_high, points)
         ]
@@ -130,10 +140,12 @@ def report(name, efx, baselines, measure, solved_at) -> list[str]:
 
     for label, runs in baselines.items():
         row(label, [r[0] for r in runs])
-    for index in range(len(efx[0])):
-        row(f"EFX z={np.mean([r[index]['z'] for r in efx]):.1f}", [r[index] for r in efx])
-    curve_x = [np.mean([r[k][measure] for r in efx]) for k in range(len(efx[0]))]
-    curve_y = [np.mean([r[k]["extrinsic"] for r in efx]) for k in range(len(efx[0]))]
+    row(f"EFX deploy z={np.mean([r[0]['z'] for r in efx]):.1f}", [r[0] for r in efx])
+    curve = [[run[k] for run in efx] for k in range(1, len(efx[0]))]  # (points, seeds)
+    for point in curve:
+        row(f"EFX z={np.mean([p['z'] for p in point]):.1f}", point)
+    curve_x = [np.mean([p[measure] for p in point]) for point in curve]
+    curve_y = [np.mean([p["extrinsic"] for p in point]) for point in curve]
     lines.append("frontier: EFX's mean curve at each entropy setting's exploration level")
     for label, runs in baselines.items():
         level = np.mean([r[0][measure] for r in runs])
@@ -155,8 +167,8 @@ def plot(tasks, measure: str, out: Path, label: str) -> None:
 
     figure, axes = plt.subplots(1, len(tasks), figsize=(6 * len(tasks), 4.2), squeeze=False)
     for axis, (name, efx, baselines) in zip(axes[0], tasks, strict=True):
-        x = np.array([[p[measure] for p in run] for run in efx])
-        y = np.array([[p["extrinsic"] for p in run] for run in efx])
+        x = np.array([[p[measure] for p in run[1:]] for run in efx])
+        y = np.array([[p["extrinsic"] for p in run[1:]] for run in efx])
         axis.plot(x.mean(0), y.mean(0), "o-", label=f"{label}, z-sweep (mean of {len(efx)})")
         axis.errorbar(
             x.mean(0),

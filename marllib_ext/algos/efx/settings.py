@@ -88,7 +88,9 @@ class EFXFields:
             (
                 self.push_gradient == "policy" or self.budget_temperature,
                 "push_gradient",
-                "temperature needs budget_temperature: true (the push trains its network)",
+                "temperature trains the budget temperature's network: it needs "
+                "budget_temperature: true (with budget_temperature: false, set "
+                "push_gradient: policy)",
             ),
             (
                 self.gaussian_entropy_per_dim is None or self.gaussian_entropy_per_dim > 0,

@@ -95,7 +95,9 @@ def test_budget_temperature_must_be_a_boolean(value):
 
 def test_budget_temperature_false_keeps_rllibs_default_actor():
     env = make_env("mpe:simple_spread", max_cycles=10)
-    config = algos.get("efx_mappo", budget_temperature=False, **SMALL).rllib_config(env, seed=0)
+    config = algos.get(
+        "efx_mappo", budget_temperature=False, push_gradient="policy", **SMALL
+    ).rllib_config(env, seed=0)
     specs = config.rl_module_spec.rl_module_specs
     assert specs["shared"].module_class is DefaultPPOTorchRLModule
 

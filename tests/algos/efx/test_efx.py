@@ -16,6 +16,7 @@ from marllib_ext.postprocessing.efx_advantage import (
     BUDGET,
     CAPPED_POSITIVE_FRACTION,
     DEMAND_MET_FRACTION,
+    PUSH_ADVANTAGES,
     Z0_MEAN,
     EFXJointAdvantageConnector,
 )
@@ -261,8 +262,10 @@ def test_evaluate_z_needs_an_efx_checkpoint(ray_session, tmp_path):
 )
 def test_default_settings_make_the_demand_bind(ray_session, env_name, env_args, batch):
     """With the default budget units and z_0 sampling, one iteration already has rows
-    where the S term decides the advantage and episodes that miss their budget."""
+    short of their budget, where the default form (extrinsic_push) pushes, and
+    episodes that miss their budget; the extrinsic advantage is never capped."""
     from marllib_ext import make_env
+    from marllib_ext.postprocessing.efx_advantage import PUSH_WEIGHT_MEAN, UNMET_ROW_FRACTION
 
     config = algos.efx_mappo(
         num_env_runners=0, train_batch_size=batch, minibatch_size=batch // 2, num_epochs=1
@@ -273,7 +276,8 @@ def test_default_settings_make_the_demand_bind(ray_session, env_name, env_args, 
     finally:
         algorithm.stop()
     critic = result["learners"][CRITIC_MODULE_ID]
-    assert critic[BINDING_FRACTION] > 0
+    assert critic[UNMET_ROW_FRACTION] > 0 and critic[PUSH_WEIGHT_MEAN] > 0
+    assert critic[BINDING_FRACTION] == 0
     assert 0 < critic[DEMAND_MET_FRACTION] < 1
     assert critic[Z0_MEAN] > 0  # z_0 drawn over [0, Z_max], not stuck at z_low
     assert result[RESULT_KEY]["deploy_episodes"] > 0
@@ -374,6 +378,11 @@ class RecordingPushConnector(EFXJointAdvantageConnector):
             mid: out[mid][Columns.ADVANTAGES].numpy().astype(np.float64)
             for mid in PUSH_RECORDS[-1]["team"].layout.team_row_of
         }
+        PUSH_RECORDS[-1]["push_column"] = {
+            mid: out[mid][PUSH_ADVANTAGES].numpy().astype(np.float64)
+            for mid in PUSH_RECORDS[-1]["team"].layout.team_row_of
+            if PUSH_ADVANTAGES in out[mid]
+        }
         return out
 
 
@@ -381,12 +390,20 @@ class RecordingPushLearner(EFXJointCriticLearner):
     advantage_connector_class = RecordingPushConnector
 
 
-@pytest.mark.parametrize("form", ["demand_push", "extrinsic_push"])
-def test_demand_push_on_real_batches(ray_session, form):
+@pytest.mark.parametrize(
+    "form,push_gradient",
+    [
+        ("demand_push", "policy"),
+        ("extrinsic_push", "policy"),
+        ("extrinsic_push", "temperature"),
+    ],
+)
+def test_demand_push_on_real_batches(ray_session, form, push_gradient):
     """Met rows keep the team advantage exactly (hinge's conservative one, or with
     ``extrinsic_push`` the standardized ``A_ext`` on every row); every unmet agent row
     gets ``w * (-log pi - H)`` on top, with w the row's shortfall share of the range and
-    H the entropy of the logged action distribution."""
+    H the entropy of the logged action distribution. With ``push_gradient:
+    temperature`` the push goes to its own column and the advantage is the team's."""
     import torch
 
     from marllib_ext.ops.advantages import standardize_valid
@@ -401,6 +418,7 @@ def test_demand_push_on_real_batches(ray_session, form):
         RecordingPushLearner,
         "individual",
         efx_advantage=form,
+        push_gradient=push_gradient,
         efx_kappa=kappa,
         z_low=0.0,
         z_high=z_high,
@@ -438,7 +456,13 @@ def test_demand_push_on_real_batches(ray_session, form):
                 .entropy()
                 .numpy()
             )
-            expected = hinge[rows] + weight[rows] * (-cols[Columns.ACTION_LOGP] - entropy)
+            push = weight[rows] * (-cols[Columns.ACTION_LOGP] - entropy)
+            if push_gradient == "temperature":
+                np.testing.assert_allclose(record["push_column"][mid], push, rtol=1e-5, atol=1e-5)
+                push = 0.0
+            else:
+                assert not record["push_column"]
+            expected = hinge[rows] + push
             np.testing.assert_allclose(record["final"][mid], expected, rtol=1e-5, atol=1e-5)
             met = team.valid[rows] & (weight[rows] == 0)
             np.testing.assert_array_equal(
