@@ -32,6 +32,14 @@ def main() -> None:
     parser.add_argument("task_dir", type=Path)
     parser.add_argument("--last", type=int, default=3, help="iterations averaged per run")
     parser.add_argument("--labels", nargs="*", default=None)
+    parser.add_argument(
+        "--curve-at",
+        type=int,
+        nargs="*",
+        default=[],
+        metavar="STEPS",
+        help="also a table of the deploy return at these env steps (linear between iterations)",
+    )
     args = parser.parse_args()
     labels = args.labels or sorted(p.name for p in args.task_dir.iterdir() if p.is_dir())
     print(
@@ -66,6 +74,29 @@ def main() -> None:
             f"{spread(tail('efx_binding_fraction'), 3)} | "
             f"{spread(tail('efx_demand_met_fraction'), 2)} | {spread(tail('budget_z'), 1)} |"
         )
+    if args.curve_at:
+        curve_table(args.task_dir, labels, args.curve_at)
+
+
+def curve_table(task_dir: Path, labels: list[str], at: list[int]) -> None:
+    """The deployment policy's return over training: mean [min, max] over seeds at each
+    env step in ``at`` (linear between the iterations around it)."""
+    print("\n| configuration | " + " | ".join(f"{s / 1000:g}k" for s in at) + " |")
+    print("|---|" + "---|" * len(at))
+    for label in labels:
+        runs = [
+            r
+            for p in sorted((task_dir / label).glob("seed*/progress.csv"))
+            if (r := read_progress(p))
+        ]
+        if not runs:
+            continue
+        values = [
+            np.interp(at, r["timesteps_total"], np.nan_to_num(r["deploy_return_mean"]))
+            for r in runs
+        ]  # an iteration without a deployment episode counts as 0
+        columns = np.array(values)
+        print(f"| `{label}` | " + " | ".join(spread(columns[:, k]) for k in range(len(at))) + " |")
 
 
 if __name__ == "__main__":
