@@ -58,7 +58,7 @@ CONFIGS = {
     "efx_hinge": ("efx_mappo", {"efx_advantage": "hinge", "budget_range": "full"}),
     "efx_per_step": ("efx_mappo", {"efx_advantage": "per_step", "budget_range": "full"}),
     "efx_seed_dp": ("efx_mappo", {"efx_advantage": "seed_dp", "budget_range": "full"}),
-    "efx_push": ("efx_mappo", {}),  # the defaults: demand_push, kappa 1, temperature
+    "efx_push": ("efx_mappo", {}),  # the defaults (extrinsic_push, push on the temperature)
     "efx_demand_push": ("efx_mappo", {"efx_advantage": "demand_push"}),
     "efx_extrinsic_push": ("efx_mappo", {"efx_advantage": "extrinsic_push"}),
     "efx_push_tracked": ("efx_mappo", {"budget_range": "tracked"}),
