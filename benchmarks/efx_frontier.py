@@ -41,6 +41,7 @@ from marllib_ext.algos.efx.deployment import (
 )
 from marllib_ext.algos.restore import restored_algorithm
 from marllib_ext.ops.exploration import distinct_rows, return_at_exploration, visitation_entropy
+from marllib_ext.plotting import save_figure
 from marllib_ext.postprocessing.budget_input import plain_observation
 
 MEASURES = {"distinct": "distinct joint states per episode", "entropy": "state-visitation entropy"}
@@ -194,11 +195,7 @@ def plot(tasks, measure: str, out: Path, label: str) -> None:
         axis.set_ylabel("team extrinsic return")
         axis.set_title(name)
         axis.legend(fontsize=7)
-    figure.tight_layout()
-    out.parent.mkdir(parents=True, exist_ok=True)
-    figure.savefig(out, dpi=110)
-    plt.close(figure)
-    print(f"wrote {out}")
+    print(f"wrote {save_figure(figure, out)}")
 
 
 def main() -> None:

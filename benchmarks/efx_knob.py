@@ -33,6 +33,7 @@ from marllib_ext.algos.efx.deployment import (
     sweep_budgets,
 )
 from marllib_ext.algos.restore import restored_algorithm
+from marllib_ext.plotting import save_figure
 
 
 def replay_efx(checkpoint: Path, points: int, episodes: int, tolerance: float | None) -> dict:
@@ -142,11 +143,7 @@ def plot(tasks: list[tuple[str, list[dict], list[dict]]], out: Path, label: str)
             axis.set_ylabel(what)
             axis.set_title(name)
             axis.legend(fontsize=7)
-    figure.tight_layout()
-    out.parent.mkdir(parents=True, exist_ok=True)
-    figure.savefig(out, dpi=110)
-    plt.close(figure)
-    print(f"wrote {out}")
+    print(f"wrote {save_figure(figure, out)}")
 
 
 def main() -> None:
