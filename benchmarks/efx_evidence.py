@@ -62,6 +62,8 @@ CONFIGS = {
     "efx_demand_push": ("efx_mappo", {"efx_advantage": "demand_push"}),
     "efx_extrinsic_push": ("efx_mappo", {"efx_advantage": "extrinsic_push"}),
     "efx_push_tracked": ("efx_mappo", {"budget_range": "tracked"}),
+    # no budget temperature: the push goes through the policy
+    "efx_plain_push": ("efx_mappo", {"budget_temperature": False, "push_gradient": "policy"}),
     **{
         f"efx_push_k{kappa:g}": ("efx_mappo", {"efx_advantage": "demand_push", "efx_kappa": kappa})
         for kappa in (0.25, 0.5, 1.0, 2.0, 4.0, 8.0, 16.0)

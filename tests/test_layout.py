@@ -18,6 +18,7 @@ LAYERS = {  # a module may import its own layer and the ones below
     "postprocessing": 1,
     "replay": 1,
     "rllib_compat": 1,
+    "rollout": 1,
     "plotting": 1,
     "algos": 2,
     "sweeps": 3,

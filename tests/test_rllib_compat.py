@@ -224,3 +224,38 @@ def test_episode_agent_sets_iterate_in_sorted_order():
         assert isinstance(agent_set, SortedAgentSet)
         assert list(agent_set) == sorted(agents)
         assert agent_set == set(agents) and agent_set - {"agent_0"} == set(agents) - {"agent_0"}
+
+
+def test_env_runner_internals_the_batched_rollout_uses(ray_session):
+    """The seed, reset flag, weights version, metric caches and connector builders that
+    ``rollout.ArrayRollout`` reads from a real ``MultiAgentEnvRunner``."""
+    from collections import defaultdict
+
+    from ray.rllib.env.multi_agent_episode import MultiAgentEpisode
+
+    from marllib_ext.rllib_compat import env_runners as compat
+
+    config = algos.mappo(train_batch_size=200, minibatch_size=100, num_epochs=1).rllib_config(
+        "toy:coordination", seed=5, num_env_runners=0
+    )
+    algorithm = config.build_algo()
+    try:
+        runner = algorithm.env_runner
+        assert compat.runner_seed(runner) == 5
+        assert compat.custom_connectors(config) == (None, None)
+        assert isinstance(compat.weights_seq_no(runner), int)
+        compat.set_needs_initial_reset(runner, True)
+        assert compat.needs_initial_reset(runner)
+        runner.sample(num_timesteps=10)
+        assert not compat.needs_initial_reset(runner)  # RLlib cleared it on its reset
+        assert compat.time_after_sampling(runner) is not None
+        done, ongoing = compat.metrics_episode_caches(runner)
+        assert isinstance(done, list) and isinstance(ongoing, defaultdict)
+    finally:
+        algorithm.stop()
+    efx_config = algos.efx_mappo().rllib_config("toy:coordination", seed=5, num_env_runners=0)
+    assert compat.custom_connectors(efx_config)[0] is not None
+    episode = MultiAgentEpisode(observations=[{"a": np.zeros(1)}, {"a": np.ones(1)}],
+                                actions=[{"a": 0}], rewards=[{"a": 1.0}])  # fmt: skip
+    compat.set_episode_times(episode, 10.0, 12.5)
+    assert episode.get_duration_s() == pytest.approx(2.5)

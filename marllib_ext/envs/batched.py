@@ -32,6 +32,7 @@ from marllib_ext.rllib_compat import (
     registered_env_creator,
     reset_before_next_sample,
 )
+from marllib_ext.rollout.runner import ArrayRollout, array_rollout_refusal
 
 
 class BatchedWorld(Protocol):
@@ -89,8 +90,11 @@ class BatchedVectorEnv(VectorMultiAgentEnv):
     def step(self, actions: list[dict[str, Any]]):
         ended = np.flatnonzero(self._ended)
         self.world.step([{} if self._ended[i] else actions[i] for i in range(self.num_envs)])
-        for index in ended:
-            self.world.reset_world(int(index))
+        if len(ended) == self.num_envs:
+            self.world.reset()  # one call for every world (VMAS draws them in one batch)
+        else:
+            for index in ended:
+                self.world.reset_world(int(index))
         results = []
         for i, env in enumerate(self.envs):
             if self._ended[i]:
@@ -139,6 +143,8 @@ class BatchedEnvRunner(MultiAgentEnvRunner):
         self.env = creator.make_batched(self.config.num_envs_per_env_runner, env_context)
         self.num_envs = self.env.num_envs
         reset_before_next_sample(self)
+        self.array_rollout = None  # decided at the first sample(), once the module exists
+        self.array_rollout_refusal = None
         make_callback(
             "on_environment_created",
             callbacks_objects=env_runner_callbacks(self),
@@ -149,4 +155,48 @@ class BatchedEnvRunner(MultiAgentEnvRunner):
                 env=self.env.unwrapped,
                 env_context=env_context,
             ),
+        )
+
+    def _array_rollout(self) -> ArrayRollout | None:
+        """The batched rollout path, if this runner's env and pipeline allow it."""
+        if not hasattr(self, "array_rollout"):  # an env without a batched simulator
+            return None
+        if self.array_rollout is None and self.array_rollout_refusal is None:
+            self.array_rollout_refusal = array_rollout_refusal(self)
+            if self.array_rollout_refusal is None:
+                self.array_rollout = ArrayRollout(self)
+        return self.array_rollout
+
+    @override(MultiAgentEnvRunner)
+    def sample(
+        self,
+        *,
+        num_timesteps: int | None = None,
+        num_episodes: int | None = None,
+        explore: bool | None = None,
+        random_actions: bool = False,
+        force_reset: bool = False,
+    ):
+        """Through ``rollout.ArrayRollout`` when the env and pipeline allow it (step
+        counts; whole episodes go through RLlib's path, which resets every world)."""
+        rollout = self._array_rollout()
+        truncating = self.config.batch_mode == "truncate_episodes"
+        if num_timesteps is None and num_episodes is None and truncating:
+            fragment = self.config.get_rollout_fragment_length(self.worker_index)
+            num_timesteps = fragment * self.num_envs
+        if rollout is None or num_timesteps is None:
+            if rollout is not None:
+                reset_before_next_sample(self)  # RLlib's path leaves the worlds elsewhere
+            return super().sample(
+                num_timesteps=num_timesteps,
+                num_episodes=num_episodes,
+                explore=explore,
+                random_actions=random_actions,
+                force_reset=force_reset,
+            )
+        return rollout.sample(
+            num_timesteps=num_timesteps,
+            explore=self.config.explore if explore is None else explore,
+            random_actions=random_actions,
+            force_reset=force_reset,
         )

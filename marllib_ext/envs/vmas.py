@@ -158,6 +158,50 @@ class VmasWorld:
         self._pending_reset.clear()
         self._pending_step.clear()
 
+    # ---- the array interface (``rollout.ArrayWorld``): every world at once ----------------
+    def reset_arrays(self, seed: int | None = None) -> dict[str, np.ndarray]:
+        """Resets every world: ``{agent: (B, obs_dim)}``."""
+        if seed is not None:
+            self.env.seed(seed)
+        return self._observations(self.env.reset())
+
+    def reset_worlds(self, indices: np.ndarray) -> dict[str, np.ndarray]:
+        """Resets the worlds ``indices``: every world's observations afterwards. All of
+        them at once in one call, as ``BatchedVectorEnv`` does too; otherwise one by one
+        (``reset_world``), so that both paths draw alike from one seed."""
+        if len(indices) == self.num_envs:
+            return self._observations(self.env.reset())
+        for index in indices:
+            self.env.reset_at(int(index), return_observations=False)
+        (observations,) = self.env.get_from_scenario(
+            get_observations=True,
+            get_rewards=False,
+            get_infos=False,
+            get_dones=False,
+            dict_agent_names=True,
+        )
+        return self._observations(observations)
+
+    def step_arrays(self, actions: dict[str, np.ndarray]):
+        """One step of every world; ``actions[agent]``: ``(B, ...)``.
+
+        Returns ``(observations, rewards, terminated, truncated)``: ``{agent: (B, obs_dim)}``,
+        ``{agent: (B,)}``, ``(B,)``, ``(B,)``."""
+        import torch
+
+        observations, rewards, terminated, truncated, _ = self.env.step(
+            {agent: torch.from_numpy(np.asarray(actions[agent])) for agent in self.agents}
+        )
+        return (
+            self._observations(observations),
+            {
+                a: rewards[a].detach().cpu().numpy().astype(np.float64).reshape(self.num_envs)
+                for a in self.agents
+            },
+            terminated.detach().cpu().numpy().astype(bool).reshape(self.num_envs),
+            truncated.detach().cpu().numpy().astype(bool).reshape(self.num_envs),
+        )
+
 
 class VmasSlot(ParallelEnv):
     """World ``index`` of a ``VmasWorld`` as a PettingZoo ParallelEnv.

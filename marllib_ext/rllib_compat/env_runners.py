@@ -1,0 +1,78 @@
+"""RLlib internals of ``MultiAgentEnvRunner`` that the batched rollout path
+(``rollout.ArrayRollout``) uses to sample in RLlib's place: its seed, its reset flag, the
+episode caches ``get_metrics`` reads, and episode timestamps (ray 2.60)."""
+
+from __future__ import annotations
+
+import time
+from typing import Any
+
+
+def runner_seed(env_runner) -> int | None:
+    """The seed the runner's envs get at their first reset.
+
+    Relies on: ``EnvRunner.__init__`` stores ``config.seed`` (offset by the worker
+    index) in ``_seed``."""
+    return env_runner._seed
+
+
+def needs_initial_reset(env_runner) -> bool:
+    """Whether the runner's next ``sample()`` starts by resetting (and seeding) its envs.
+
+    Relies on: ``MultiAgentEnvRunner`` keeps the flag in ``_needs_initial_reset``."""
+    return bool(env_runner._needs_initial_reset)
+
+
+def set_needs_initial_reset(env_runner, value: bool) -> None:
+    """Sets the flag :func:`needs_initial_reset` reads."""
+    env_runner._needs_initial_reset = value
+
+
+def weights_seq_no(env_runner) -> int:
+    """The version of the weights the runner samples with (stored with every action).
+
+    Relies on: ``MultiAgentEnvRunner`` keeps it in ``_weights_seq_no``."""
+    return env_runner._weights_seq_no
+
+
+def metrics_episode_caches(env_runner) -> tuple[list, dict[str, list]]:
+    """``(done episodes, {episode id: its earlier chunks})``: what ``get_metrics`` turns
+    into episode metrics (length, return, per-agent and per-module returns).
+
+    Relies on: ``MultiAgentEnvRunner.get_metrics`` reads ``_done_episodes_for_metrics``
+    and adds the chunks in ``_ongoing_episodes_for_metrics`` (a ``defaultdict(list)``)
+    of the same id."""
+    return env_runner._done_episodes_for_metrics, env_runner._ongoing_episodes_for_metrics
+
+
+def mark_sampling_done(env_runner) -> None:
+    """Lets the runner log the time until its next ``sample()`` call.
+
+    Relies on: ``MultiAgentEnvRunner.sample`` logs ``TIME_BETWEEN_SAMPLING`` from
+    ``_time_after_sampling``."""
+    env_runner._time_after_sampling = time.perf_counter()
+
+
+def time_after_sampling(env_runner) -> float | None:
+    """When the runner's previous ``sample()`` returned (``None`` before the first)."""
+    return env_runner._time_after_sampling
+
+
+def set_episode_times(episode: Any, start: float, last_step: float) -> None:
+    """Dates an episode chunk built in one go: it started at ``start`` and took its last
+    step at ``last_step`` (``perf_counter`` times), for ``get_duration_s``.
+
+    Relies on: ``MultiAgentEpisode`` keeps the times in ``_start_time`` and
+    ``_last_step_time``."""
+    episode._start_time = start
+    episode._last_step_time = last_step
+
+
+def custom_connectors(config) -> tuple[Any, Any]:
+    """``(env_to_module, module_to_env)``: the connector builders the algorithm added to
+    RLlib's default pipelines (``None`` where it added none).
+
+    Relies on: ``AlgorithmConfig.env_runners(env_to_module_connector=...,
+    module_to_env_connector=...)`` stores them in ``_env_to_module_connector`` and
+    ``_module_to_env_connector``."""
+    return config._env_to_module_connector, config._module_to_env_connector
