@@ -76,3 +76,44 @@ def custom_connectors(config) -> tuple[Any, Any]:
     module_to_env_connector=...)`` stores them in ``_env_to_module_connector`` and
     ``_module_to_env_connector``."""
     return config._env_to_module_connector, config._module_to_env_connector
+
+
+def episode_from_agent_chunks(
+    *,
+    id_: str,
+    agent_episodes: dict[str, Any],
+    env_t_started: int,
+    terminated: bool,
+    truncated: bool,
+    agent_module_ids: dict[str, str],
+    agent_to_module_mapping_fn: Any,
+) -> Any:
+    """A ``MultiAgentEpisode`` chunk made of ``SingleAgentEpisode`` chunks in which every
+    agent observed at every env step (no lookback), without RLlib's per-step assembly.
+
+    Relies on: ``MultiAgentEpisode`` keeps its agents' chunks in ``agent_episodes``, the
+    env step -> agent step map in ``env_t_to_agent_t`` (one ``InfiniteLookbackBuffer``
+    per agent, agent steps counted from ``agent_t_started``), and ``env_t``; what its
+    constructor builds from per-step dicts, checked by ``validate()``."""
+    from ray.rllib.env.multi_agent_episode import MultiAgentEpisode
+    from ray.rllib.env.utils.infinite_lookback_buffer import InfiniteLookbackBuffer
+
+    episode = MultiAgentEpisode(
+        id_=id_,
+        env_t_started=env_t_started,
+        agent_t_started={agent: env_t_started for agent in agent_episodes},
+        len_lookback_buffer=0,
+        agent_module_ids=dict(agent_module_ids),
+        agent_to_module_mapping_fn=agent_to_module_mapping_fn,
+        terminateds=terminated,
+        truncateds=truncated,
+    )
+    length = len(next(iter(agent_episodes.values())))
+    episode.env_t = env_t_started + length
+    for agent, agent_episode in agent_episodes.items():
+        episode.agent_episodes[agent] = agent_episode
+        # A list, as RLlib keeps it (also in a numpy episode): lookups return ints.
+        steps = list(range(env_t_started, env_t_started + length + 1))
+        episode.env_t_to_agent_t[agent] = InfiniteLookbackBuffer(data=steps, lookback=0)
+    episode.validate()
+    return episode

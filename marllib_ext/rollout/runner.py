@@ -30,6 +30,7 @@ from ray.rllib.callbacks.callbacks import RLlibCallback
 from ray.rllib.callbacks.utils import make_callback
 from ray.rllib.core.columns import Columns
 from ray.rllib.env.multi_agent_episode import MultiAgentEpisode
+from ray.rllib.env.single_agent_episode import SingleAgentEpisode
 from ray.rllib.utils.metrics import (
     NUM_AGENT_STEPS_SAMPLED,
     NUM_AGENT_STEPS_SAMPLED_LIFETIME,
@@ -48,6 +49,7 @@ from marllib_ext.envs.adapter import STATE_KEY, STEP_REWARDS_KEY, has_action_mas
 from marllib_ext.rllib_compat import env_runner_callbacks
 from marllib_ext.rllib_compat.env_runners import (
     custom_connectors,
+    episode_from_agent_chunks,
     mark_sampling_done,
     metrics_episode_caches,
     needs_initial_reset,
@@ -276,56 +278,81 @@ class ArrayRollout:
         self.started[world] = began
         self.last_rewards[world] = {}
 
-    def _infos(self, observations: dict[str, np.ndarray], row: int, rewards: dict) -> dict:
-        state = np.concatenate([observations[a][row] for a in self.agents])
-        return {a: {STATE_KEY: state, STEP_REWARDS_KEY: rewards} for a in self.agents}
+    def _stacked(self, block: dict[str, Any]) -> dict[str, Any]:
+        """The block's per-step lists as ``(T, B, ...)`` arrays."""
+        agents = self.agents
+        next_obs = {a: np.stack([step[a] for step in block["next"]]) for a in agents}
+        return {
+            "next": next_obs,
+            "state": np.concatenate([next_obs[a] for a in agents], axis=-1),
+            "actions": {a: np.stack([step[a] for step in block["actions"]]) for a in agents},
+            "rewards": np.stack(
+                [np.stack([step[a] for a in agents], axis=-1) for step in block["rewards"]]
+            ),
+            "outputs": {
+                a: {
+                    key: np.stack([step[a][key] for step in block["outputs"]])
+                    for key in block["outputs"][0][a]
+                }
+                for a in agents
+            },
+        }
 
     def _episodes(self, block: dict[str, Any]) -> list[MultiAgentEpisode]:
         runner = self.runner
         agents, horizon = self.agents, len(block["next"])
+        arrays = self._stacked(block)
         ended = block["terminated"] | block["truncated"]
         seq_no = weights_seq_no(runner)
         done_cache, ongoing_cache = metrics_episode_caches(runner)
         done_episodes, ongoing_episodes = [], []
+        # Every step's rewards as the adapter reports them in the infos: {agent: reward}.
         step_rewards = [
-            [{a: float(block["rewards"][t][a][b]) for a in agents} for b in range(self.num_envs)]
-            for t in range(horizon)
+            [dict(zip(agents, row, strict=True)) for row in step]
+            for step in arrays["rewards"].tolist()
         ]
         for world, start, stop, done in zip(*episode_pieces(ended), strict=True):
-            if start == 0:
+            if start == 0:  # the world's running episode goes on
                 first, first_rewards = block["first"], self.last_rewards[world]
-            else:
+                episode_id, env_t_started = self.episode_ids[world], int(self.env_t[world])
+            else:  # an episode that began in this block
                 first, first_rewards = block["reset"][start - 1], {}
-            steps = range(start, stop)
-            observations = [{a: first[a][world] for a in agents}]
-            infos = [self._infos(first, world, first_rewards)]
-            for t in steps:
-                observations.append({a: block["next"][t][a][world] for a in agents})
-                infos.append(self._infos(block["next"][t], world, step_rewards[t][world]))
-            extra = [
-                {
-                    a: {**{k: v[world] for k, v in block["outputs"][t][a].items()},
-                        WEIGHTS_SEQ_NO: seq_no}
-                    for a in agents
-                }
-                for t in steps
-            ]  # fmt: skip
-            terminated = bool(block["terminated"][stop - 1, world]) and done
-            truncated = bool(block["truncated"][stop - 1, world]) and done and not terminated
-            env_t_started = int(self.env_t[world]) if start == 0 else 0
-            episode = MultiAgentEpisode(
-                id_=self.episode_ids[world] if start == 0 else None,
-                observations=observations,
-                infos=infos,
-                actions=[{a: block["actions"][t][a][world] for a in agents} for t in steps],
-                rewards=[step_rewards[t][world] for t in steps],
-                extra_model_outputs=extra,
-                terminateds={**{a: terminated for a in agents}, "__all__": terminated},
-                truncateds={**{a: truncated for a in agents}, "__all__": truncated},
+                episode_id, env_t_started = MultiAgentEpisode().id_, 0
+            first_state = np.concatenate([first[a][world] for a in agents])
+            states = arrays["state"][start:stop, world]
+            rewards = [first_rewards] + [step_rewards[t][world] for t in range(start, stop)]
+            terminated = done and bool(block["terminated"][stop - 1, world])
+            truncated = done and not terminated
+            agent_episodes = {}
+            for index, agent in enumerate(agents):
+                outputs = {k: v[start:stop, world] for k, v in arrays["outputs"][agent].items()}
+                outputs[WEIGHTS_SEQ_NO] = np.full(stop - start, seq_no)
+                agent_episodes[agent] = SingleAgentEpisode(
+                    agent_id=agent,
+                    module_id=self.module_of[agent],
+                    multi_agent_episode_id=episode_id,
+                    observations=np.concatenate(
+                        [first[agent][world][None], arrays["next"][agent][start:stop, world]]
+                    ),
+                    actions=arrays["actions"][agent][start:stop, world],
+                    rewards=arrays["rewards"][start:stop, world, index],
+                    infos=[
+                        {STATE_KEY: state, STEP_REWARDS_KEY: reward}
+                        for state, reward in zip([first_state, *states], rewards, strict=True)
+                    ],
+                    extra_model_outputs=outputs,
+                    terminated=terminated,
+                    truncated=truncated,
+                    t_started=env_t_started,
+                    len_lookback_buffer=0,
+                )
+            episode = episode_from_agent_chunks(
+                id_=episode_id,
+                agent_episodes=agent_episodes,
                 env_t_started=env_t_started,
-                agent_t_started={a: env_t_started for a in agents},
-                len_lookback_buffer=0,
-                agent_module_ids=dict(self.module_of),
+                terminated=terminated,
+                truncated=truncated,
+                agent_module_ids=self.module_of,
                 agent_to_module_mapping_fn=runner.config.policy_mapping_fn,
             )
             began = self.started[world] if start == 0 else block["times"][start - 1]
@@ -355,14 +382,10 @@ class ArrayRollout:
                 self.episode_ids[world] = episode.id_
                 self.env_t[world] = episode.env_t
                 self.started[world] = began
-                self.last_rewards[world] = step_rewards[stop - 1][world] if stop > start else {}
+                self.last_rewards[world] = rewards[-1]
         self._log_counts(horizon, int(ended.sum()))
         done_cache.extend(done_episodes)
-        episodes = done_episodes + ongoing_episodes
-        if runner.episodes_to_numpy:
-            for episode in episodes:
-                episode.to_numpy()
-        return episodes
+        return done_episodes + ongoing_episodes
 
     def _log_counts(self, horizon: int, num_episodes: int) -> None:
         """The env runner's step and episode counters for ``horizon`` steps of all worlds."""

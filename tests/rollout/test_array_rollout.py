@@ -36,6 +36,17 @@ def _chunks(episodes):
         first = episode.agent_episodes[agents[0]].get_observations(0)
         key = (episode.env_t_started, tuple(np.round(first, 5)))
         out[key] = {
+            "episode": (
+                len(episode),
+                episode.env_t,
+                round(float(episode.get_return()), 4),
+                episode.is_terminated,
+                episode.is_truncated,
+                {a: list(episode.env_t_to_agent_t[a].get()) for a in agents},
+                sorted(episode.get_infos(-1)),
+            )
+        }
+        out[key] |= {
             agent: {
                 "obs": np.asarray(sa.get_observations()),
                 "actions": np.asarray(sa.get_actions()),
@@ -73,6 +84,7 @@ def test_same_chunks_as_rllibs_path(ray_session):
     assert len(batched) == len(per_world) == WORLDS * 4
     assert batched.keys() == per_world.keys()
     for key, agents in batched.items():
+        assert agents.pop("episode") == per_world[key].pop("episode")
         for agent, data in agents.items():
             theirs = per_world[key][agent]
             for column in ("obs", "actions", "rewards", "logp", "state"):
