@@ -1,12 +1,12 @@
-"""VMAS sampling speed: one batched simulator per env runner against raw VMAS at the same
-batch size, against RLlib's own vector env (N separate one-world simulators), and
-against mpe:simple_spread, all measured in one run.
+"""VMAS sampling speed: the batched rollout path (`rollout.ArrayRollout`) against raw VMAS
+at the same batch size, against RLlib's per-world path over the same batched simulator,
+and against RLlib's own vector env (N one-world simulators), all in one run; then
+`mappo` training end to end with BenchMARL's MAPPO batch settings.
 
-Sampling only (no learning): a `mappo` env runner in the driver samples with its
-policy (forward pass, connectors, episode bookkeeping included); env steps count every
-world's step.
+Sampling: a `mappo` env runner in the driver samples with its policy (forward pass,
+action sampling, episode building included); env steps count every world's step.
 
-    python benchmarks/vmas_throughput.py --task navigation --num-envs 8 40 --steps 20000
+    python benchmarks/vmas_throughput.py --task navigation --num-envs 40 400 --steps 40000
 """
 
 from __future__ import annotations
@@ -32,30 +32,52 @@ def raw_vmas_steps_per_second(task: str, num_envs: int, steps: int, seed: int = 
         task, num_envs=num_envs, device="cpu", continuous_actions=True, max_steps=max_steps,
         seed=seed, dict_spaces=True, clamp_actions=True, terminated_truncated=True, **args,
     )  # fmt: skip
-    env.reset()
     generator = torch.Generator().manual_seed(seed)
+
+    def run(calls: int) -> None:
+        for _ in range(calls):
+            actions = {
+                a.name: torch.rand(num_envs, 2, generator=generator) * 2 - 1 for a in env.agents
+            }
+            _, _, terminated, truncated, _ = env.step(actions)
+            ended = terminated | truncated
+            if ended.all():  # as TorchRL's VmasEnv: one reset call when every world ended
+                env.reset()
+            else:
+                for index in torch.nonzero(ended).flatten().tolist():
+                    env.reset_at(index)
+
+    env.reset()
+    run(20)  # warm-up
     calls = max(1, steps // num_envs)
     start = time.perf_counter()
-    for _ in range(calls):
-        actions = {a.name: torch.rand(num_envs, 2, generator=generator) * 2 - 1 for a in env.agents}
-        _, _, terminated, truncated, _ = env.step(actions)
-        for index in torch.nonzero(terminated | truncated).flatten().tolist():
-            env.reset_at(index)
+    run(calls)
     return calls * num_envs / (time.perf_counter() - start)
 
 
-def sampling_steps_per_second(env_name: str, num_envs: int, steps: int, batched: bool) -> float:
-    """Env steps/s of one env runner in the driver sampling with a `mappo` policy."""
+def _algorithm(env_name: str, num_envs: int, path: str, **settings):
     source = "vmas" if env_name.startswith("vmas:") else "mpe"
-    config = algos.mappo(hyperparam_source=source).rllib_config(
+    config = algos.mappo(hyperparam_source=source, **settings).rllib_config(
         make_env(env_name), seed=0, num_env_runners=0, num_envs_per_env_runner=num_envs
     )
-    if not batched:
+    if path == "copies":
         # RLlib's own vector env: num_envs separate one-world simulators, stepped in turn.
         from ray.rllib.env.multi_agent_env_runner import MultiAgentEnvRunner
 
         config.env_runners(env_runner_cls=MultiAgentEnvRunner)
     algorithm = config.build_algo()
+    if path == "per_world":
+        # The batched simulator behind RLlib's per-world episode loop (the path every
+        # runner took before the batched rollout, and still takes when it must).
+        runner = algorithm.env_runner
+        runner.array_rollout, runner.array_rollout_refusal = None, "benchmark"
+    return algorithm
+
+
+def sampling_steps_per_second(env_name: str, num_envs: int, steps: int, path: str) -> float:
+    """Env steps/s of one env runner in the driver sampling with a `mappo` policy;
+    ``path``: "batched" (rollout.ArrayRollout), "per_world" or "copies"."""
+    algorithm = _algorithm(env_name, num_envs, path)
     try:
         runner = algorithm.env_runner
         runner.sample(num_timesteps=num_envs * 20, explore=True)  # warm-up
@@ -63,42 +85,83 @@ def sampling_steps_per_second(env_name: str, num_envs: int, steps: int, batched:
         episodes = runner.sample(num_timesteps=steps, explore=True)
         elapsed = time.perf_counter() - start
         sampled = sum(episode.env_steps() for episode in episodes)
+        if path == "batched":
+            assert runner.array_rollout is not None, runner.array_rollout_refusal
     finally:
         algorithm.stop()
     return sampled / elapsed
 
 
+def training_steps_per_second(env_name: str, num_envs: int, iterations: int) -> tuple:
+    """``(end-to-end env steps/s, collection env steps/s, learner s per iteration)`` of
+    `mappo` training with BenchMARL's MAPPO batch settings: 4000 env steps per
+    iteration, minibatch 1000, 5 epochs; the first iteration is a warm-up."""
+    algorithm = _algorithm(
+        env_name, num_envs, "batched", train_batch_size=4000, minibatch_size=1000, num_epochs=5
+    )
+    try:
+        algorithm.train()
+        steps = sample_s = learn_s = 0.0
+        start = time.perf_counter()
+        for _ in range(iterations):
+            result = algorithm.train()
+            steps += result["env_runners"]["num_env_steps_sampled"]
+            timers = result["timers"]
+            sample_s += timers["env_runner_sampling_timer"]
+            learn_s += timers["learner_update_timer"]
+        elapsed = time.perf_counter() - start
+    finally:
+        algorithm.stop()
+    return steps / elapsed, steps / sample_s, learn_s / iterations
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--task", default="navigation")
-    parser.add_argument("--num-envs", type=int, nargs="+", default=[8, 40])
-    parser.add_argument("--steps", type=int, default=20000)
+    parser.add_argument("--num-envs", type=int, nargs="+", default=[40, 400])
+    parser.add_argument("--steps", type=int, default=40000)
+    parser.add_argument("--train-iters", type=int, default=5)
+    parser.add_argument(
+        "--copies-up-to", type=int, default=40,
+        help="measure one-world copies only up to this many worlds (they step in turn)",
+    )  # fmt: skip
     args = parser.parse_args()
     warnings.filterwarnings("ignore")
     torch.set_num_threads(1)
     ray.init(num_cpus=2, include_dashboard=False, configure_logging=False, log_to_driver=False)
+    env_name = f"vmas:{args.task}"
     rows = []
     for num_envs in args.num_envs:
         raw = raw_vmas_steps_per_second(args.task, num_envs, args.steps)
-        ours = sampling_steps_per_second(f"vmas:{args.task}", num_envs, args.steps, True)
-        copies = sampling_steps_per_second(f"vmas:{args.task}", num_envs, args.steps, False)
-        mpe = sampling_steps_per_second("mpe:simple_spread", num_envs, args.steps, False)
-        rows.append((num_envs, raw, ours, copies, mpe))
+        ours = sampling_steps_per_second(env_name, num_envs, args.steps, "batched")
+        per_world = sampling_steps_per_second(
+            env_name, num_envs, min(args.steps, 100 * num_envs), "per_world"
+        )
+        copies = None
+        if num_envs <= args.copies_up_to:
+            copies = sampling_steps_per_second(env_name, num_envs, args.steps, "copies")
+        end_to_end, collection, learn_s = training_steps_per_second(
+            env_name, num_envs, args.train_iters
+        )
+        rows.append((num_envs, raw, ours, per_world, copies, end_to_end, collection, learn_s))
         print(
-            f"num_envs {num_envs:3d}: raw VMAS {raw:8.0f} | batched runner {ours:6.0f} "
-            f"({ours / raw:.3f} of raw) | {num_envs} one-world copies {copies:6.0f} "
-            f"(batched / copies {ours / copies:.2f}) | mpe:simple_spread {mpe:6.0f} "
-            f"(vmas batched / mpe {ours / mpe:.2f})",
+            f"num_envs {num_envs:3d}: raw VMAS {raw:8.0f} | batched rollout {ours:6.0f} "
+            f"({ours / raw:.3f} of raw) | per-world path {per_world:6.0f} | one-world copies "
+            f"{copies or float('nan'):6.0f} | training: end-to-end {end_to_end:6.0f}, "
+            f"collection {collection:6.0f}, learner {learn_s:.2f} s/iteration",
             flush=True,
         )
     ray.shutdown()
-    print("\n| worlds per runner | raw VMAS steps/s | batched runner | share of raw | "
-          "one-world copies | batched / copies | mpe:simple_spread | vmas / mpe |")  # fmt: skip
-    print("|---|---|---|---|---|---|---|---|")
-    for num_envs, raw, ours, copies, mpe in rows:
+    print("\n| worlds | raw VMAS | batched rollout | share of raw | per-world path | "
+          "batched / per-world | one-world copies | training end-to-end | training "
+          "collection | learner s / 4000 steps |")  # fmt: skip
+    print("|---|---|---|---|---|---|---|---|---|---|")
+    for num_envs, raw, ours, per_world, copies, end_to_end, collection, learn_s in rows:
+        copies_cell = f"{copies:.0f}" if copies else "–"
         print(
-            f"| {num_envs} | {raw:.0f} | {ours:.0f} | {ours / raw:.3f} | {copies:.0f} | "
-            f"{ours / copies:.2f} | {mpe:.0f} | {ours / mpe:.2f} |"
+            f"| {num_envs} | {raw:.0f} | {ours:.0f} | {ours / raw:.3f} | {per_world:.0f} | "
+            f"{ours / per_world:.1f} | {copies_cell} | {end_to_end:.0f} | {collection:.0f} | "
+            f"{learn_s:.2f} |"
         )
 
 

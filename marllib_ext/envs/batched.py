@@ -32,7 +32,8 @@ from marllib_ext.rllib_compat import (
     registered_env_creator,
     reset_before_next_sample,
 )
-from marllib_ext.rollout.runner import ArrayRollout, array_rollout_refusal
+from marllib_ext.rollout.eligibility import array_rollout_refusal
+from marllib_ext.rollout.runner import ArrayRollout
 
 
 class BatchedWorld(Protocol):

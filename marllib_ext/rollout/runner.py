@@ -15,18 +15,18 @@ worlds in one call (VMAS), that per-world bookkeeping costs many times the simul
   ``on_episode_end`` callbacks and the runner's episode metrics see them as RLlib's.
 
 The path serves a runner whose env is an ``ArrayWorld`` and whose pipeline is RLlib's
-default one; ``array_rollout_refusal`` says why another runner samples as RLlib does.
+default one; ``eligibility.array_rollout_refusal`` says why another runner samples as
+RLlib does.
 """
 
 from __future__ import annotations
 
 import time
-from typing import Any, Protocol
+from typing import Any
 
 import gymnasium as gym
 import numpy as np
 import torch
-from ray.rllib.callbacks.callbacks import RLlibCallback
 from ray.rllib.callbacks.utils import make_callback
 from ray.rllib.core.columns import Columns
 from ray.rllib.env.multi_agent_episode import MultiAgentEpisode
@@ -45,10 +45,9 @@ from ray.rllib.utils.metrics import (
     WEIGHTS_SEQ_NO,
 )
 
-from marllib_ext.envs.adapter import STATE_KEY, STEP_REWARDS_KEY, has_action_mask
+from marllib_ext.envs.adapter import STATE_KEY, STEP_REWARDS_KEY
 from marllib_ext.rllib_compat import env_runner_callbacks
 from marllib_ext.rllib_compat.env_runners import (
-    custom_connectors,
     episode_from_agent_chunks,
     mark_sampling_done,
     metrics_episode_caches,
@@ -60,60 +59,7 @@ from marllib_ext.rllib_compat.env_runners import (
     weights_seq_no,
 )
 from marllib_ext.rollout.blocks import clip_actions, episode_pieces, unsquash_actions
-
-# Per-step episode callbacks need an episode object at every step, which this path
-# builds only at the end of a call.
-PER_STEP_CALLBACKS = ("on_episode_created", "on_episode_start", "on_episode_step")
-STATE_SOURCES = ("observations", "latest_observations")  # what every agent sees, joined
-
-
-class ArrayWorld(Protocol):
-    """A simulator of ``num_envs`` worlds whose agents all act at every step."""
-
-    num_envs: int
-    agents: list[str]
-
-    def reset_arrays(self, seed: int | None = None) -> dict[str, np.ndarray]:
-        """Resets every world: ``{agent: (B, obs_dim)}``."""
-
-    def reset_worlds(self, indices: np.ndarray) -> dict[str, np.ndarray]:
-        """Resets the worlds ``indices``: every world's observations afterwards."""
-
-    def step_arrays(self, actions: dict[str, np.ndarray]) -> tuple:
-        """``(observations, rewards, terminated, truncated)`` of one step of every world."""
-
-
-def array_rollout_refusal(env_runner) -> str | None:
-    """Why ``env_runner`` samples through RLlib's per-world path (``None``: it can take
-    the batched one)."""
-    env = env_runner.env
-    world = getattr(env, "world", None)
-    if world is None or not hasattr(world, "step_arrays"):
-        return "the env is not a batched simulator with an array interface"
-    config = env_runner.config
-    if config.batch_mode != "truncate_episodes":
-        return "whole episodes are joined from RLlib's own chunks"
-    env_to_module, module_to_env = custom_connectors(config)
-    if env_to_module is not None:
-        return "the algorithm adds env-to-module connectors (e.g. EFX's budget)"
-    if module_to_env is not None:
-        return "the algorithm adds module-to-env connectors"
-    adapter = env.envs[0]
-    if adapter.par_env is not world.slots[0]:
-        return "an env wrapper (e.g. time_feature) changes the observations"
-    if adapter.state_source not in STATE_SOURCES:
-        return f"state_source {adapter.state_source!r} (the array path joins observations)"
-    if any(has_action_mask(space) for space in adapter.observation_space.spaces.values()):
-        return "the env has action masks"
-    if any(module.is_stateful() for module in env_runner.module.values()):
-        return "a module is recurrent"
-    for name in PER_STEP_CALLBACKS:
-        if getattr(config, f"callbacks_{name}"):
-            return f"an {name} callback"
-        for callback in env_runner_callbacks(env_runner):
-            if getattr(type(callback), name) is not getattr(RLlibCallback, name):
-                return f"{type(callback).__name__}.{name}"
-    return None
+from marllib_ext.rollout.eligibility import ArrayWorld
 
 
 class ArrayRollout:
