@@ -139,7 +139,7 @@ def main() -> None:
         )
         copies = None
         if num_envs <= args.copies_up_to:
-            copies = sampling_steps_per_second(env_name, num_envs, args.steps, "copies")
+            copies = sampling_steps_per_second(env_name, num_envs, 8000, "copies")
         end_to_end, collection, learn_s = training_steps_per_second(
             env_name, num_envs, args.train_iters
         )

@@ -1,42 +1,78 @@
 """A run reproduces from its seed across processes: two fresh interpreters with
-different hash seeds train the same first iteration, with one shared policy and with a
-policy per agent. Before, RLlib iterated an episode's agents in the per-process hash
-order of a set, and the modules were built in the hash order of the policy-id set, so
-the seeded initial weights went to different agents."""
+different hash seeds train two iterations and end with bit-identical weights.
+
+Default tier: `mappo` on `mpe:simple_spread` (a shared policy and a policy per agent) and
+on `vmas:navigation` (the batched rollout path). Slow tier: one algorithm of every other
+pipeline (independent, value decomposition, EFX, off-policy) on both env families.
+Before, RLlib iterated an episode's agents in the per-process hash order of a set, and
+the modules were built in the hash order of the policy-id set, so the seeded initial
+weights went to different agents."""
 
 import os
 import subprocess
 import sys
 
-ONE_ITERATION = """
-import ray, torch
+import pytest
+
+TWO_ITERATIONS = """
+import hashlib, sys, warnings
+warnings.filterwarnings("ignore")
+import ray
 ray.init(num_cpus=1, include_dashboard=False, configure_logging=False, log_to_driver=False)
 from marllib_ext import algos, make_env
 from marllib_ext.rllib_compat import local_learner
-env = make_env("mpe:simple_spread", max_cycles=10)
-settings = dict(num_env_runners=0, train_batch_size=200, minibatch_size=100, num_epochs=1)
-for share_policy in ("all", "individual"):
-    config = algos.get("mappo", **settings).rllib_config(env, share_policy=share_policy, seed=101)
+ON_POLICY = dict(train_batch_size=200, minibatch_size=100, num_epochs=1)
+OFF_POLICY = dict(learning_starts=2, batch_episode=4)
+for case in sys.argv[1:]:
+    name, env_name, share_policy = case.split(",")
+    family = env_name.split(":")[0]
+    env = make_env(env_name, **({"max_cycles": 10} if family == "mpe" else {"max_steps": 10}))
+    settings = OFF_POLICY if name in ("qmix", "maddpg") else ON_POLICY
+    source = {"hyperparam_source": "vmas"} if family == "vmas" else {}
+    config = algos.get(name, num_env_runners=0, **source, **settings).rllib_config(
+        env, share_policy=share_policy, seed=101, num_envs_per_env_runner=4
+    )
     algo = config.build_algo()
-    algo.train()
+    for _ in range(2):
+        algo.train()
     learner = local_learner(algo)
-    modules = sorted(learner.module.keys())
-    sums = {m: float(sum(p.sum() for p in learner.module[m].parameters())) for m in modules}
-    print("RESULT", share_policy, sums)
+    digest = hashlib.sha256()
+    for module_id in sorted(learner.module.keys()):
+        for parameter in learner.module[module_id].parameters():
+            digest.update(parameter.detach().cpu().numpy().tobytes())
+    print("RESULT", case, digest.hexdigest())
     algo.stop()
 """
 
+DEFAULT_CASES = [
+    "mappo,mpe:simple_spread,all",
+    "mappo,mpe:simple_spread,individual",
+    "mappo,vmas:navigation,all",
+]
+SLOW_CASES = [
+    f"{name},{env},all"
+    for name in ("ippo", "vdppo", "efx_mappo")
+    for env in ("mpe:simple_spread", "vmas:navigation")
+] + ["qmix,mpe:simple_spread,all", "maddpg,vmas:navigation,all", "happo,vmas:navigation,individual"]
 
-def one_iteration(hash_seed: str) -> str:
+
+def two_iterations(hash_seed: str, cases: list[str]) -> list[str]:
     env = {**os.environ, "PYTHONHASHSEED": hash_seed, "OMP_NUM_THREADS": "1"}
     done = subprocess.run(
-        [sys.executable, "-c", ONE_ITERATION], env=env, capture_output=True, text=True,
-        timeout=300,
+        [sys.executable, "-c", TWO_ITERATIONS, *cases], env=env, capture_output=True,
+        text=True, timeout=1200,
     )  # fmt: skip
     lines = [line for line in done.stdout.splitlines() if line.startswith("RESULT")]
-    assert done.returncode == 0 and len(lines) == 2, done.stderr[-3000:]
-    return "\n".join(lines)
+    assert done.returncode == 0 and len(lines) == len(cases), done.stderr[-3000:]
+    return lines
 
 
-def test_the_same_seed_trains_the_same_iteration_in_two_processes():
-    assert one_iteration("1") == one_iteration("2")
+def test_the_same_seed_trains_the_same_weights_in_two_processes():
+    pytest.importorskip("vmas", reason="the vmas extra is not installed")
+    assert two_iterations("1", DEFAULT_CASES) == two_iterations("2", DEFAULT_CASES)
+
+
+@pytest.mark.slow
+def test_every_pipeline_reproduces_on_mpe_and_vmas():
+    pytest.importorskip("vmas", reason="the vmas extra is not installed")
+    assert two_iterations("1", SLOW_CASES) == two_iterations("2", SLOW_CASES)
