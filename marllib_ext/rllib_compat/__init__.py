@@ -3,8 +3,8 @@
 Everything here touches a private attribute or method of RLlib, or a convention RLlib
 does not document as API. Each function says which RLlib behaviour it relies on;
 ``tests/test_rllib_compat.py`` fails if RLlib changes one of them. Nothing else in
-``marllib_ext`` reads ``learner_config_dict`` or a private RLlib name (the off-policy
-fast path's hooks: ``off_policy.py``, re-exported here)."""
+``marllib_ext`` reads ``learner_config_dict`` or a private RLlib name (more in
+``off_policy.py``, ``episodes.py`` and ``env_runners.py``)."""
 
 from __future__ import annotations
 
@@ -25,6 +25,7 @@ from ray.rllib.utils.annotations import override
 from ray.rllib.utils.metrics import TD_ERROR_KEY
 
 from marllib_ext.errors import ConfigError
+from marllib_ext.rllib_compat.env_runners import pause_cyclic_gc
 from marllib_ext.rllib_compat.off_policy import (  # re-exported
     ActorBackwardApart,  # noqa: F401
     TargetUpdateEveryGradientStep,  # noqa: F401
@@ -307,13 +308,12 @@ def update_on_part(
 
 
 def learner_batch(learner, training_data):
-    """The learner-connector output ``MultiAgentBatch`` of ``training_data`` (episodes
-    or a batch), built once, for a learner that runs several ``update`` passes over
-    parts of it.
+    """The learner-connector ``MultiAgentBatch`` of ``training_data``, built once.
 
     Relies on: ``Learner.update`` turns its ``TrainingData`` into that batch in
     ``_make_batch_if_necessary`` and passes a given batch through unchanged."""
-    return learner._make_batch_if_necessary(training_data)
+    with pause_cyclic_gc():  # thousands of small episode chunks from batched rollouts
+        return learner._make_batch_if_necessary(training_data)
 
 
 class ObservesBatchBeforeLoss:

@@ -4,7 +4,10 @@ episode caches ``get_metrics`` reads, and episode timestamps (ray 2.60)."""
 
 from __future__ import annotations
 
+import contextlib
+import gc
 import time
+from collections.abc import Iterator
 from typing import Any
 
 
@@ -117,3 +120,20 @@ def episode_from_agent_chunks(
         episode.env_t_to_agent_t[agent] = InfiniteLookbackBuffer(data=steps, lookback=0)
     episode.validate()
     return episode
+
+
+@contextlib.contextmanager
+def pause_cyclic_gc() -> Iterator[None]:
+    """Runs the block with Python's cyclic garbage collector off.
+
+    RLlib's episode and connector objects are many small containers; building or
+    batching thousands of them (a batched rollout's chunks, their learner batch) makes
+    the collector run over and over. Nothing they hold forms a cycle, so it finds
+    nothing; it runs once afterwards instead."""
+    collecting = gc.isenabled()
+    gc.disable()
+    try:
+        yield
+    finally:
+        if collecting:
+            gc.enable()

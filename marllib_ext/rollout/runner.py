@@ -52,6 +52,7 @@ from marllib_ext.rllib_compat.env_runners import (
     mark_sampling_done,
     metrics_episode_caches,
     needs_initial_reset,
+    pause_cyclic_gc,
     runner_seed,
     set_episode_times,
     set_needs_initial_reset,
@@ -115,7 +116,8 @@ class ArrayRollout:
                 self.reset()
             horizon = max(1, -(-num_timesteps // self.num_envs))
             block = self._run(horizon, explore, random_actions)
-            episodes = self._episodes(block)
+            with pause_cyclic_gc():
+                episodes = self._episodes(block)
             make_callback(
                 "on_sample_end",
                 callbacks_objects=env_runner_callbacks(runner),
