@@ -141,9 +141,9 @@ def write_greedy_eval(algorithm, path: Path, episodes: int, last_row: dict) -> N
     episodes without exploration (greedy Q, deterministic actors, PPO's mode), as
     EPyMARL tests (``test_greedy``)."""
     if algorithm.env_runner is not None and algorithm.env_runner.env is not None:
-        team, _ = run_episodes(algorithm.env_runner, episodes, explore=False)
+        team, _, _ = run_episodes(algorithm.env_runner, episodes, explore=False)
     else:  # sampling in remote runners (PPO): the first one plays
-        team, _ = algorithm.env_runner_group.foreach_env_runner(
+        team, _, _ = algorithm.env_runner_group.foreach_env_runner(
             lambda runner: run_episodes(runner, episodes, explore=False),
             remote_worker_ids=[1],
             local_env_runner=False,

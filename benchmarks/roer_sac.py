@@ -85,7 +85,7 @@ def train(
                 ])  # fmt: skip
                 f.flush()
         wall = time.perf_counter() - start
-        team, _ = run_episodes(algorithm.env_runner, EVAL_EPISODES, explore=False)
+        team, _, _ = run_episodes(algorithm.env_runner, EVAL_EPISODES, explore=False)
     finally:
         algorithm.stop()
     path.with_name(f"{path.stem}_eval.json").write_text(json.dumps({

@@ -119,7 +119,7 @@ def evaluate_mean_action(algo, out: Path, env_steps: int) -> None:
     runner = algo.env_runner.__class__(config=config)
     try:
         runner.set_state(algo.env_runner.get_state())
-        team, agents = run_episodes(runner, EVAL_EPISODES, explore=False)
+        team, agents, _ = run_episodes(runner, EVAL_EPISODES, explore=False)
     finally:
         runner.stop()
         torch.random.set_rng_state(torch_state)

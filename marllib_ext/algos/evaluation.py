@@ -3,7 +3,7 @@ budget sweep and choice: :mod:`marllib_ext.algos.efx.deployment`)."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 import numpy as np
@@ -17,6 +17,8 @@ from marllib_ext.algos.restore import (
 )
 from marllib_ext.errors import ConfigError
 
+SUCCESS_KEY = "success"  # the env's report that the episode reached its goal
+
 
 @dataclass(frozen=True)
 class EvaluationResult:
@@ -26,6 +28,13 @@ class EvaluationResult:
     agent_returns: dict[str, list[float]]
     budget_z: float | None
     n_frames: int = 0
+    # Episodes whose last step reports info["success"] (a SMAX win, grid:pass solved);
+    # empty where the env reports none.
+    successes: list[bool] = field(default_factory=list)
+
+    @property
+    def success_rate(self) -> float | None:
+        return float(np.mean(self.successes)) if self.successes else None
 
     @property
     def team_return_mean(self) -> float:
@@ -36,10 +45,20 @@ class EvaluationResult:
         return float(np.mean([np.mean(v) for v in self.agent_returns.values()]))
 
 
+def episode_success(episode) -> bool | None:
+    """``info["success"]`` of the episode's last step (any agent), ``None`` if absent."""
+    last = episode.get_infos(-1)
+    infos = last.values() if hasattr(episode, "agent_episodes") else [last]
+    reports = [info[SUCCESS_KEY] for info in infos if SUCCESS_KEY in (info or {})]
+    return any(reports) if reports else None
+
+
 def run_episodes(env_runner, num_episodes, explore):
     episodes = env_runner.sample(num_episodes=num_episodes, explore=explore, force_reset=True)
-    team, agents = [], {}
+    team, agents, successes = [], {}, []
     for episode in episodes:
+        if (success := episode_success(episode)) is not None:
+            successes.append(success)
         if hasattr(episode, "agent_episodes"):
             team.append(float(episode.get_return()))
             for agent_id, agent_episode in episode.agent_episodes.items():
@@ -47,7 +66,7 @@ def run_episodes(env_runner, num_episodes, explore):
         else:
             team.append(float(episode.get_return()))
             agents.setdefault("agent", []).append(team[-1])
-    return team, agents
+    return team, agents, successes
 
 
 def evaluate(
@@ -76,8 +95,10 @@ def evaluate(
     with restored_algorithm(path, render=render) as algorithm:
         runner = algorithm.env_runner
         budget = play_at_budget(runner, z)  # EFX: the chosen or the deployment budget(s)
-        team, agents = run_episodes(runner, episodes, explore)
+        team, agents, successes = run_episodes(runner, episodes, explore)
         frames = getattr(runner, FRAMES_ATTRIBUTE, [])
     if render is not None:
         save_frames(frames, Path(out))
-    return EvaluationResult(team[:episodes], agents, budget, n_frames=len(frames))
+    return EvaluationResult(
+        team[:episodes], agents, budget, n_frames=len(frames), successes=successes[:episodes]
+    )

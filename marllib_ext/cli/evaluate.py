@@ -84,6 +84,8 @@ def cmd_evaluate(args: argparse.Namespace) -> int:
     for agent_id, returns in sorted(result.agent_returns.items()):
         print(f"  {agent_id}: return mean {np.mean(returns):.3f}")
     print(f"per-agent return mean {result.agent_return_mean:.3f}")
+    if result.success_rate is not None:  # e.g. SMAX: the win rate
+        print(f"success rate {result.success_rate:.3f} ({len(result.successes)} episodes)")
     if args.render:
         print(f"frames: {result.n_frames} PNG files in {args.out}")
     return 0

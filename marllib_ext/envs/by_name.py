@@ -262,6 +262,32 @@ def vmas_spec(name: str) -> EnvSpec:
     )
 
 
+def smax_spec(name: str) -> EnvSpec:
+    """``smax:<scenario>``: SMAX battles against the heuristic enemy, one batched
+    simulator of ``num_envs_per_env_runner`` battles per env runner; action masks, dead
+    units absent, SMAX's world state for the critics, the episode limit ``max_steps``."""
+    from marllib_ext.envs.smax import SMAX_SCENARIOS, smax_env, smax_world
+
+    scenario = name.partition(":")[2]
+    if scenario not in SMAX_SCENARIOS:
+        raise ConfigError(f"unknown SMAX scenario {scenario!r}; scenarios: {SMAX_SCENARIOS}")
+    return EnvSpec(
+        name=name,
+        creator=functools.partial(smax_env, scenario),
+        batched_creator=functools.partial(smax_world, scenario),
+        policy_mapping=PolicyMappingInfo(
+            team_prefix=("ally_",),
+            all_agents_one_policy=True,
+            one_agent_one_policy=True,
+            description=f"SMAX {scenario} against the heuristic enemy, units die",
+        ),
+        hyperparam_source="smax",
+        state_source="env",
+        max_episode_steps="max_steps",
+        env_args={"max_steps": 100},
+    )
+
+
 def spec_by_name(name: str) -> EnvSpec | None:
     """The spec for a by-name env, ``None`` for any other name."""
     for family in ENV_FAMILIES:
@@ -328,5 +354,15 @@ ENV_FAMILIES = (
         "actions (continuous_actions=false: discrete)",
         ("vmas",),
         build=vmas_spec,
+    ),
+    EnvFamily(
+        "smax:<scenario>",
+        "smax:3m",
+        "smax",
+        "SMAX (JaxMARL's SMAC re-implementation) against its heuristic enemy, on its own "
+        "batching; action masks, units die; scenarios 3m, 2s3z, 3s_vs_5z, 5m_vs_6m, "
+        "6h_vs_8z, 10m_vs_11m, 27m_vs_30m, 3s5z_vs_3s6z and SMAX's own",
+        ("jaxmarl", "jax"),
+        build=smax_spec,
     ),
 )
