@@ -56,8 +56,7 @@ def raw_vmas_steps_per_second(task: str, num_envs: int, steps: int, seed: int = 
 
 
 def _algorithm(env_name: str, num_envs: int, path: str, **settings):
-    source = "vmas" if env_name.startswith("vmas:") else "mpe"
-    config = algos.mappo(hyperparam_source=source, **settings).rllib_config(
+    config = algos.mappo(**settings).rllib_config(  # the env's own hyperparameter source
         make_env(env_name), seed=0, num_env_runners=0, num_envs_per_env_runner=num_envs
     )
     if path == "copies":

@@ -188,13 +188,20 @@ class BatchedEnvRunner(MultiAgentEnvRunner):
         if rollout is None or num_timesteps is None:
             if rollout is not None:
                 reset_before_next_sample(self)  # RLlib's path leaves the worlds elsewhere
-            return super().sample(
-                num_timesteps=num_timesteps,
-                num_episodes=num_episodes,
-                explore=explore,
-                random_actions=random_actions,
-                force_reset=force_reset,
-            )
+            # RLlib's loop converts every episode ended so far to numpy again at each
+            # step (quadratic in short episodes); convert each one once, at the end.
+            to_numpy, self.episodes_to_numpy = self.episodes_to_numpy, False
+            try:
+                episodes = super().sample(
+                    num_timesteps=num_timesteps,
+                    num_episodes=num_episodes,
+                    explore=explore,
+                    random_actions=random_actions,
+                    force_reset=force_reset,
+                )
+            finally:
+                self.episodes_to_numpy = to_numpy
+            return [episode.to_numpy() for episode in episodes] if to_numpy else episodes
         return rollout.sample(
             num_timesteps=num_timesteps,
             explore=self.config.explore if explore is None else explore,
