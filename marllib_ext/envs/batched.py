@@ -91,8 +91,10 @@ class BatchedVectorEnv(VectorMultiAgentEnv):
     def step(self, actions: list[dict[str, Any]]):
         ended = np.flatnonzero(self._ended)
         self.world.step([{} if self._ended[i] else actions[i] for i in range(self.num_envs)])
-        if len(ended) == self.num_envs:
-            self.world.reset()  # one call for every world (VMAS draws them in one batch)
+        if len(ended) and hasattr(self.world, "reset_worlds"):
+            self.world.reset_worlds(ended)  # as the batched rollout resets them
+        elif len(ended) == self.num_envs:
+            self.world.reset()
         else:
             for index in ended:
                 self.world.reset_world(int(index))

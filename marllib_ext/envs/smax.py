@@ -29,6 +29,7 @@ import numpy as np
 from pettingzoo.utils.env import ParallelEnv
 
 from marllib_ext.errors import ConfigError
+from marllib_ext.rollout.blocks import WorldArrays
 
 # SMAC's maps that SMAX re-creates, and SMAX's own (jaxmarl 0.2.0's MAP_NAME_TO_SCENARIO).
 SMAX_SCENARIOS = (
@@ -43,6 +44,9 @@ SUCCESS_KEY = "success"
 
 class SmaxWorld:
     """``num_envs`` SMAX battles of one scenario and a PettingZoo slot per battle."""
+
+    provides_state = True  # its arrays carry SMAX's world state
+    provides_action_masks = True
 
     def __init__(
         self, scenario: str, num_envs: int, *, seed: int | None = None, **env_args: Any
@@ -77,7 +81,13 @@ class SmaxWorld:
             for a in self.agents
         }
         self.action_spaces = {a: gym.spaces.Discrete(n_actions) for a in self.agents}
+        # Each battle's randomness depends on its own history only: (battle, episode,
+        # step) folded into the seed's key, so both sampling paths and any order of
+        # resets replay a seed alike.
         self._key = jax.random.PRNGKey(0 if seed is None else seed)
+        self._episode = np.zeros(num_envs, np.uint32)
+        self._t = np.zeros(num_envs, np.uint32)
+        self._fold = jax.jit(jax.vmap(_battle_key, in_axes=(None, 0, 0, 0)))
         self._reset = jax.jit(jax.vmap(self.env.reset))
         self._step = jax.jit(jax.vmap(self.env.step_env))
         self._avail = jax.jit(jax.vmap(self.env.get_avail_actions))
@@ -86,102 +96,149 @@ class SmaxWorld:
         self.slots = [SmaxSlot(self, i) for i in range(num_envs)]
         self._pending_reset: dict[int, tuple[dict, dict]] = {}
         self._pending_step: dict[int, tuple] = {}
-        self._world_state = np.zeros((num_envs, 0), np.float32)
+        self._current: WorldArrays | None = None
+        self._alive = np.ones((num_envs, len(self.agents)), bool)  # units not yet killed
+        self._present_before = self._alive.copy()
 
     # ---- jax -> numpy, once per batched call ------------------------------------------
-    def _keys(self):
-        self._key, key = self.jax.random.split(self._key)
-        return self.jax.random.split(key, self.num_envs)
+    def _keys(self, tick: np.ndarray):
+        worlds = np.arange(self.num_envs, dtype=np.uint32)
+        return self._fold(self._key, worlds, self._episode, tick)
 
-    def _observations(self, observations) -> tuple[dict[str, np.ndarray], np.ndarray]:
-        """``({agent: (B, obs + mask)}`` as masked dicts per world, ``world_state``)."""
-        host = self.jax.device_get(observations)
-        masks = self.jax.device_get(self._avail(self.states))
-        per_agent = {
-            a: (np.asarray(host[a], np.float32), np.asarray(masks[a], np.float32))
-            for a in self.agents
-        }
-        return per_agent, np.array(host["world_state"], np.float32)
+    def _step_keys(self):
+        self._t += 1
+        return self._keys(self._t)
 
-    def _world_observations(self, per_agent, index: int, agents) -> dict[str, Any]:
-        return {
-            a: {OBSERVATION_KEY: per_agent[a][0][index], ACTION_MASK_KEY: per_agent[a][1][index]}
-            for a in agents
-        }
+    def _reset_keys(self, chosen: np.ndarray):
+        """Keys that start a new episode in the ``chosen`` battles (``(B,)`` bool)."""
+        self._episode[chosen] += 1
+        self._t[chosen] = 0
+        return self._keys(np.zeros(self.num_envs, np.uint32))
 
-    # ---- the BatchedWorld interface ---------------------------------------------------
-    def reset(self, seed: int | None = None) -> None:
+    def _arrays(self, observations, states) -> WorldArrays:
+        """Observations, action masks and world state of every battle in ``states``."""
+        host, masks = self.jax.device_get((observations, self._avail(states)))
+        return WorldArrays(
+            observations={a: np.asarray(host[a], np.float32) for a in self.agents},
+            action_masks={a: np.asarray(masks[a], np.float32) for a in self.agents},
+            state=np.array(host["world_state"], np.float32),
+        )
+
+    def _set_pending_resets(self, arrays: WorldArrays, indices) -> None:
+        for i in indices:
+            self._pending_reset[int(i)] = (
+                _world_observations(arrays, int(i), self.agents),
+                {a: {} for a in self.agents},
+            )
+
+    # ---- the array interface (``rollout.ArrayWorld``) and the BatchedWorld one ----------
+    def reset_arrays(self, seed: int | None = None) -> WorldArrays:
+        """Resets every battle (each slot's next ``reset()`` returns its start)."""
         if seed is not None:
             self._key = self.jax.random.PRNGKey(seed)
-        observations, self.states = self._reset(self._keys())
-        per_agent, self._world_state = self._observations(observations)
-        self._pending_reset = {
-            i: (self._world_observations(per_agent, i, self.agents), {a: {} for a in self.agents})
-            for i in range(self.num_envs)
-        }
+            self._episode[:] = np.iinfo(np.uint32).max  # the first episode is number 0
+        observations, self.states = self._reset(self._reset_keys(np.ones(self.num_envs, bool)))
+        self._current = self._arrays(observations, self.states)
+        self._alive[:] = True
+        self._set_pending_resets(self._current, range(self.num_envs))
+        return self._current
+
+    def reset(self, seed: int | None = None) -> None:
+        self.reset_arrays(seed)
 
     def reset_world(self, index: int) -> None:
         self.reset_worlds([index])
 
-    def reset_worlds(self, indices: Sequence[int]) -> None:
-        """Resets the battles ``indices`` in one batched call."""
+    def reset_worlds(self, indices: Sequence[int]) -> WorldArrays:
+        """Resets the battles ``indices`` in one batched call (each slot's next
+        ``reset()`` returns its start); the arrays' rows of those battles are their
+        starts."""
         if self.states is None:  # nothing to keep yet (RLlib's wrapper resets a slot first)
-            self.reset()
-            return
+            return self.reset_arrays()
         chosen = np.zeros(self.num_envs, bool)
         chosen[list(indices)] = True
-        observations, fresh = self._reset(self._keys())
+        observations, fresh = self._reset(self._reset_keys(chosen))
         self.states = self._replace(chosen, fresh, self.states)
-        per_agent, world_state = self._observations(observations)
-        self._world_state[chosen] = world_state[chosen]
-        for i in np.flatnonzero(chosen):
-            self._pending_reset[int(i)] = (
-                self._world_observations(per_agent, i, self.agents),
-                {a: {} for a in self.agents},
-            )
+        arrays = self._arrays(observations, fresh)
+        self._current = self._current.where(chosen, arrays)
+        self._alive[chosen] = True
+        self._set_pending_resets(arrays, np.flatnonzero(chosen))
+        return arrays
+
+    def step_arrays(self, actions: dict[str, np.ndarray]) -> WorldArrays:
+        """One step of every battle; ``actions[agent]``: ``(B,)`` (ignored for dead units)."""
+        batch = {a: np.asarray(actions[a], np.int32).reshape(self.num_envs) for a in self.agents}
+        keys = self._step_keys()
+        observations, self.states, rewards, dones, _ = self._step(keys, self.states, batch)
+        arrays = self._arrays(observations, self.states)
+        rewards, dones, alive, step = self.jax.device_get(
+            (rewards, dones, self.states.state.unit_alive, self.states.state.step)
+        )
+        alive = np.asarray(alive, bool)
+        won = ~alive[:, self.num_allies :].any(axis=1)
+        lost = ~alive[:, : self.num_allies].any(axis=1)
+        ended = np.asarray(dones["__all__"], bool)
+        time_limit = ended & ~(won | lost) & (np.asarray(step) >= self.env.max_steps)
+        arrays.rewards = {a: np.asarray(rewards[a], np.float64) for a in self.agents}
+        arrays.terminated = ended & ~time_limit
+        arrays.truncated = time_limit
+        arrays.success = won & ended
+        was_alive = self._alive.copy()
+        # Units killed while their battle goes on (at the end every unit ends with it).
+        arrays.died = {
+            a: was_alive[:, j] & ~alive[:, j] & ~ended for j, a in enumerate(self.agents)
+        }
+        self._alive = was_alive & alive[:, : self.num_allies]
+        self._present_before = was_alive
+        self._current = arrays
+        return arrays
 
     def step(self, actions: Sequence[dict[str, Any]]) -> None:
         if len(actions) != self.num_envs:
             raise ValueError(
                 f"got actions for {len(actions)} battles, the batch has {self.num_envs}"
             )
-        batch = np.zeros((len(self.agents), self.num_envs), np.int32)  # 0: no-op
+        batch = {a: np.zeros(self.num_envs, np.int32) for a in self.agents}  # 0: no-op
         for i, world_actions in enumerate(actions):
-            for j, agent in enumerate(self.agents):
-                if agent in world_actions:
-                    batch[j, i] = world_actions[agent]
-        before = [slot.agents for slot in self.slots]
-        observations, self.states, rewards, dones, _ = self._step(
-            self._keys(), self.states, {a: batch[j] for j, a in enumerate(self.agents)}
-        )
-        per_agent, self._world_state = self._observations(observations)
-        rewards = {a: np.asarray(r, np.float64) for a, r in self.jax.device_get(rewards).items()}
-        dones = {a: np.asarray(d, bool) for a, d in self.jax.device_get(dones).items()}
-        alive = np.asarray(self.jax.device_get(self.states.state.unit_alive), bool)
-        step = np.asarray(self.jax.device_get(self.states.state.step))
-        won = ~alive[:, self.num_allies :].any(axis=1)
-        lost = ~alive[:, : self.num_allies].any(axis=1)
+            for agent, action in world_actions.items():
+                batch[agent][i] = action
+        arrays = self.step_arrays(batch)
+        ended = arrays.terminated | arrays.truncated
         for i in range(self.num_envs):
-            present = before[i]  # units alive before this step (those dying now included)
-            ended = bool(dones["__all__"][i])
-            time_limit = ended and not (won[i] or lost[i]) and step[i] >= self.env.max_steps
-            terminated = {a: bool(dones[a][i]) and not time_limit for a in present}
-            truncated = {a: time_limit for a in present}
-            infos = {a: {SUCCESS_KEY: bool(won[i])} if ended else {} for a in present}
+            present = [a for j, a in enumerate(self.agents) if self._present_before[i, j]]
+            died = {a for a in present if arrays.died[a][i]}
+            infos = {a: {SUCCESS_KEY: bool(arrays.success[i])} if ended[i] else {} for a in present}
             self._pending_step[i] = (
-                self._world_observations(per_agent, i, present),
-                {a: float(rewards[a][i]) for a in present},
-                terminated,
-                truncated,
+                _world_observations(arrays, i, present),
+                {a: float(arrays.rewards[a][i]) for a in present},
+                {a: a in died or bool(arrays.terminated[i]) for a in present},
+                {a: bool(arrays.truncated[i]) for a in present},
                 infos,
             )
 
     def state(self, index: int) -> np.ndarray:
-        return self._world_state[index]
+        return self._current.state[index]
 
     def close(self) -> None:
         self._pending_reset.clear()
         self._pending_step.clear()
+
+
+def _world_observations(arrays: WorldArrays, index: int, agents) -> dict[str, Any]:
+    return {
+        a: {
+            OBSERVATION_KEY: arrays.observations[a][index],
+            ACTION_MASK_KEY: arrays.action_masks[a][index],
+        }
+        for a in agents
+    }
+
+
+def _battle_key(key, world, episode, tick):
+    """``key`` with a battle's index, episode number and step (0: its reset) folded in."""
+    import jax
+
+    return jax.random.fold_in(jax.random.fold_in(jax.random.fold_in(key, world), episode), tick)
 
 
 def _replace_where(chosen, fresh, old):

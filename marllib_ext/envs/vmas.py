@@ -19,6 +19,7 @@ from pettingzoo.utils.env import ParallelEnv
 
 from marllib_ext.configs import ENV_PRESET_DIR, load_yaml
 from marllib_ext.errors import ConfigError
+from marllib_ext.rollout.blocks import WorldArrays
 
 # BenchMARL's VMAS task settings (configs/env_presets/vmas.yaml), max_steps included.
 VMAS_TASKS: dict[str, dict[str, Any]] = load_yaml(ENV_PRESET_DIR / "vmas.yaml")
@@ -159,47 +160,51 @@ class VmasWorld:
         self._pending_step.clear()
 
     # ---- the array interface (``rollout.ArrayWorld``): every world at once ----------------
-    def reset_arrays(self, seed: int | None = None) -> dict[str, np.ndarray]:
-        """Resets every world: ``{agent: (B, obs_dim)}``."""
+    def reset_arrays(self, seed: int | None = None) -> WorldArrays:
+        """Resets every world."""
         if seed is not None:
             self.env.seed(seed)
-        return self._observations(self.env.reset())
+        return WorldArrays(self._observations(self.env.reset()))
 
-    def reset_worlds(self, indices: np.ndarray) -> dict[str, np.ndarray]:
-        """Resets the worlds ``indices``: every world's observations afterwards. All of
-        them at once in one call, as ``BatchedVectorEnv`` does too; otherwise one by one
-        (``reset_world``), so that both paths draw alike from one seed."""
+    def reset_worlds(self, indices: np.ndarray) -> WorldArrays:
+        """Resets the worlds ``indices`` (each slot's next ``reset()`` returns its start):
+        all of them in one call, otherwise one by one as ``reset_world`` does, so that
+        both paths draw alike from one seed. Returns every world's arrays afterwards."""
         if len(indices) == self.num_envs:
-            return self._observations(self.env.reset())
+            observations = self._observations(self.env.reset())
+        else:
+            for index in indices:
+                self.env.reset_at(int(index), return_observations=False)
+            (raw,) = self.env.get_from_scenario(
+                get_observations=True,
+                get_rewards=False,
+                get_infos=False,
+                get_dones=False,
+                dict_agent_names=True,
+            )
+            observations = self._observations(raw)
         for index in indices:
-            self.env.reset_at(int(index), return_observations=False)
-        (observations,) = self.env.get_from_scenario(
-            get_observations=True,
-            get_rewards=False,
-            get_infos=False,
-            get_dones=False,
-            dict_agent_names=True,
-        )
-        return self._observations(observations)
+            self._pending_reset[int(index)] = (
+                {a: observations[a][index] for a in self.agents},
+                {a: {} for a in self.agents},
+            )
+        return WorldArrays(observations)
 
-    def step_arrays(self, actions: dict[str, np.ndarray]):
-        """One step of every world; ``actions[agent]``: ``(B, ...)``.
-
-        Returns ``(observations, rewards, terminated, truncated)``: ``{agent: (B, obs_dim)}``,
-        ``{agent: (B,)}``, ``(B,)``, ``(B,)``."""
+    def step_arrays(self, actions: dict[str, np.ndarray]) -> WorldArrays:
+        """One step of every world; ``actions[agent]``: ``(B, ...)``."""
         import torch
 
         observations, rewards, terminated, truncated, _ = self.env.step(
             {agent: torch.from_numpy(np.asarray(actions[agent])) for agent in self.agents}
         )
-        return (
-            self._observations(observations),
-            {
+        return WorldArrays(
+            observations=self._observations(observations),
+            rewards={
                 a: rewards[a].detach().cpu().numpy().astype(np.float64).reshape(self.num_envs)
                 for a in self.agents
             },
-            terminated.detach().cpu().numpy().astype(bool).reshape(self.num_envs),
-            truncated.detach().cpu().numpy().astype(bool).reshape(self.num_envs),
+            terminated=terminated.detach().cpu().numpy().astype(bool).reshape(self.num_envs),
+            truncated=truncated.detach().cpu().numpy().astype(bool).reshape(self.num_envs),
         )
 
 

@@ -86,13 +86,15 @@ def episode_from_agent_chunks(
     id_: str,
     agent_episodes: dict[str, Any],
     env_t_started: int,
+    length: int,
     terminated: bool,
     truncated: bool,
     agent_module_ids: dict[str, str],
     agent_to_module_mapping_fn: Any,
 ) -> Any:
-    """A ``MultiAgentEpisode`` chunk made of ``SingleAgentEpisode`` chunks in which every
-    agent observed at every env step (no lookback), without RLlib's per-step assembly.
+    """A ``MultiAgentEpisode`` chunk of ``length`` env steps made of ``SingleAgentEpisode``
+    chunks (no lookback), without RLlib's per-step assembly. Each agent observed at every
+    env step of the chunk up to its own end: the chunk's, or the step it terminated at.
 
     Relies on: ``MultiAgentEpisode`` keeps its agents' chunks in ``agent_episodes``, the
     env step -> agent step map in ``env_t_to_agent_t`` (one ``InfiniteLookbackBuffer``
@@ -111,12 +113,13 @@ def episode_from_agent_chunks(
         terminateds=terminated,
         truncateds=truncated,
     )
-    length = len(next(iter(agent_episodes.values())))
     episode.env_t = env_t_started + length
     for agent, agent_episode in agent_episodes.items():
         episode.agent_episodes[agent] = agent_episode
-        # A list, as RLlib keeps it (also in a numpy episode): lookups return ints.
-        steps = list(range(env_t_started, env_t_started + length + 1))
+        # A list, as RLlib keeps it (also in a numpy episode): lookups return ints; env
+        # steps after an agent's end are RLlib's skip tag, as ``add_env_step`` leaves them.
+        steps = list(range(env_t_started, env_t_started + len(agent_episode) + 1))
+        steps += [MultiAgentEpisode.SKIP_ENV_TS_TAG] * (length - len(agent_episode))
         episode.env_t_to_agent_t[agent] = InfiniteLookbackBuffer(data=steps, lookback=0)
     episode.validate()
     return episode

@@ -12,6 +12,7 @@ from ray.rllib.callbacks.callbacks import RLlibCallback
 from marllib_ext.envs.adapter import has_action_mask
 from marllib_ext.rllib_compat import env_runner_callbacks
 from marllib_ext.rllib_compat.env_runners import custom_connectors
+from marllib_ext.rollout.blocks import WorldArrays
 
 # Per-step episode callbacks need an episode object at every step, which this path
 # builds only at the end of a call.
@@ -20,19 +21,21 @@ STATE_SOURCES = ("observations", "latest_observations")  # what every agent sees
 
 
 class ArrayWorld(Protocol):
-    """A simulator of ``num_envs`` worlds whose agents all act at every step."""
+    """A simulator of ``num_envs`` worlds whose agents all act at every step until they
+    die. ``provides_state`` / ``provides_action_masks``: its arrays carry a global state
+    / action masks."""
 
     num_envs: int
     agents: list[str]
 
-    def reset_arrays(self, seed: int | None = None) -> dict[str, np.ndarray]:
-        """Resets every world: ``{agent: (B, obs_dim)}``."""
+    def reset_arrays(self, seed: int | None = None) -> WorldArrays:
+        """Resets every world."""
 
-    def reset_worlds(self, indices: np.ndarray) -> dict[str, np.ndarray]:
-        """Resets the worlds ``indices``: every world's observations afterwards."""
+    def reset_worlds(self, indices: np.ndarray) -> WorldArrays:
+        """Resets the worlds ``indices``; the rows of those worlds are their starts."""
 
-    def step_arrays(self, actions: dict[str, np.ndarray]) -> tuple:
-        """``(observations, rewards, terminated, truncated)`` of one step of every world."""
+    def step_arrays(self, actions: dict[str, np.ndarray]) -> WorldArrays:
+        """One step of every world; ``actions[agent]``: ``(B, ...)``."""
 
 
 def array_rollout_refusal(env_runner) -> str | None:
@@ -53,10 +56,13 @@ def array_rollout_refusal(env_runner) -> str | None:
     adapter = env.envs[0]
     if adapter.par_env is not world.slots[0]:
         return "an env wrapper (e.g. time_feature) changes the observations"
-    if adapter.state_source not in STATE_SOURCES:
+    if adapter.state_source == "env" and not getattr(world, "provides_state", False):
+        return "state_source 'env' and the simulator's arrays carry no state"
+    if adapter.state_source not in (*STATE_SOURCES, "env"):
         return f"state_source {adapter.state_source!r} (the array path joins observations)"
-    if any(has_action_mask(space) for space in adapter.observation_space.spaces.values()):
-        return "the env has action masks"
+    masked = any(has_action_mask(s) for s in adapter.observation_space.spaces.values())
+    if masked and not getattr(world, "provides_action_masks", False):
+        return "the env has action masks and the simulator's arrays carry none"
     if any(module.is_stateful() for module in env_runner.module.values()):
         return "a module is recurrent"
     for name in PER_STEP_CALLBACKS:

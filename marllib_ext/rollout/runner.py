@@ -2,16 +2,18 @@
 
 RLlib's ``MultiAgentEnvRunner`` walks every world of a vector env through its
 connectors and episode objects at every step. For a simulator that steps all of its
-worlds in one call (VMAS), that per-world bookkeeping costs many times the simulation.
+worlds in one call (VMAS, SMAX), that per-world bookkeeping costs many times the simulation.
 ``ArrayRollout`` instead keeps a ``sample()`` call's data as ``(T, B, ...)`` arrays:
 
 - one forward pass per step and module, over every world and every agent the module
   serves, then the actions sampled from the module's action distribution (as RLlib's
   ``GetActions``) and unsquashed or clipped for the env (``NormalizeAndClipActions``);
+- action masks go to the module with the observations; an agent that dies (a killed
+  unit) stays in the arrays but leaves its episode;
 - worlds that end are reset in the arrays (``reset_worlds``) before the next step;
 - at the end of the call, the RLlib ``MultiAgentEpisode`` chunks the learner connectors
-  read are built once per (world, episode) piece (``blocks.episode_pieces``), with the
-  global state and step rewards in every agent's infos as ``envs.adapter`` puts them;
+  read are built once per (world, episode) piece (``blocks.episode_pieces``,
+  ``chunks.build_chunk``), as ``envs.adapter`` would have recorded them;
   ``on_episode_end`` callbacks and the runner's episode metrics see them as RLlib's.
 
 The path serves a runner whose env is an ``ArrayWorld`` and whose pipeline is RLlib's
@@ -30,7 +32,6 @@ import torch
 from ray.rllib.callbacks.utils import make_callback
 from ray.rllib.core.columns import Columns
 from ray.rllib.env.multi_agent_episode import MultiAgentEpisode
-from ray.rllib.env.single_agent_episode import SingleAgentEpisode
 from ray.rllib.utils.metrics import (
     NUM_AGENT_STEPS_SAMPLED,
     NUM_AGENT_STEPS_SAMPLED_LIFETIME,
@@ -45,10 +46,9 @@ from ray.rllib.utils.metrics import (
     WEIGHTS_SEQ_NO,
 )
 
-from marllib_ext.envs.adapter import STATE_KEY, STEP_REWARDS_KEY
+from marllib_ext.envs.adapter import ACTION_MASK_KEY, OBSERVATION_KEY
 from marllib_ext.rllib_compat import env_runner_callbacks
 from marllib_ext.rllib_compat.env_runners import (
-    episode_from_agent_chunks,
     mark_sampling_done,
     metrics_episode_caches,
     needs_initial_reset,
@@ -59,13 +59,20 @@ from marllib_ext.rllib_compat.env_runners import (
     time_after_sampling,
     weights_seq_no,
 )
-from marllib_ext.rollout.blocks import clip_actions, episode_pieces, unsquash_actions
+from marllib_ext.rollout.blocks import (
+    WorldArrays,
+    clip_actions,
+    episode_pieces,
+    unsquash_actions,
+)
+from marllib_ext.rollout.chunks import Block, ChunkArrays, build_chunk
 from marllib_ext.rollout.eligibility import ArrayWorld
 
 
 class ArrayRollout:
     """The state of a batched env runner's sampling between ``sample()`` calls: every
-    world's current observations, and the id, length and start time of its episode."""
+    world's current arrays and present agents, and the id, length and start time of its
+    episode."""
 
     def __init__(self, env_runner) -> None:
         self.runner = env_runner
@@ -79,10 +86,10 @@ class ArrayRollout:
         self.module_agents: dict[str, list[str]] = {}
         for agent in self.agents:
             self.module_agents.setdefault(self.module_of[agent], []).append(agent)
-        self.observation_spaces = {a: adapter.get_observation_space(a) for a in self.agents}
         self.action_spaces = {a: adapter.get_action_space(a) for a in self.agents}
         self.random = np.random.default_rng(runner_seed(env_runner))
-        self.observations: dict[str, np.ndarray] | None = None
+        self.current: WorldArrays | None = None
+        self.alive = np.ones((self.num_envs, len(self.agents)), bool)
         self.episode_ids: list[str] = []
         self.env_t = np.zeros(self.num_envs, dtype=np.int64)
         self.started = np.zeros(self.num_envs)  # perf_counter time each episode began
@@ -92,8 +99,9 @@ class ArrayRollout:
     def reset(self) -> None:
         runner = self.runner
         seed = runner_seed(runner) if needs_initial_reset(runner) else None
-        self.observations = self.world.reset_arrays(seed)
+        self.current = self.world.reset_arrays(seed)
         set_needs_initial_reset(runner, False)
+        self.alive[:] = True
         self.episode_ids = [""] * self.num_envs
         self.last_rewards = [{}] * self.num_envs
         now = time.perf_counter()
@@ -112,7 +120,7 @@ class ArrayRollout:
             runner.metrics.log_value(TIME_BETWEEN_SAMPLING, time.perf_counter() - previous)
         runner.metrics.log_value(WEIGHTS_SEQ_NO, weights_seq_no(runner), window=1)
         with runner.metrics.log_time(SAMPLE_TIMER):
-            if force_reset or self.observations is None or needs_initial_reset(runner):
+            if force_reset or self.current is None or needs_initial_reset(runner):
                 self.reset()
             horizon = max(1, -(-num_timesteps // self.num_envs))
             block = self._run(horizon, explore, random_actions)
@@ -127,16 +135,23 @@ class ArrayRollout:
         mark_sampling_done(runner)
         return episodes
 
-    def _act(self, observations: dict[str, np.ndarray], explore: bool, random_actions: bool):
+    def _module_input(self, arrays: WorldArrays, agents: list[str]) -> dict[str, Any]:
+        rows = torch.from_numpy(np.concatenate([arrays.observations[a] for a in agents]))
+        if arrays.action_masks is None:
+            return {Columns.OBS: rows}
+        masks = np.concatenate([arrays.action_masks[a] for a in agents]).astype(np.float32)
+        return {Columns.OBS: {OBSERVATION_KEY: rows, ACTION_MASK_KEY: torch.from_numpy(masks)}}
+
+    def _act(self, arrays: WorldArrays, explore: bool, random_actions: bool):
         """Actions ``{agent: (B, ...)}`` and the model outputs to keep per agent."""
         if random_actions:
-            return {a: self._random_actions(a) for a in self.agents}, {a: {} for a in self.agents}
+            actions = {a: self._random_actions(a, arrays) for a in self.agents}
+            return actions, {a: {} for a in self.agents}
         actions, outputs = {}, {}
         with torch.no_grad():
             for module_id, agents in self.module_agents.items():
                 module = self.runner.module[module_id]
-                rows = np.concatenate([observations[a] for a in agents])
-                batch = {Columns.OBS: torch.from_numpy(rows)}
+                batch = self._module_input(arrays, agents)
                 if explore:
                     out = module.forward_exploration(batch)
                     dist_class = module.get_exploration_action_dist_cls()
@@ -159,10 +174,13 @@ class ArrayRollout:
                     }
         return actions, outputs
 
-    def _random_actions(self, agent: str) -> np.ndarray:
+    def _random_actions(self, agent: str, arrays: WorldArrays) -> np.ndarray:
         space = self.action_spaces[agent]
         if isinstance(space, gym.spaces.Discrete):
-            return space.start + self.random.integers(space.n, size=self.num_envs)
+            scores = self.random.random((self.num_envs, space.n))
+            if arrays.action_masks is not None:  # uniform over the legal actions
+                scores = np.where(arrays.action_masks[agent] > 0, scores, -1.0)
+            return space.start + scores.argmax(axis=1)
         if isinstance(space, gym.spaces.Box):
             low = np.where(np.isfinite(space.low), space.low, -1.0)
             high = np.where(np.isfinite(space.high), space.high, 1.0)
@@ -185,38 +203,34 @@ class ArrayRollout:
             env_actions[agent] = action
         return env_actions
 
-    def _run(self, horizon: int, explore: bool, random_actions: bool) -> dict[str, Any]:
-        """``horizon`` steps of every world, as ``(T, B, ...)`` arrays."""
-        observations = self.observations
-        block: dict[str, Any] = {
-            "first": {a: observations[a] for a in self.agents},
-            "next": [], "actions": [], "outputs": [], "rewards": [], "reset": [],
-            "terminated": np.zeros((horizon, self.num_envs), bool),
-            "truncated": np.zeros((horizon, self.num_envs), bool),
-            "times": np.zeros(horizon),
-        }  # fmt: skip
+    def _run(self, horizon: int, explore: bool, random_actions: bool) -> Block:
+        """``horizon`` steps of every world."""
+        block = Block(
+            agents=self.agents, first=self.current, steps=[], resets=[],
+            alive=np.zeros((horizon, self.num_envs, len(self.agents)), bool),
+            actions=[], outputs=[], times=np.zeros(horizon),
+        )  # fmt: skip
+        current, alive = self.current, self.alive
         for t in range(horizon):
-            actions, outputs = self._act(observations, explore, random_actions)
-            next_obs, rewards, terminated, truncated = self.world.step_arrays(
-                self._env_actions(actions)
-            )
-            ended = terminated | truncated
-            block["next"].append(next_obs)
-            block["actions"].append(actions)
-            block["outputs"].append(outputs)
-            block["rewards"].append(rewards)
-            block["terminated"][t], block["truncated"][t] = terminated, truncated
-            block["times"][t] = time.perf_counter()
-            reset_obs = None
+            block.alive[t] = alive
+            actions, outputs = self._act(current, explore, random_actions)
+            step = self.world.step_arrays(self._env_actions(actions))
+            ended = step.terminated | step.truncated
+            block.steps.append(step)
+            block.actions.append(actions)
+            block.outputs.append(outputs)
+            block.times[t] = time.perf_counter()
+            if step.died is not None:
+                alive = alive & ~np.stack([step.died[a] for a in self.agents], axis=-1)
+            reset = None
             if ended.any():
-                reset_obs = self.world.reset_worlds(np.flatnonzero(ended))
-                observations = {
-                    a: np.where(ended[:, None], reset_obs[a], next_obs[a]) for a in self.agents
-                }
+                reset = self.world.reset_worlds(np.flatnonzero(ended))
+                alive = np.where(ended[:, None], True, alive)
+                current = step.where(ended, reset)
             else:
-                observations = next_obs
-            block["reset"].append(reset_obs)
-        self.observations = observations
+                current = step
+            block.resets.append(reset)
+        self.current, self.alive = current, alive
         return block
 
     # ---- episodes ----------------------------------------------------------------------
@@ -226,85 +240,30 @@ class ArrayRollout:
         self.started[world] = began
         self.last_rewards[world] = {}
 
-    def _stacked(self, block: dict[str, Any]) -> dict[str, Any]:
-        """The block's per-step lists as ``(T, B, ...)`` arrays."""
-        agents = self.agents
-        next_obs = {a: np.stack([step[a] for step in block["next"]]) for a in agents}
-        return {
-            "next": next_obs,
-            "state": np.concatenate([next_obs[a] for a in agents], axis=-1),
-            "actions": {a: np.stack([step[a] for step in block["actions"]]) for a in agents},
-            "rewards": np.stack(
-                [np.stack([step[a] for a in agents], axis=-1) for step in block["rewards"]]
-            ),
-            "outputs": {
-                a: {
-                    key: np.stack([step[a][key] for step in block["outputs"]])
-                    for key in block["outputs"][0][a]
-                }
-                for a in agents
-            },
-        }
-
-    def _episodes(self, block: dict[str, Any]) -> list[MultiAgentEpisode]:
+    def _episodes(self, block: Block) -> list[MultiAgentEpisode]:
         runner = self.runner
-        agents, horizon = self.agents, len(block["next"])
-        arrays = self._stacked(block)
-        ended = block["terminated"] | block["truncated"]
-        seq_no = weights_seq_no(runner)
+        horizon = len(block.steps)
+        arrays = ChunkArrays(block)
+        ended = block.terminated | block.truncated
         done_cache, ongoing_cache = metrics_episode_caches(runner)
         done_episodes, ongoing_episodes = [], []
-        # Every step's rewards as the adapter reports them in the infos: {agent: reward}.
-        step_rewards = [
-            [dict(zip(agents, row, strict=True)) for row in step]
-            for step in arrays["rewards"].tolist()
-        ]
         for world, start, stop, done in zip(*episode_pieces(ended), strict=True):
-            if start == 0:  # the world's running episode goes on
-                first, first_rewards = block["first"], self.last_rewards[world]
-                episode_id, env_t_started = self.episode_ids[world], int(self.env_t[world])
-            else:  # an episode that began in this block
-                first, first_rewards = block["reset"][start - 1], {}
-                episode_id, env_t_started = MultiAgentEpisode().id_, 0
-            first_state = np.concatenate([first[a][world] for a in agents])
-            states = arrays["state"][start:stop, world]
-            rewards = [first_rewards] + [step_rewards[t][world] for t in range(start, stop)]
-            terminated = done and bool(block["terminated"][stop - 1, world])
-            truncated = done and not terminated
-            agent_episodes = {}
-            for index, agent in enumerate(agents):
-                outputs = {k: v[start:stop, world] for k, v in arrays["outputs"][agent].items()}
-                outputs[WEIGHTS_SEQ_NO] = np.full(stop - start, seq_no)
-                agent_episodes[agent] = SingleAgentEpisode(
-                    agent_id=agent,
-                    module_id=self.module_of[agent],
-                    multi_agent_episode_id=episode_id,
-                    observations=np.concatenate(
-                        [first[agent][world][None], arrays["next"][agent][start:stop, world]]
-                    ),
-                    actions=arrays["actions"][agent][start:stop, world],
-                    rewards=arrays["rewards"][start:stop, world, index],
-                    infos=[
-                        {STATE_KEY: state, STEP_REWARDS_KEY: reward}
-                        for state, reward in zip([first_state, *states], rewards, strict=True)
-                    ],
-                    extra_model_outputs=outputs,
-                    terminated=terminated,
-                    truncated=truncated,
-                    t_started=env_t_started,
-                    len_lookback_buffer=0,
-                )
-            episode = episode_from_agent_chunks(
-                id_=episode_id,
-                agent_episodes=agent_episodes,
-                env_t_started=env_t_started,
-                terminated=terminated,
-                truncated=truncated,
-                agent_module_ids=self.module_of,
-                agent_to_module_mapping_fn=runner.config.policy_mapping_fn,
+            continuing = start == 0  # the world's running episode goes on
+            episode = build_chunk(
+                arrays,
+                world=world,
+                start=start,
+                stop=stop,
+                done=done,
+                episode_id=self.episode_ids[world] if continuing else MultiAgentEpisode().id_,
+                env_t_started=int(self.env_t[world]) if continuing else 0,
+                first_rewards=self.last_rewards[world] if continuing else {},
+                module_of=self.module_of,
+                mapping_fn=runner.config.policy_mapping_fn,
+                seq_no=weights_seq_no(runner),
             )
-            began = self.started[world] if start == 0 else block["times"][start - 1]
-            set_episode_times(episode, float(began), float(block["times"][stop - 1]))
+            began = self.started[world] if continuing else block.times[start - 1]
+            set_episode_times(episode, float(began), float(block.times[stop - 1]))
             if done:
                 make_callback(
                     "on_episode_end",
@@ -322,7 +281,7 @@ class ArrayRollout:
                 )
                 done_episodes.append(episode)
                 if stop == horizon:  # the world's next episode starts the next call
-                    self._start_episode(world, block["times"][stop - 1])
+                    self._start_episode(world, block.times[stop - 1])
             else:
                 ongoing_cache[episode.id_].append(episode)
                 ongoing_episodes.append(episode)
@@ -330,13 +289,14 @@ class ArrayRollout:
                 self.episode_ids[world] = episode.id_
                 self.env_t[world] = episode.env_t
                 self.started[world] = began
-                self.last_rewards[world] = rewards[-1]
-        self._log_counts(horizon, int(ended.sum()))
+                self.last_rewards[world] = arrays.step_rewards[stop - 1][world]
+        self._log_counts(horizon, int(ended.sum()), block.alive.sum(axis=(0, 1)))
         done_cache.extend(done_episodes)
         return done_episodes + ongoing_episodes
 
-    def _log_counts(self, horizon: int, num_episodes: int) -> None:
-        """The env runner's step and episode counters for ``horizon`` steps of all worlds."""
+    def _log_counts(self, horizon: int, num_episodes: int, agent_steps: np.ndarray) -> None:
+        """The env runner's step and episode counters for ``horizon`` steps of all worlds
+        (``agent_steps``: each agent's steps present)."""
         metrics = self.runner.metrics
         env_steps = horizon * self.num_envs
         metrics.log_value(NUM_ENV_STEPS_SAMPLED, env_steps, reduce="sum")
@@ -346,13 +306,13 @@ class ArrayRollout:
         if num_episodes:
             metrics.log_value(NUM_EPISODES, num_episodes, reduce="sum")
             metrics.log_value(NUM_EPISODES_LIFETIME, num_episodes, reduce="lifetime_sum")
-        for agent in self.agents:
+        for agent, steps in zip(self.agents, agent_steps.tolist(), strict=True):
             module_id = self.module_of[agent]
-            metrics.log_value((NUM_AGENT_STEPS_SAMPLED, agent), env_steps, reduce="sum")
+            metrics.log_value((NUM_AGENT_STEPS_SAMPLED, agent), steps, reduce="sum")
             metrics.log_value(
-                (NUM_AGENT_STEPS_SAMPLED_LIFETIME, agent), env_steps, reduce="lifetime_sum"
+                (NUM_AGENT_STEPS_SAMPLED_LIFETIME, agent), steps, reduce="lifetime_sum"
             )
-            metrics.log_value((NUM_MODULE_STEPS_SAMPLED, module_id), env_steps, reduce="sum")
+            metrics.log_value((NUM_MODULE_STEPS_SAMPLED, module_id), steps, reduce="sum")
             metrics.log_value(
-                (NUM_MODULE_STEPS_SAMPLED_LIFETIME, module_id), env_steps, reduce="lifetime_sum"
+                (NUM_MODULE_STEPS_SAMPLED_LIFETIME, module_id), steps, reduce="lifetime_sum"
             )

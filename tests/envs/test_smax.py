@@ -73,8 +73,7 @@ def test_one_batched_simulator_per_runner_resets_ended_battles(ray_session):
         runner = algorithm.env_runner
         assert isinstance(runner.env, BatchedVectorEnv) and runner.env.world.num_envs == 4
         episodes = runner.sample(num_timesteps=120, explore=True)
-        # Masks and deaths: RLlib's per-world path over the batched simulator.
-        assert runner.array_rollout is None and runner.array_rollout_refusal
+        assert runner.array_rollout is not None, runner.array_rollout_refusal
         ended = [e for e in episodes if e.is_done]
         assert ended and all(len(e) <= 11 for e in ended)  # SMAX: max_steps + 1 steps
         for episode in episodes:  # every sampled action was legal under its mask

@@ -1,0 +1,164 @@
+"""RLlib episode chunks from a batched rollout block, built once per (world, episode)
+piece from ``(T, B, ...)`` arrays, as RLlib's per-world path would have recorded them
+through ``envs.adapter``: each present agent's observations (with its action mask),
+actions, rewards and model outputs; the global state and every present agent's step
+reward in each info; ``success`` in the last step's infos; an agent that died
+terminated at its death step and absent afterwards."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+from ray.rllib.env.multi_agent_episode import MultiAgentEpisode
+from ray.rllib.env.single_agent_episode import SingleAgentEpisode
+from ray.rllib.utils.metrics import WEIGHTS_SEQ_NO
+
+from marllib_ext.envs.adapter import ACTION_MASK_KEY, OBSERVATION_KEY, STATE_KEY, STEP_REWARDS_KEY
+from marllib_ext.rllib_compat.env_runners import episode_from_agent_chunks
+from marllib_ext.rollout.blocks import WorldArrays
+
+SUCCESS_KEY = "success"
+
+
+@dataclass
+class Block:
+    """A ``sample()`` call's steps of every world.
+
+    ``first``: the worlds at the block's start; ``steps[t]``: step ``t``'s result
+    (terminal observations where an episode ended); ``resets[t]``: the arrays after the
+    resets that followed step ``t`` (``None`` where no world ended); ``alive[t]``:
+    ``(B, n_agents)`` the agents present (acting) at step ``t``."""
+
+    agents: list[str]
+    first: WorldArrays
+    steps: list[WorldArrays]
+    resets: list[WorldArrays | None]
+    alive: np.ndarray
+    actions: list[dict[str, np.ndarray]]
+    outputs: list[dict[str, dict[str, np.ndarray]]]
+    times: np.ndarray
+
+    @property
+    def terminated(self) -> np.ndarray:
+        return np.stack([step.terminated for step in self.steps])
+
+    @property
+    def truncated(self) -> np.ndarray:
+        return np.stack([step.truncated for step in self.steps])
+
+
+class ChunkArrays:
+    """The block's per-step lists stacked into ``(T, B, ...)`` arrays, and each step's
+    rewards as the adapter reports them in the infos."""
+
+    def __init__(self, block: Block) -> None:
+        agents, steps = block.agents, block.steps
+        self.block = block
+        self.obs = {a: np.stack([s.observations[a] for s in steps]) for a in agents}
+        self.masks = None
+        if steps[0].action_masks is not None:
+            self.masks = {a: np.stack([s.action_masks[a] for s in steps]) for a in agents}
+        if steps[0].state is not None:
+            self.state = np.stack([s.state for s in steps])
+        else:
+            self.state = np.concatenate([self.obs[a] for a in agents], axis=-1)
+        self.actions = {a: np.stack([step[a] for step in block.actions]) for a in agents}
+        self.rewards = np.stack([np.stack([s.rewards[a] for a in agents], -1) for s in steps])
+        self.died = np.zeros_like(block.alive)
+        if steps[0].died is not None:
+            self.died = np.stack([np.stack([s.died[a] for a in agents], -1) for s in steps])
+        self.success = None
+        if steps[0].success is not None:
+            self.success = np.stack([s.success for s in steps])
+        self.outputs = {
+            a: {k: np.stack([out[a][k] for out in block.outputs]) for k in block.outputs[0][a]}
+            for a in agents
+        }
+        # {agent: reward} of the agents present at each step, per (t, world).
+        self.step_rewards = [
+            [
+                {a: r for a, r, here in zip(agents, rewards, present, strict=True) if here}
+                for rewards, present in zip(step_rewards, step_alive, strict=True)
+            ]
+            for step_rewards, step_alive in zip(
+                self.rewards.tolist(), block.alive.tolist(), strict=True
+            )
+        ]
+
+    def first_of(self, start: int) -> WorldArrays:
+        return self.block.first if start == 0 else self.block.resets[start - 1]
+
+    def state_of(self, first: WorldArrays, world: int) -> np.ndarray:
+        if first.state is not None:
+            return first.state[world]
+        return np.concatenate([first.observations[a][world] for a in self.block.agents])
+
+
+def build_chunk(
+    arrays: ChunkArrays,
+    *,
+    world: int,
+    start: int,
+    stop: int,
+    done: bool,
+    episode_id: str,
+    env_t_started: int,
+    first_rewards: dict[str, float],
+    module_of: dict[str, str],
+    mapping_fn: Any,
+    seq_no: int,
+) -> MultiAgentEpisode:
+    """The chunk of world ``world``'s episode over block steps ``start .. stop - 1``."""
+    block = arrays.block
+    first = arrays.first_of(start)
+    world_terminated = done and bool(block.terminated[stop - 1, world])
+    world_truncated = done and not world_terminated
+    states = [arrays.state_of(first, world), *arrays.state[start:stop, world]]
+    rewards = [first_rewards, *(arrays.step_rewards[t][world] for t in range(start, stop))]
+    infos = [{STATE_KEY: s, STEP_REWARDS_KEY: r} for s, r in zip(states, rewards, strict=True)]
+    if done and arrays.success is not None:
+        infos[-1][SUCCESS_KEY] = bool(arrays.success[stop - 1, world])
+    agent_episodes = {}
+    for index, agent in enumerate(block.agents):
+        if not block.alive[start, world, index]:
+            continue  # died earlier in this episode
+        deaths = np.flatnonzero(arrays.died[start:stop, world, index])
+        end = start + int(deaths[0]) + 1 if len(deaths) else stop
+        died = bool(len(deaths))
+        observations = np.concatenate(
+            [first.observations[agent][world][None], arrays.obs[agent][start:end, world]]
+        )
+        if arrays.masks is not None:
+            masks = np.concatenate(
+                [first.action_masks[agent][world][None], arrays.masks[agent][start:end, world]]
+            )
+            observations = {OBSERVATION_KEY: observations, ACTION_MASK_KEY: masks}
+        outputs = {k: v[start:end, world] for k, v in arrays.outputs[agent].items()}
+        outputs[WEIGHTS_SEQ_NO] = np.full(end - start, seq_no)
+        at_end = end == stop
+        agent_episodes[agent] = SingleAgentEpisode(
+            agent_id=agent,
+            module_id=module_of[agent],
+            multi_agent_episode_id=episode_id,
+            observations=observations,
+            actions=arrays.actions[agent][start:end, world],
+            rewards=arrays.rewards[start:end, world, index],
+            infos=[dict(info) for info in infos[: end - start + 1]],
+            extra_model_outputs=outputs,
+            terminated=died or (at_end and world_terminated),
+            truncated=not died and at_end and world_truncated,
+            t_started=env_t_started,
+            len_lookback_buffer=0,
+        )
+    return episode_from_agent_chunks(
+        id_=episode_id,
+        agent_episodes=agent_episodes,
+        env_t_started=env_t_started,
+        length=stop - start,
+        terminated=world_terminated,
+        truncated=world_truncated,
+        agent_module_ids=module_of,
+        agent_to_module_mapping_fn=mapping_fn,
+    )
