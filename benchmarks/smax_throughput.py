@@ -1,7 +1,7 @@
-"""SMAX sampling speed: one batched SMAX simulator per env runner (a jitted `jax.vmap` of
-every battle, read through RLlib's per-world path, as masks and deaths need) against
-raw SMAX at the same batch and against RLlib's own vector env of N one-battle
-simulators, all measured in one run.
+"""SMAX sampling speed: the batched rollout over one SMAX simulator per env runner (a
+jitted `jax.vmap` of every battle) against raw SMAX at the same batch, against RLlib's
+per-world path over the same simulator and against RLlib's own vector env of N
+one-battle simulators, all measured in one run.
 
 Sampling only: a `mappo` env runner in the driver samples with its policy; env steps
 count every battle's step. Raw SMAX steps the vmapped battles with random legal actions
@@ -70,23 +70,25 @@ def main() -> None:
     rows = []
     for num_envs in args.num_envs:
         raw = raw_smax_steps_per_second(args.scenario, num_envs, args.steps)
-        batched = sampling_steps_per_second(env_name, num_envs, args.steps, "per_world")
-        copies = sampling_steps_per_second(env_name, num_envs, args.steps, "copies")
-        rows.append((num_envs, raw, batched, copies))
+        batched = sampling_steps_per_second(env_name, num_envs, args.steps, "batched")
+        small = min(args.steps, 4000)  # the per-world paths run at a few hundred steps/s
+        per_world = sampling_steps_per_second(env_name, num_envs, small, "per_world")
+        copies = sampling_steps_per_second(env_name, num_envs, small, "copies")
+        rows.append((num_envs, raw, batched, per_world, copies))
         print(
-            f"num_envs {num_envs:3d}: raw SMAX {raw:8.0f} | batched simulator {batched:6.0f} "
-            f"({batched / raw:.3f} of raw) | one-battle copies {copies:6.0f} "
-            f"(batched / copies {batched / copies:.2f})",
+            f"num_envs {num_envs:3d}: raw SMAX {raw:8.0f} | batched rollout {batched:6.0f} "
+            f"({batched / raw:.3f} of raw) | per-world path {per_world:6.0f} | one-battle "
+            f"copies {copies:6.0f} (batched / copies {batched / copies:.1f})",
             flush=True,
         )
     ray.shutdown()
-    print("\n| battles | raw SMAX | batched simulator | share of raw | one-battle copies | "
-          "batched / copies |")  # fmt: skip
-    print("|---|---|---|---|---|---|")
-    for num_envs, raw, batched, copies in rows:
+    print("\n| battles | raw SMAX | batched rollout | share of raw | RLlib per-world path | "
+          "one-battle copies | batched / copies |")  # fmt: skip
+    print("|---|---|---|---|---|---|---|")
+    for num_envs, raw, batched, per_world, copies in rows:
         print(
-            f"| {num_envs} | {raw:.0f} | {batched:.0f} | {batched / raw:.3f} | {copies:.0f} | "
-            f"{batched / copies:.2f} |"
+            f"| {num_envs} | {raw:.0f} | {batched:.0f} | {batched / raw:.3f} | {per_world:.0f} "
+            f"| {copies:.0f} | {batched / copies:.1f} |"
         )
 
 
