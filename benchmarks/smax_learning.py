@@ -33,7 +33,7 @@ def run(scenario: str, label: str, seed: int, steps: int, episodes: int, out: Pa
     result = algos.get(label).fit(
         make_env(f"smax:{scenario}"),
         stop={"timesteps_total": steps},
-        local_dir=out / scenario / label / f"seed{seed}_run",
+        local_dir=Path("runs") / "smax" / scenario / label / f"seed{seed}",
         seed=seed,
     )
     wall = time.perf_counter() - start
