@@ -21,6 +21,7 @@ allies.
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Sequence
 from typing import Any
 
@@ -87,11 +88,11 @@ class SmaxWorld:
         self._key = jax.random.PRNGKey(0 if seed is None else seed)
         self._episode = np.zeros(num_envs, np.uint32)
         self._t = np.zeros(num_envs, np.uint32)
-        self._fold = jax.jit(jax.vmap(_battle_key, in_axes=(None, 0, 0, 0)))
-        self._reset = jax.jit(jax.vmap(self.env.reset))
-        self._step = jax.jit(jax.vmap(self.env.step_env))
-        self._avail = jax.jit(jax.vmap(self.env.get_avail_actions))
+        # One compiled call per reset and per step: keys, simulation, available actions.
+        self._reset = jax.jit(functools.partial(_reset_battles, self.env))
+        self._step = jax.jit(functools.partial(_step_battles, self.env))
         self._replace = jax.jit(_replace_where)
+        self._worlds = np.arange(num_envs, dtype=np.uint32)
         self.states = None
         self.slots = [SmaxSlot(self, i) for i in range(num_envs)]
         self._pending_reset: dict[int, tuple[dict, dict]] = {}
@@ -101,23 +102,16 @@ class SmaxWorld:
         self._present_before = self._alive.copy()
 
     # ---- jax -> numpy, once per batched call ------------------------------------------
-    def _keys(self, tick: np.ndarray):
-        worlds = np.arange(self.num_envs, dtype=np.uint32)
-        return self._fold(self._key, worlds, self._episode, tick)
-
-    def _step_keys(self):
-        self._t += 1
-        return self._keys(self._t)
-
-    def _reset_keys(self, chosen: np.ndarray):
-        """Keys that start a new episode in the ``chosen`` battles (``(B,)`` bool)."""
+    def _fresh(self, chosen: np.ndarray):
+        """New episodes' starts for every battle (used where ``chosen``), their episode
+        numbers advanced: ``(observations, states, available actions)``."""
         self._episode[chosen] += 1
         self._t[chosen] = 0
-        return self._keys(np.zeros(self.num_envs, np.uint32))
+        return self._reset(self._key, self._worlds, self._episode, self._t)
 
-    def _arrays(self, observations, states) -> WorldArrays:
-        """Observations, action masks and world state of every battle in ``states``."""
-        host, masks = self.jax.device_get((observations, self._avail(states)))
+    def _arrays(self, observations, avail) -> WorldArrays:
+        """Observations, action masks and world state, copied to the host at once."""
+        host, masks = self.jax.device_get((observations, avail))
         return WorldArrays(
             observations={a: np.asarray(host[a], np.float32) for a in self.agents},
             action_masks={a: np.asarray(masks[a], np.float32) for a in self.agents},
@@ -137,8 +131,8 @@ class SmaxWorld:
         if seed is not None:
             self._key = self.jax.random.PRNGKey(seed)
             self._episode[:] = np.iinfo(np.uint32).max  # the first episode is number 0
-        observations, self.states = self._reset(self._reset_keys(np.ones(self.num_envs, bool)))
-        self._current = self._arrays(observations, self.states)
+        observations, self.states, avail = self._fresh(np.ones(self.num_envs, bool))
+        self._current = self._arrays(observations, avail)
         self._alive[:] = True
         self._set_pending_resets(self._current, range(self.num_envs))
         return self._current
@@ -157,9 +151,9 @@ class SmaxWorld:
             return self.reset_arrays()
         chosen = np.zeros(self.num_envs, bool)
         chosen[list(indices)] = True
-        observations, fresh = self._reset(self._reset_keys(chosen))
+        observations, fresh, avail = self._fresh(chosen)
         self.states = self._replace(chosen, fresh, self.states)
-        arrays = self._arrays(observations, fresh)
+        arrays = self._arrays(observations, avail)
         self._current = self._current.where(chosen, arrays)
         self._alive[chosen] = True
         self._set_pending_resets(arrays, np.flatnonzero(chosen))
@@ -168,12 +162,16 @@ class SmaxWorld:
     def step_arrays(self, actions: dict[str, np.ndarray]) -> WorldArrays:
         """One step of every battle; ``actions[agent]``: ``(B,)`` (ignored for dead units)."""
         batch = {a: np.asarray(actions[a], np.int32).reshape(self.num_envs) for a in self.agents}
-        keys = self._step_keys()
-        observations, self.states, rewards, dones, _ = self._step(keys, self.states, batch)
-        arrays = self._arrays(observations, self.states)
-        rewards, dones, alive, step = self.jax.device_get(
-            (rewards, dones, self.states.state.unit_alive, self.states.state.step)
+        self._t += 1
+        observations, self.states, rewards, dones, avail = self._step(
+            self._key, self._worlds, self._episode, self._t, self.states, batch
         )
+        host = self.jax.device_get(
+            (observations, avail, rewards, dones, self.states.state.unit_alive)
+        )
+        observations, avail, rewards, dones, alive = host
+        step = np.asarray(self.jax.device_get(self.states.state.step))
+        arrays = self._arrays(observations, avail)
         alive = np.asarray(alive, bool)
         won = ~alive[:, self.num_allies :].any(axis=1)
         lost = ~alive[:, : self.num_allies].any(axis=1)
@@ -232,6 +230,29 @@ def _world_observations(arrays: WorldArrays, index: int, agents) -> dict[str, An
         }
         for a in agents
     }
+
+
+def _keys(key, worlds, episodes, ticks):
+    """Every battle's key: its index, episode number and step (0: its reset) folded
+    into ``key``."""
+    import jax
+
+    return jax.vmap(_battle_key, in_axes=(None, 0, 0, 0))(key, worlds, episodes, ticks)
+
+
+def _reset_battles(env, key, worlds, episodes, ticks):
+    import jax
+
+    observations, states = jax.vmap(env.reset)(_keys(key, worlds, episodes, ticks))
+    return observations, states, jax.vmap(env.get_avail_actions)(states)
+
+
+def _step_battles(env, key, worlds, episodes, ticks, states, actions):
+    import jax
+
+    keys = _keys(key, worlds, episodes, ticks)
+    observations, states, rewards, dones, _ = jax.vmap(env.step_env)(keys, states, actions)
+    return observations, states, rewards, dones, jax.vmap(env.get_avail_actions)(states)
 
 
 def _battle_key(key, world, episode, tick):
