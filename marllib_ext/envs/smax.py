@@ -104,18 +104,18 @@ class SmaxWorld:
     # ---- jax -> numpy, once per batched call ------------------------------------------
     def _fresh(self, chosen: np.ndarray):
         """New episodes' starts for every battle (used where ``chosen``), their episode
-        numbers advanced: ``(observations, states, available actions)``."""
+        numbers advanced: ``(states, packed arrays)`` (``_pack``)."""
         self._episode[chosen] += 1
         self._t[chosen] = 0
         return self._reset(self._key, self._worlds, self._episode, self._t)
 
-    def _arrays(self, observations, avail) -> WorldArrays:
-        """Observations, action masks and world state, copied to the host at once."""
-        host, masks = self.jax.device_get((observations, avail))
+    def _arrays(self, observations, state, masks) -> WorldArrays:
+        """``(n_agents, B, ...)`` observations and masks and the ``(B, S)`` state (host
+        arrays) as per-agent views."""
         return WorldArrays(
-            observations={a: np.asarray(host[a], np.float32) for a in self.agents},
-            action_masks={a: np.asarray(masks[a], np.float32) for a in self.agents},
-            state=np.array(host["world_state"], np.float32),
+            observations={a: observations[i] for i, a in enumerate(self.agents)},
+            action_masks={a: masks[i] for i, a in enumerate(self.agents)},
+            state=state,
         )
 
     def _set_pending_resets(self, arrays: WorldArrays, indices) -> None:
@@ -131,8 +131,8 @@ class SmaxWorld:
         if seed is not None:
             self._key = self.jax.random.PRNGKey(seed)
             self._episode[:] = np.iinfo(np.uint32).max  # the first episode is number 0
-        observations, self.states, avail = self._fresh(np.ones(self.num_envs, bool))
-        self._current = self._arrays(observations, avail)
+        self.states, packed = self._fresh(np.ones(self.num_envs, bool))
+        self._current = self._arrays(*self.jax.device_get(packed))
         self._alive[:] = True
         self._set_pending_resets(self._current, range(self.num_envs))
         return self._current
@@ -151,9 +151,9 @@ class SmaxWorld:
             return self.reset_arrays()
         chosen = np.zeros(self.num_envs, bool)
         chosen[list(indices)] = True
-        observations, fresh, avail = self._fresh(chosen)
+        fresh, packed = self._fresh(chosen)
         self.states = self._replace(chosen, fresh, self.states)
-        arrays = self._arrays(observations, avail)
+        arrays = self._arrays(*self.jax.device_get(packed))
         self._current = self._current.where(chosen, arrays)
         self._alive[chosen] = True
         self._set_pending_resets(arrays, np.flatnonzero(chosen))
@@ -163,21 +163,15 @@ class SmaxWorld:
         """One step of every battle; ``actions[agent]``: ``(B,)`` (ignored for dead units)."""
         batch = {a: np.asarray(actions[a], np.int32).reshape(self.num_envs) for a in self.agents}
         self._t += 1
-        observations, self.states, rewards, dones, avail = self._step(
+        self.states, packed = self._step(
             self._key, self._worlds, self._episode, self._t, self.states, batch
         )
-        host = self.jax.device_get(
-            (observations, avail, rewards, dones, self.states.state.unit_alive)
-        )
-        observations, avail, rewards, dones, alive = host
-        step = np.asarray(self.jax.device_get(self.states.state.step))
-        arrays = self._arrays(observations, avail)
-        alive = np.asarray(alive, bool)
+        observations, state, masks, rewards, ended, alive, step = self.jax.device_get(packed)
+        arrays = self._arrays(observations, state, masks)
         won = ~alive[:, self.num_allies :].any(axis=1)
         lost = ~alive[:, : self.num_allies].any(axis=1)
-        ended = np.asarray(dones["__all__"], bool)
-        time_limit = ended & ~(won | lost) & (np.asarray(step) >= self.env.max_steps)
-        arrays.rewards = {a: np.asarray(rewards[a], np.float64) for a in self.agents}
+        time_limit = ended & ~(won | lost) & (step >= self.env.max_steps)
+        arrays.rewards = {a: rewards[i].astype(np.float64) for i, a in enumerate(self.agents)}
         arrays.terminated = ended & ~time_limit
         arrays.truncated = time_limit
         arrays.success = won & ended
@@ -240,19 +234,41 @@ def _keys(key, worlds, episodes, ticks):
     return jax.vmap(_battle_key, in_axes=(None, 0, 0, 0))(key, worlds, episodes, ticks)
 
 
+def _pack(env, observations, states):
+    """``(observations (n_agents, B, obs), world state (B, S), masks (n_agents, B, n))``:
+    few arrays, so that one host copy moves them."""
+    import jax
+    import jax.numpy as jnp
+
+    avail = jax.vmap(env.get_avail_actions)(states)
+    return (
+        jnp.stack([observations[a] for a in env.agents]).astype(jnp.float32),
+        observations["world_state"].astype(jnp.float32),
+        jnp.stack([avail[a] for a in env.agents]).astype(jnp.float32),
+    )
+
+
 def _reset_battles(env, key, worlds, episodes, ticks):
     import jax
 
     observations, states = jax.vmap(env.reset)(_keys(key, worlds, episodes, ticks))
-    return observations, states, jax.vmap(env.get_avail_actions)(states)
+    return states, _pack(env, observations, states)
 
 
 def _step_battles(env, key, worlds, episodes, ticks, states, actions):
     import jax
+    import jax.numpy as jnp
 
     keys = _keys(key, worlds, episodes, ticks)
     observations, states, rewards, dones, _ = jax.vmap(env.step_env)(keys, states, actions)
-    return observations, states, rewards, dones, jax.vmap(env.get_avail_actions)(states)
+    packed = (
+        *_pack(env, observations, states),
+        jnp.stack([rewards[a] for a in env.agents]),
+        dones["__all__"],
+        states.state.unit_alive,
+        states.state.step,
+    )
+    return states, packed
 
 
 def _battle_key(key, world, episode, tick):
