@@ -55,6 +55,55 @@ class BatchedWorld(Protocol):
     def close(self) -> None: ...
 
 
+class WorldSlot(ParallelEnv):
+    """World ``index`` of a ``BatchedWorld`` as a PettingZoo ParallelEnv: in a batch it
+    returns what the world's batched call left for it; a slot of a one-world simulator
+    steps and resets the world itself (a single env). Agents whose step ended them
+    leave ``agents``. The world keeps ``observation_spaces``, ``action_spaces`` and the
+    pending results ``_pending_reset`` / ``_pending_step`` by world index."""
+
+    metadata = {"name": "batched_world", "is_parallelizable": True}
+
+    def __init__(self, world: Any, index: int) -> None:
+        self.world = world
+        self.index = index
+        self.possible_agents = list(world.agents)
+        self.agents = list(world.agents)
+
+    def observation_space(self, agent: str):
+        return self.world.observation_spaces[agent]
+
+    def action_space(self, agent: str):
+        return self.world.action_spaces[agent]
+
+    def reset(self, seed: int | None = None, options: dict | None = None):
+        if self.index not in self.world._pending_reset:
+            if self.world.num_envs == 1:
+                self.world.reset(seed)
+            else:
+                self.world.reset_world(self.index)
+        observations, infos = self.world._pending_reset.pop(self.index)
+        self.agents = list(self.possible_agents)
+        return observations, infos
+
+    def step(self, actions: dict[str, Any]):
+        if self.index not in self.world._pending_step:
+            if self.world.num_envs != 1:
+                raise RuntimeError(
+                    f"world {self.index} of a batch of {self.world.num_envs} "
+                    f"{self.metadata['name']} worlds steps only with the batch "
+                    "(BatchedVectorEnv.step)"
+                )
+            self.world.step([actions])
+        result = self.world._pending_step.pop(self.index)
+        terminated, truncated = result[2], result[3]
+        self.agents = [a for a in self.agents if not (terminated.get(a) or truncated.get(a))]
+        return result
+
+    def close(self) -> None:
+        self.world.close()
+
+
 class BatchedVectorEnv(VectorMultiAgentEnv):
     """RLlib's vector multi-agent env over one ``BatchedWorld``.
 

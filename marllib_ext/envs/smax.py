@@ -29,6 +29,7 @@ import gymnasium as gym
 import numpy as np
 from pettingzoo.utils.env import ParallelEnv
 
+from marllib_ext.envs.batched import WorldSlot
 from marllib_ext.errors import ConfigError
 from marllib_ext.rollout.blocks import WorldArrays
 
@@ -290,54 +291,16 @@ def _replace_where(chosen, fresh, old):
     return jax.tree_util.tree_map(pick, fresh, old)
 
 
-class SmaxSlot(ParallelEnv):
+class SmaxSlot(WorldSlot):
     """Battle ``index`` of a ``SmaxWorld`` as a PettingZoo ParallelEnv (dead units leave
-    ``agents``). A slot of a one-battle world steps and resets it itself."""
+    ``agents``), with SMAX's world state."""
 
     metadata = {"name": "smax", "is_parallelizable": True}
-
-    def __init__(self, world: SmaxWorld, index: int) -> None:
-        self.world = world
-        self.index = index
-        self.possible_agents = list(world.agents)
-        self.agents = list(world.agents)
-
-    def observation_space(self, agent: str) -> gym.Space:
-        return self.world.observation_spaces[agent]
-
-    def action_space(self, agent: str) -> gym.Space:
-        return self.world.action_spaces[agent]
 
     def state(self) -> np.ndarray:
         if self.world.states is None:
             self.world.reset()
         return self.world.state(self.index)
-
-    def reset(self, seed: int | None = None, options: dict | None = None):
-        if self.index not in self.world._pending_reset:
-            if self.world.num_envs == 1:
-                self.world.reset(seed)
-            else:
-                self.world.reset_world(self.index)
-        observations, infos = self.world._pending_reset.pop(self.index)
-        self.agents = list(self.possible_agents)
-        return observations, infos
-
-    def step(self, actions: dict[str, Any]):
-        if self.index not in self.world._pending_step:
-            if self.world.num_envs != 1:
-                raise RuntimeError(
-                    f"battle {self.index} of a batch of {self.world.num_envs} SMAX battles "
-                    "steps only with the batch (BatchedVectorEnv.step)"
-                )
-            self.world.step([actions])
-        result = self.world._pending_step.pop(self.index)
-        terminated, truncated = result[2], result[3]
-        self.agents = [a for a in self.agents if not (terminated.get(a) or truncated.get(a))]
-        return result
-
-    def close(self) -> None:
-        self.world.close()
 
 
 def smax_env(scenario: str, **kwargs: Any) -> ParallelEnv:

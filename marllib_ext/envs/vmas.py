@@ -18,6 +18,7 @@ import numpy as np
 from pettingzoo.utils.env import ParallelEnv
 
 from marllib_ext.configs import ENV_PRESET_DIR, load_yaml
+from marllib_ext.envs.batched import WorldSlot
 from marllib_ext.errors import ConfigError
 from marllib_ext.rollout.blocks import WorldArrays
 
@@ -208,52 +209,10 @@ class VmasWorld:
         )
 
 
-class VmasSlot(ParallelEnv):
-    """World ``index`` of a ``VmasWorld`` as a PettingZoo ParallelEnv.
-
-    In a batch it returns what the world's batched call left for it; a slot of a
-    one-world ``VmasWorld`` steps and resets the world itself (a single env).
-    """
+class VmasSlot(WorldSlot):
+    """World ``index`` of a ``VmasWorld`` as a PettingZoo ParallelEnv."""
 
     metadata = {"name": "vmas", "is_parallelizable": True}
-
-    def __init__(self, world: VmasWorld, index: int) -> None:
-        self.world = world
-        self.index = index
-        self.possible_agents = list(world.agents)
-        self.agents = list(world.agents)
-
-    def observation_space(self, agent: str) -> gym.Space:
-        return self.world.observation_spaces[agent]
-
-    def action_space(self, agent: str) -> gym.Space:
-        return self.world.action_spaces[agent]
-
-    def reset(self, seed: int | None = None, options: dict | None = None):
-        if self.index not in self.world._pending_reset:
-            if self.world.num_envs == 1:
-                self.world.reset(seed)
-            else:
-                self.world.reset_world(self.index)
-        observations, infos = self.world._pending_reset.pop(self.index)
-        self.agents = list(self.possible_agents)
-        return observations, infos
-
-    def step(self, actions: dict[str, Any]):
-        if self.index not in self.world._pending_step:
-            if self.world.num_envs != 1:
-                raise RuntimeError(
-                    f"world {self.index} of a batch of {self.world.num_envs} VMAS worlds "
-                    "steps only with the batch (BatchedVectorEnv.step)"
-                )
-            self.world.step([actions])
-        result = self.world._pending_step.pop(self.index)
-        if any(result[2].values()) or any(result[3].values()):
-            self.agents = []
-        return result
-
-    def close(self) -> None:
-        self.world.close()
 
 
 def vmas_env(task: str, **kwargs: Any) -> ParallelEnv:
