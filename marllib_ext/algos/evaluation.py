@@ -15,9 +15,8 @@ from marllib_ext.algos.restore import (
     restored_algorithm,
     save_frames,
 )
+from marllib_ext.envs.adapter import SUCCESS_KEY
 from marllib_ext.errors import ConfigError
-
-SUCCESS_KEY = "success"  # the env's report that the episode reached its goal
 
 
 @dataclass(frozen=True)

@@ -24,6 +24,9 @@ STATE_SOURCES = ("auto", "env", "observations", "latest_observations")
 # or the mask in the agent's info. The adapter always hands RLlib the dict form.
 OBSERVATION_KEY = "observation"
 ACTION_MASK_KEY = "action_mask"
+# An env's report that the episode reached its goal (a won battle, a solved task), in
+# the infos of the episode's last step.
+SUCCESS_KEY = "success"
 MASK_SOURCES = ("auto", "observation", "info", "none")
 
 

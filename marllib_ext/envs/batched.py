@@ -49,8 +49,9 @@ class BatchedWorld(Protocol):
         """Steps every world at once (``actions[i]``: world i's actions, ``{}`` for a
         world about to be reset); each slot's next ``step()`` returns its result."""
 
-    def reset_world(self, index: int) -> None:
-        """Resets world ``index`` alone; its slot's next ``reset()`` returns it."""
+    def reset_worlds(self, indices: Sequence[int]) -> Any:
+        """Resets the worlds ``indices``; each of their slots' next ``reset()`` returns
+        its world's start."""
 
     def close(self) -> None: ...
 
@@ -81,7 +82,7 @@ class WorldSlot(ParallelEnv):
             if self.world.num_envs == 1:
                 self.world.reset(seed)
             else:
-                self.world.reset_world(self.index)
+                self.world.reset_worlds([self.index])
         observations, infos = self.world._pending_reset.pop(self.index)
         self.agents = list(self.possible_agents)
         return observations, infos
@@ -140,13 +141,8 @@ class BatchedVectorEnv(VectorMultiAgentEnv):
     def step(self, actions: list[dict[str, Any]]):
         ended = np.flatnonzero(self._ended)
         self.world.step([{} if self._ended[i] else actions[i] for i in range(self.num_envs)])
-        if len(ended) and hasattr(self.world, "reset_worlds"):
+        if len(ended):
             self.world.reset_worlds(ended)  # as the batched rollout resets them
-        elif len(ended) == self.num_envs:
-            self.world.reset()
-        else:
-            for index in ended:
-                self.world.reset_world(int(index))
         results = []
         for i, env in enumerate(self.envs):
             if self._ended[i]:
@@ -180,6 +176,9 @@ class BatchedEnvRunner(MultiAgentEnvRunner):
 
     @override(MultiAgentEnvRunner)
     def make_env(self):
+        # The batched rollout is decided at the first sample(), once the module exists.
+        self.array_rollout: ArrayRollout | None = None
+        self.array_rollout_refusal: str | None = None
         creator = registered_env_creator(self.config.env)
         spec = getattr(creator, "spec", None)
         if getattr(spec, "batched_creator", None) is None:
@@ -195,8 +194,6 @@ class BatchedEnvRunner(MultiAgentEnvRunner):
         self.env = creator.make_batched(self.config.num_envs_per_env_runner, env_context)
         self.num_envs = self.env.num_envs
         reset_before_next_sample(self)
-        self.array_rollout = None  # decided at the first sample(), once the module exists
-        self.array_rollout_refusal = None
         make_callback(
             "on_environment_created",
             callbacks_objects=env_runner_callbacks(self),
@@ -211,8 +208,6 @@ class BatchedEnvRunner(MultiAgentEnvRunner):
 
     def _array_rollout(self) -> ArrayRollout | None:
         """The batched rollout path, if this runner's env and pipeline allow it."""
-        if not hasattr(self, "array_rollout"):  # an env without a batched simulator
-            return None
         if self.array_rollout is None and self.array_rollout_refusal is None:
             self.array_rollout_refusal = array_rollout_refusal(self)
             if self.array_rollout_refusal is None:

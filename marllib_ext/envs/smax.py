@@ -29,6 +29,7 @@ import gymnasium as gym
 import numpy as np
 from pettingzoo.utils.env import ParallelEnv
 
+from marllib_ext.envs.adapter import ACTION_MASK_KEY, OBSERVATION_KEY, SUCCESS_KEY
 from marllib_ext.envs.batched import WorldSlot
 from marllib_ext.errors import ConfigError
 from marllib_ext.rollout.blocks import WorldArrays
@@ -39,9 +40,6 @@ SMAX_SCENARIOS = (
     "10m_vs_11m", "25m", "27m_vs_30m", "smacv2_5_units", "smacv2_10_units",
     "smacv2_20_units",
 )  # fmt: skip
-OBSERVATION_KEY = "observation"
-ACTION_MASK_KEY = "action_mask"
-SUCCESS_KEY = "success"
 
 
 class SmaxWorld:
@@ -140,9 +138,6 @@ class SmaxWorld:
 
     def reset(self, seed: int | None = None) -> None:
         self.reset_arrays(seed)
-
-    def reset_world(self, index: int) -> None:
-        self.reset_worlds([index])
 
     def reset_worlds(self, indices: Sequence[int]) -> WorldArrays:
         """Resets the battles ``indices`` in one batched call (each slot's next

@@ -102,20 +102,7 @@ class VmasWorld:
         return {a: observations[a].detach().cpu().numpy().astype(np.float32) for a in self.agents}
 
     def reset(self, seed: int | None = None) -> None:
-        if seed is not None:
-            self.env.seed(seed)
-        batch = self._observations(self.env.reset())
-        self._pending_reset = {
-            i: ({a: batch[a][i] for a in self.agents}, {a: {} for a in self.agents})
-            for i in range(self.num_envs)
-        }
-
-    def reset_world(self, index: int) -> None:
-        batch = self._observations(self.env.reset_at(index))
-        self._pending_reset[index] = (
-            {a: batch[a][index] for a in self.agents},
-            {a: {} for a in self.agents},
-        )
+        self.reset_arrays(seed)
 
     def _action_batch(self, actions: Sequence[dict[str, Any]]) -> dict[str, Any]:
         import torch
@@ -162,15 +149,17 @@ class VmasWorld:
 
     # ---- the array interface (``rollout.ArrayWorld``): every world at once ----------------
     def reset_arrays(self, seed: int | None = None) -> WorldArrays:
-        """Resets every world."""
+        """Resets every world (each slot's next ``reset()`` returns its start)."""
         if seed is not None:
             self.env.seed(seed)
-        return WorldArrays(self._observations(self.env.reset()))
+        observations = self._observations(self.env.reset())
+        self._set_pending_resets(observations, range(self.num_envs))
+        return WorldArrays(observations)
 
-    def reset_worlds(self, indices: np.ndarray) -> WorldArrays:
+    def reset_worlds(self, indices: Sequence[int]) -> WorldArrays:
         """Resets the worlds ``indices`` (each slot's next ``reset()`` returns its start):
-        all of them in one call, otherwise one by one as ``reset_world`` does, so that
-        both paths draw alike from one seed. Returns every world's arrays afterwards."""
+        all of them in one call, otherwise one by one (``reset_at``). Returns every
+        world's arrays afterwards."""
         if len(indices) == self.num_envs:
             observations = self._observations(self.env.reset())
         else:
@@ -184,12 +173,15 @@ class VmasWorld:
                 dict_agent_names=True,
             )
             observations = self._observations(raw)
+        self._set_pending_resets(observations, indices)
+        return WorldArrays(observations)
+
+    def _set_pending_resets(self, observations: dict[str, np.ndarray], indices) -> None:
         for index in indices:
             self._pending_reset[int(index)] = (
                 {a: observations[a][index] for a in self.agents},
                 {a: {} for a in self.agents},
             )
-        return WorldArrays(observations)
 
     def step_arrays(self, actions: dict[str, np.ndarray]) -> WorldArrays:
         """One step of every world; ``actions[agent]``: ``(B, ...)``."""

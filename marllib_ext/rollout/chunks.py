@@ -15,11 +15,15 @@ from ray.rllib.env.multi_agent_episode import MultiAgentEpisode
 from ray.rllib.env.single_agent_episode import SingleAgentEpisode
 from ray.rllib.utils.metrics import WEIGHTS_SEQ_NO
 
-from marllib_ext.envs.adapter import ACTION_MASK_KEY, OBSERVATION_KEY, STATE_KEY, STEP_REWARDS_KEY
+from marllib_ext.envs.adapter import (
+    ACTION_MASK_KEY,
+    OBSERVATION_KEY,
+    STATE_KEY,
+    STEP_REWARDS_KEY,
+    SUCCESS_KEY,
+)
 from marllib_ext.rllib_compat.env_runners import episode_from_agent_chunks
 from marllib_ext.rollout.blocks import WorldArrays
-
-SUCCESS_KEY = "success"
 
 
 @dataclass
@@ -40,14 +44,6 @@ class Block:
     outputs: list[dict[str, dict[str, np.ndarray]]]
     times: np.ndarray
 
-    @property
-    def terminated(self) -> np.ndarray:
-        return np.stack([step.terminated for step in self.steps])
-
-    @property
-    def truncated(self) -> np.ndarray:
-        return np.stack([step.truncated for step in self.steps])
-
 
 class ChunkArrays:
     """The block's per-step lists stacked into ``(T, B, ...)`` arrays, and each step's
@@ -56,6 +52,8 @@ class ChunkArrays:
     def __init__(self, block: Block) -> None:
         agents, steps = block.agents, block.steps
         self.block = block
+        self.terminated = np.stack([s.terminated for s in steps])  # (T, B)
+        self.truncated = np.stack([s.truncated for s in steps])
         self.obs = {a: np.stack([s.observations[a] for s in steps]) for a in agents}
         self.masks = None
         if steps[0].action_masks is not None:
@@ -113,7 +111,7 @@ def build_chunk(
     """The chunk of world ``world``'s episode over block steps ``start .. stop - 1``."""
     block = arrays.block
     first = arrays.first_of(start)
-    world_terminated = done and bool(block.terminated[stop - 1, world])
+    world_terminated = done and bool(arrays.terminated[stop - 1, world])
     world_truncated = done and not world_terminated
     states = [arrays.state_of(first, world), *arrays.state[start:stop, world]]
     rewards = [first_rewards, *(arrays.step_rewards[t][world] for t in range(start, stop))]

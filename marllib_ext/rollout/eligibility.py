@@ -17,7 +17,6 @@ from marllib_ext.rollout.blocks import WorldArrays
 # Per-step episode callbacks need an episode object at every step, which this path
 # builds only at the end of a call.
 PER_STEP_CALLBACKS = ("on_episode_created", "on_episode_start", "on_episode_step")
-STATE_SOURCES = ("observations", "latest_observations")  # what every agent sees, joined
 
 
 class ArrayWorld(Protocol):
@@ -58,8 +57,6 @@ def array_rollout_refusal(env_runner) -> str | None:
         return "an env wrapper (e.g. time_feature) changes the observations"
     if adapter.state_source == "env" and not getattr(world, "provides_state", False):
         return "state_source 'env' and the simulator's arrays carry no state"
-    if adapter.state_source not in (*STATE_SOURCES, "env"):
-        return f"state_source {adapter.state_source!r} (the array path joins observations)"
     masked = any(has_action_mask(s) for s in adapter.observation_space.spaces.values())
     if masked and not getattr(world, "provides_action_masks", False):
         return "the env has action masks and the simulator's arrays carry none"

@@ -244,7 +244,7 @@ class ArrayRollout:
         runner = self.runner
         horizon = len(block.steps)
         arrays = ChunkArrays(block)
-        ended = block.terminated | block.truncated
+        ended = arrays.terminated | arrays.truncated
         done_cache, ongoing_cache = metrics_episode_caches(runner)
         done_episodes, ongoing_episodes = [], []
         for world, start, stop, done in zip(*episode_pieces(ended), strict=True):

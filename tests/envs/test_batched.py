@@ -32,9 +32,10 @@ class CountingWorld:
             i: (self._obs(i), {a: {} for a in AGENTS}) for i in range(self.num_envs)
         }
 
-    def reset_world(self, index):
-        self.t[index] = 0
-        self.pending_reset[index] = (self._obs(index), {a: {} for a in AGENTS})
+    def reset_worlds(self, indices):
+        for index in indices:
+            self.t[index] = 0
+            self.pending_reset[index] = (self._obs(index), {a: {} for a in AGENTS})
 
     def step(self, actions):
         self.batched_steps += 1
@@ -67,7 +68,7 @@ class CountingSlot(ParallelEnv):
 
     def reset(self, seed=None, options=None):
         if self.index not in self.world.pending_reset:
-            self.world.reset_world(self.index)
+            self.world.reset_worlds([self.index])
         self.agents = list(AGENTS)
         return self.world.pending_reset.pop(self.index)
 
