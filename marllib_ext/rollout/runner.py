@@ -12,7 +12,7 @@ worlds in one call (VMAS, SMAX), that per-world bookkeeping costs many times the
   unit) stays in the arrays but leaves its episode;
 - worlds that end are reset in the arrays (``reset_worlds``) before the next step;
 - at the end of the call, the RLlib ``MultiAgentEpisode`` chunks the learner connectors
-  read are built once per (world, episode) piece (``blocks.episode_pieces``,
+  read are built once per (world, episode) piece (``ops.rollout.episode_pieces``,
   ``chunks.build_chunk``), as ``envs.adapter`` would have recorded them;
   ``on_episode_end`` callbacks and the runner's episode metrics see them as RLlib's.
 
@@ -47,6 +47,7 @@ from ray.rllib.utils.metrics import (
 )
 
 from marllib_ext.envs.adapter import ACTION_MASK_KEY, OBSERVATION_KEY
+from marllib_ext.ops.rollout import clip_actions, episode_pieces, unsquash_actions
 from marllib_ext.rllib_compat import env_runner_callbacks
 from marllib_ext.rllib_compat.env_runners import (
     mark_sampling_done,
@@ -59,12 +60,7 @@ from marllib_ext.rllib_compat.env_runners import (
     time_after_sampling,
     weights_seq_no,
 )
-from marllib_ext.rollout.blocks import (
-    WorldArrays,
-    clip_actions,
-    episode_pieces,
-    unsquash_actions,
-)
+from marllib_ext.rollout.blocks import WorldArrays
 from marllib_ext.rollout.chunks import Block, ChunkArrays, build_chunk
 from marllib_ext.rollout.eligibility import ArrayWorld
 

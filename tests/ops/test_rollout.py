@@ -1,11 +1,12 @@
-"""The pure functions of a batched rollout block, against slow references and literals."""
+"""ops.rollout: the pure functions of a batched rollout block, against slow references
+and literals."""
 
 import gymnasium as gym
 import numpy as np
 import pytest
 from ray.rllib.utils.spaces.space_utils import clip_action, unsquash_action
 
-from marllib_ext.rollout import clip_actions, episode_pieces, unsquash_actions
+from marllib_ext.ops.rollout import clip_actions, episode_pieces, unsquash_actions
 
 
 def pieces_by_loop(ended):
