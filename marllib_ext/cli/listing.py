@@ -102,12 +102,12 @@ def cmd_list(args: argparse.Namespace) -> int:
         print(f"  {name:<28} share_policy: {modes:<22} {info.description}")
     print("env families (give an id):")
     for family in ENV_FAMILIES:
-        if not family.extra:
+        if not family.modules:
             needs = "no extra"
         elif family.installed:
-            needs = f"extra {family.extra!r} installed"
+            needs = f"extra {family.extra!r} installed" if family.extra else "installed"
         else:
-            needs = f'not installed: pip install -e ".[{family.extra}]"'
+            needs = "not installed: " + (family.install or f'pip install -e ".[{family.extra}]"')
 
         print(f"  {family.pattern:<28} {family.description}; e.g. {family.example} ({needs})")
     print("  (single-agent algorithms also take any registered gymnasium id)")

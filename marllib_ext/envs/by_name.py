@@ -1,7 +1,7 @@
 """Envs usable by name without registering: ``pz:<module>`` (any PettingZoo
 ParallelEnv), ``lbf:<gymnasium id>``, ``rware:<gymnasium id>``,
-``mamujoco:<scenario>``, ``hanabi:<preset>``, ``magent:<task>`` and ``vmas:<task>``
-(optional extras)."""
+``mamujoco:<scenario>``, ``hanabi:<preset>``, ``magent:<task>``, ``vmas:<task>``,
+``smax:<scenario>`` and ``grf:<scenario>`` (optional extras)."""
 
 from __future__ import annotations
 
@@ -12,6 +12,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from marllib_ext.configs import ENV_PRESET_DIR, load_yaml
+from marllib_ext.envs.grf import GRF_SCENARIOS, grf_spec
 from marllib_ext.envs.spec import EnvSpec, PolicyMappingInfo
 from marllib_ext.errors import ConfigError
 
@@ -26,6 +27,7 @@ class EnvFamily:
     description: str
     modules: tuple[str, ...] = ()  # what the extra installs (import names)
     build: Callable[[str], EnvSpec] | None = None  # the spec of one env of the family
+    install: str = ""  # how to install it where no pip extra can
 
     @property
     def prefix(self) -> str:
@@ -364,5 +366,15 @@ ENV_FAMILIES = (
         "6h_vs_8z, 10m_vs_11m, 27m_vs_30m, 3s5z_vs_3s6z and SMAX's own",
         ("jaxmarl", "jax"),
         build=smax_spec,
+    ),
+    EnvFamily(
+        "grf:<scenario>",
+        "grf:academy_3_vs_1_with_keeper",
+        "",
+        "Google Research Football (gfootball 2.10.2, a source build: docs/envs.md), "
+        "simple115v2, scoring and checkpoint rewards; scenarios " + ", ".join(GRF_SCENARIOS),
+        ("gfootball", "gym"),
+        build=grf_spec,
+        install="a source build of gfootball, docs/envs.md",
     ),
 )

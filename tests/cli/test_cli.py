@@ -58,10 +58,12 @@ def test_list_shows_algorithms_and_envs(tmp_path):
     for family in ENV_FAMILIES:
         line = next(line for line in result.stdout.splitlines() if family.pattern in line)
         assert "e.g. " in line
-        if not family.extra:
+        if not family.modules:
             assert "no extra" in line
         elif family.installed:
-            assert f"extra {family.extra!r} installed" in line
+            assert "installed" in line and "not installed" not in line
+        elif family.install:  # no pip extra can install it
+            assert f"not installed: {family.install}" in line
         else:
             assert f'not installed: pip install -e ".[{family.extra}]"' in line
 

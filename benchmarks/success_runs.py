@@ -1,0 +1,61 @@
+"""Shared by the success-rate benchmarks (`smax_learning.py`, `grf_learning.py`): train
+one (label, seed) to an env-step budget, evaluate the final checkpoint's success rate,
+and print the table over seeds."""
+
+from __future__ import annotations
+
+import json
+import time
+from pathlib import Path
+
+import numpy as np
+
+from marllib_ext import algos, make_env
+from marllib_ext.algos.evaluation import evaluate
+
+
+def run(
+    env_name: str, label: str, seed: int, steps: int, episodes: int, out: Path, **settings
+) -> dict:
+    """Trains ``label`` on ``env_name`` for ``steps`` env steps and evaluates the
+    checkpoint over ``episodes`` episodes with sampled actions (``info["success"]`` of
+    each episode's last step). Writes ``<out>/<id>/<label>/seed<k>.json``; a run with
+    its JSON is read, not rerun."""
+    env_id = env_name.partition(":")[2]
+    path = out / env_id / label / f"seed{seed}.json"
+    if path.exists():
+        return json.loads(path.read_text())
+    start = time.perf_counter()
+    result = algos.get(label, **settings).fit(
+        make_env(env_name),
+        stop={"timesteps_total": steps},
+        local_dir=Path("runs") / env_name.replace(":", "_") / label / f"seed{seed}",
+        seed=seed,
+    )
+    wall = time.perf_counter() - start
+    evaluated = evaluate(result.checkpoint_path, episodes=episodes)
+    row = {
+        "env_steps": int(result.final["timesteps_total"]),
+        "wall_s": wall,
+        "train_episode_return": float(result.final["episode_return_mean"]),
+        "win_rate": evaluated.success_rate,
+        "eval_team_return": evaluated.team_return_mean,
+        "episodes": len(evaluated.successes),
+    }
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(json.dumps(row, indent=1))
+    return row
+
+
+def print_table(rows: dict[str, list[dict]], rate: str = "win rate") -> None:
+    """One markdown row per label: the success rate's mean [min, max] over seeds."""
+    print(f"\n| team | env steps | {rate}, mean [min, max] | team return | wall s per run |")
+    print("|---|---|---|---|---|")
+    for label, runs in rows.items():
+        rates = [r["win_rate"] for r in runs]
+        print(
+            f"| `{label}` ({len(runs)} seeds) | {runs[0]['env_steps']} | {np.mean(rates):.2f} "
+            f"[{min(rates):.2f}, {max(rates):.2f}] | "
+            f"{np.mean([r['eval_team_return'] for r in runs]):.2f} | "
+            f"{np.mean([r['wall_s'] for r in runs]):.0f} |"
+        )
