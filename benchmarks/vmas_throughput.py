@@ -94,9 +94,18 @@ def sampling_steps_per_second(env_name: str, num_envs: int, steps: int, path: st
 def training_steps_per_second(env_name: str, num_envs: int, iterations: int) -> tuple:
     """``(end-to-end env steps/s, collection env steps/s, learner s per iteration)`` of
     `mappo` training with BenchMARL's MAPPO batch settings: 4000 env steps per
-    iteration, minibatch 1000, 5 epochs; the first iteration is a warm-up."""
+    iteration, minibatches of 1000 env steps, 5 epochs; the first iteration is a
+    warm-up. BenchMARL's minibatch counts frames, each holding every agent of the
+    group; the shared actor's minibatch counts agent rows, so it is 1000 x n_agents
+    (the same 20 SGD steps per iteration)."""
+    n_agents = len(make_env(env_name).layout.agents)
     algorithm = _algorithm(
-        env_name, num_envs, "batched", train_batch_size=4000, minibatch_size=1000, num_epochs=5
+        env_name,
+        num_envs,
+        "batched",
+        train_batch_size=4000,
+        minibatch_size=1000 * n_agents,
+        num_epochs=5,
     )
     try:
         algorithm.train()
