@@ -23,6 +23,7 @@ Needs ``gfootball`` (a source build; docs/envs.md) with ``gym==0.25.2``.
 from __future__ import annotations
 
 import functools
+import warnings
 from typing import Any
 
 import gymnasium as gym
@@ -79,14 +80,18 @@ class GRFParallelEnv(ParallelEnv):
         self.n_players = int(players if players is not None else GRF_SCENARIOS[scenario])
         if self.n_players < 1:
             raise ConfigError(f"env 'grf:{scenario}': players must be >= 1, got {players}")
+        options = {"render": False, "write_video": False, "dump_frequency": 0, **options}
         try:
-            self.env = football_env.create_environment(
-                env_name=scenario,
-                representation=representation,
-                rewards=rewards,
-                number_of_left_players_agent_controls=self.n_players,
-                **{"render": False, "write_video": False, "dump_frequency": 0, **options},
-            )
+            with warnings.catch_warnings():
+                # gym 0.25's notice about its old step API, which gfootball uses.
+                warnings.filterwarnings("ignore", message=".*old step API.*")
+                self.env = football_env.create_environment(
+                    env_name=scenario,
+                    representation=representation,
+                    rewards=rewards,
+                    number_of_left_players_agent_controls=self.n_players,
+                    **options,
+                )
         except (TypeError, ValueError, AssertionError) as e:
             raise ConfigError(f"env 'grf:{scenario}' rejected its arguments: {e}") from e
         space = self.env.observation_space
