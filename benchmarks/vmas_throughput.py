@@ -92,7 +92,8 @@ def sampling_steps_per_second(env_name: str, num_envs: int, steps: int, path: st
 
 
 def training_steps_per_second(env_name: str, num_envs: int, iterations: int) -> tuple:
-    """``(end-to-end env steps/s, collection env steps/s, learner s per iteration)`` of
+    """``(end-to-end env steps/s, collection env steps/s, learner s per iteration, of
+    which the learner connector's batch building)`` of
     `mappo` training with BenchMARL's MAPPO batch settings: 4000 env steps per
     iteration, minibatches of 1000 env steps, 5 epochs; the first iteration is a
     warm-up. BenchMARL's minibatch counts frames, each holding every agent of the
@@ -109,7 +110,7 @@ def training_steps_per_second(env_name: str, num_envs: int, iterations: int) -> 
     )
     try:
         algorithm.train()
-        steps = sample_s = learn_s = 0.0
+        steps = sample_s = learn_s = connector_s = 0.0
         start = time.perf_counter()
         for _ in range(iterations):
             result = algorithm.train()
@@ -117,10 +118,12 @@ def training_steps_per_second(env_name: str, num_envs: int, iterations: int) -> 
             timers = result["timers"]
             sample_s += timers["env_runner_sampling_timer"]
             learn_s += timers["learner_update_timer"]
+            learner = result["learners"]["__all_modules__"]["learner_connector"]
+            connector_s += learner["connector_pipeline_timer"]
         elapsed = time.perf_counter() - start
     finally:
         algorithm.stop()
-    return steps / elapsed, steps / sample_s, learn_s / iterations
+    return steps / elapsed, steps / sample_s, learn_s / iterations, connector_s / iterations
 
 
 def main() -> None:
@@ -148,28 +151,32 @@ def main() -> None:
         copies = None
         if num_envs <= args.copies_up_to:
             copies = sampling_steps_per_second(env_name, num_envs, 8000, "copies")
-        end_to_end, collection, learn_s = training_steps_per_second(
+        end_to_end, collection, learn_s, connector_s = training_steps_per_second(
             env_name, num_envs, args.train_iters
         )
-        rows.append((num_envs, raw, ours, per_world, copies, end_to_end, collection, learn_s))
+        rows.append(
+            (num_envs, raw, ours, per_world, copies, end_to_end, collection, learn_s, connector_s)
+        )
         print(
             f"num_envs {num_envs:3d}: raw VMAS {raw:8.0f} | batched rollout {ours:6.0f} "
             f"({ours / raw:.3f} of raw) | per-world path {per_world:6.0f} | one-world copies "
             f"{copies or float('nan'):6.0f} | training: end-to-end {end_to_end:6.0f}, "
-            f"collection {collection:6.0f}, learner {learn_s:.2f} s/iteration",
+            f"collection {collection:6.0f}, learner {learn_s:.2f} s/iteration "
+            f"({connector_s:.2f} s building its batch)",
             flush=True,
         )
     ray.shutdown()
     print("\n| worlds | raw VMAS | batched rollout | share of raw | per-world path | "
           "batched / per-world | one-world copies | training end-to-end | training "
-          "collection | learner s / 4000 steps |")  # fmt: skip
-    print("|---|---|---|---|---|---|---|---|---|---|")
-    for num_envs, raw, ours, per_world, copies, end_to_end, collection, learn_s in rows:
+          "collection | learner s / 4000 steps | of which batch building |")  # fmt: skip
+    print("|---|---|---|---|---|---|---|---|---|---|---|")
+    for row in rows:
+        num_envs, raw, ours, per_world, copies, end_to_end, collection, learn_s, connector_s = row
         copies_cell = f"{copies:.0f}" if copies else "–"
         print(
             f"| {num_envs} | {raw:.0f} | {ours:.0f} | {ours / raw:.3f} | {per_world:.0f} | "
             f"{ours / per_world:.1f} | {copies_cell} | {end_to_end:.0f} | {collection:.0f} | "
-            f"{learn_s:.2f} |"
+            f"{learn_s:.2f} | {connector_s:.2f} |"
         )
 
 
