@@ -4,6 +4,8 @@ different hash seeds train two iterations and end with bit-identical weights.
 Default tier: `mappo` on `mpe:simple_spread` (a shared policy and a policy per agent) and
 on `vmas:navigation` (the batched rollout path). Slow tier: one algorithm of every other
 pipeline (independent, value decomposition, EFX, off-policy) on both env families.
+Where their optional installs are present: `mappo` and `qmix` on `smax:3m`, `mappo` on
+GRF.
 Before, RLlib iterated an episode's agents in the per-process hash order of a set, and
 the modules were built in the hash order of the policy-id set, so the seeded initial
 weights went to different agents."""
@@ -26,9 +28,10 @@ OFF_POLICY = dict(learning_starts=2, batch_episode=4)
 for case in sys.argv[1:]:
     name, env_name, share_policy = case.split(",")
     family = env_name.split(":")[0]
-    env = make_env(env_name, **({"max_cycles": 10} if family == "mpe" else {"max_steps": 10}))
+    short = {"mpe": {"max_cycles": 10}, "vmas": {"max_steps": 10}, "smax": {"max_steps": 10}}
+    env = make_env(env_name, **short.get(family, {}))
     settings = OFF_POLICY if name in ("qmix", "maddpg") else ON_POLICY
-    source = {"hyperparam_source": "vmas"} if family == "vmas" else {}
+    source = {"hyperparam_source": family} if family in ("vmas", "smax") else {}
     config = algos.get(name, num_env_runners=0, **source, **settings).rllib_config(
         env, share_policy=share_policy, seed=101, num_envs_per_env_runner=4
     )
@@ -76,3 +79,17 @@ def test_the_same_seed_trains_the_same_weights_in_two_processes():
 def test_every_pipeline_reproduces_on_mpe_and_vmas():
     pytest.importorskip("vmas", reason="the vmas extra is not installed")
     assert two_iterations("1", SLOW_CASES) == two_iterations("2", SLOW_CASES)
+
+
+@pytest.mark.parametrize(
+    ("module", "cases"),
+    [
+        ("jaxmarl", ["mappo,smax:3m,all", "qmix,smax:3m,all"]),
+        ("gfootball", ["mappo,grf:academy_3_vs_1_with_keeper,all"]),
+    ],
+)
+def test_smax_and_grf_reproduce(module, cases):
+    """Where their optional installs are present (SMAX's batched rollout, GRF's engine
+    seeded per episode from the env's generator)."""
+    pytest.importorskip(module, reason=f"{module} is not installed")
+    assert two_iterations("1", cases) == two_iterations("2", cases)
