@@ -106,6 +106,7 @@ class GRFParallelEnv(ParallelEnv):
         self._action_space = gym.spaces.Discrete(n_actions)
         self._seeds = np.random.default_rng()
         self._steps = 0
+        self._limit = 0
         self._goal_difference = 0
 
     def observation_space(self, agent: str) -> gym.Space:
@@ -131,6 +132,7 @@ class GRFParallelEnv(ParallelEnv):
             {ENGINE_SEED_KEY: int(self._seeds.integers(0, 2_000_000_000))}
         )
         observations = self.env.reset()
+        self._limit = self.game_duration
         self.agents = list(self.possible_agents)
         self._steps = 0
         self._goal_difference = 0
@@ -142,7 +144,7 @@ class GRFParallelEnv(ParallelEnv):
         self._steps += 1
         scored = int(info.get("score_reward", 0))
         self._goal_difference += scored
-        truncated = bool(done) and scored == 0 and self._steps >= self.game_duration
+        truncated = bool(done) and scored == 0 and self._steps >= self._limit
         terminated = bool(done) and not truncated
         rewards = np.broadcast_to(np.asarray(rewards, np.float32), (self.n_players,))
         agents = list(self.agents)
