@@ -20,8 +20,7 @@ import warnings
 from pathlib import Path
 
 import numpy as np
-import ray
-from success_runs import print_table, run
+from success_runs import print_table, run_seeds
 
 from marllib_ext.envs.grf import grf_env
 
@@ -64,14 +63,10 @@ def main() -> None:
     print(f"grf:{args.scenario} random: {baseline.read_text()}", flush=True)
     if args.random_only:
         return
-    ray.init(num_cpus=args.num_cpus, include_dashboard=False, log_to_driver=False)
-    rows = {}
-    for label in args.labels:
-        for seed in args.seeds:
-            row = run(f"grf:{args.scenario}", label, seed, args.steps, args.episodes, args.out)
-            rows.setdefault(label, []).append(row)
-            print(f"grf:{args.scenario} {label} seed {seed}: {row}", flush=True)
-    ray.shutdown()
+    rows = run_seeds(
+        f"grf:{args.scenario}", args.labels, args.seeds, args.steps, args.episodes, args.out,
+        args.num_cpus,
+    )  # fmt: skip
     print_table(rows, rate="scoring rate")
 
 

@@ -16,8 +16,7 @@ import argparse
 import warnings
 from pathlib import Path
 
-import ray
-from success_runs import print_table, run
+from success_runs import print_table, run_seeds
 
 
 def main() -> None:
@@ -31,14 +30,10 @@ def main() -> None:
     parser.add_argument("--num-cpus", type=int, default=2)
     args = parser.parse_args()
     warnings.filterwarnings("ignore")
-    ray.init(num_cpus=args.num_cpus, include_dashboard=False, log_to_driver=False)
-    rows = {}
-    for label in args.labels:
-        for seed in args.seeds:
-            row = run(f"smax:{args.scenario}", label, seed, args.steps, args.episodes, args.out)
-            rows.setdefault(label, []).append(row)
-            print(f"smax:{args.scenario} {label} seed {seed}: {row}", flush=True)
-    ray.shutdown()
+    rows = run_seeds(
+        f"smax:{args.scenario}", args.labels, args.seeds, args.steps, args.episodes, args.out,
+        args.num_cpus,
+    )  # fmt: skip
     print_table(rows)
 
 

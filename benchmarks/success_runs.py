@@ -9,6 +9,7 @@ import time
 from pathlib import Path
 
 import numpy as np
+import ray
 
 from marllib_ext import algos, make_env
 from marllib_ext.algos.evaluation import evaluate
@@ -59,3 +60,21 @@ def print_table(rows: dict[str, list[dict]], rate: str = "win rate") -> None:
             f"{np.mean([r['eval_team_return'] for r in runs]):.2f} | "
             f"{np.mean([r['wall_s'] for r in runs]):.0f} |"
         )
+
+
+def run_seeds(
+    env_name: str, labels, seeds, steps: int, episodes: int, out: Path, num_cpus: int
+) -> dict[str, list[dict]]:
+    """``run`` for every (label, seed) in one Ray session, each row printed as it
+    lands; label -> its rows."""
+    ray.init(num_cpus=num_cpus, include_dashboard=False, log_to_driver=False)
+    rows: dict[str, list[dict]] = {}
+    try:
+        for label in labels:
+            for seed in seeds:
+                row = run(env_name, label, seed, steps, episodes, out)
+                rows.setdefault(label, []).append(row)
+                print(f"{env_name} {label} seed {seed}: {row}", flush=True)
+    finally:
+        ray.shutdown()
+    return rows
