@@ -259,3 +259,25 @@ def test_env_runner_internals_the_batched_rollout_uses(ray_session):
                                 actions=[{"a": 0}], rewards=[{"a": 1.0}])  # fmt: skip
     compat.set_episode_times(episode, 10.0, 12.5)
     assert episode.get_duration_s() == pytest.approx(2.5)
+
+
+@pytest.mark.parametrize("env", ["mpe:simple_spread", "toy:come_and_go"])
+def test_episode_slices_keep_every_agents_infos(ray_session, env):
+    """RLlib's MultiAgentEpisode.slice drops the infos (every one ``{}``); after the
+    package's import a slice keeps them: the two slices at every cut hold, env step by
+    env step, the infos of the episode they came from (absent agents included)."""
+    from marllib_ext.postprocessing.episode_steps import chunk_step_infos
+
+    algorithm = algos.mappo(**SMALL).rllib_config(env, seed=0).build_algo()
+    try:
+        episodes = algorithm.env_runner.sample(num_timesteps=60, random_actions=False)
+    finally:
+        algorithm.stop()
+    episode = max(episodes, key=len)
+    whole = chunk_step_infos(episode)
+    assert all(info and "state" in info for info in whole)
+    for cut in range(1, len(episode)):
+        head = episode[:cut]
+        tail = episode.slice(slice(cut, None), len_lookback_buffer=1)
+        assert chunk_step_infos(head) == whole[: cut + 1]
+        assert chunk_step_infos(tail) == whole[cut:]

@@ -1,11 +1,12 @@
-"""RLlib internals of episodes: joining chunks of one episode, and the order in which
-RLlib iterates an episode's agents."""
+"""RLlib internals of episodes: joining chunks of one episode, slicing one with its
+infos, and the order in which RLlib iterates an episode's agents."""
 
 from __future__ import annotations
 
 import functools
 
 from ray.rllib.env.multi_agent_episode import MultiAgentEpisode
+from ray.rllib.env.utils.infinite_lookback_buffer import InfiniteLookbackBuffer
 
 
 def concat_episode_chunk(head, tail) -> None:
@@ -76,3 +77,36 @@ def iterate_agents_in_sorted_order() -> None:
         functools.wraps(agent_ids)(lambda self: SortedAgentSet(agent_ids(self)))
     )
     MultiAgentEpisode._marllib_sorted_agents = True
+
+
+def keep_infos_when_slicing() -> None:
+    """``MultiAgentEpisode.slice`` (and ``episode[a:b]``) keeps every agent's infos.
+    Idempotent.
+
+    Why: RLlib 2.60's ``MultiAgentEpisode.slice`` builds the new episode without its
+    infos, so every info of a slice is ``{}``. Data-parallel learners get their share of
+    a batch through ``ShardEpisodesIterator``, which slices any episode that straddles
+    two learners; the central critics read the global state from those infos.
+
+    Relies on: in the slice, each agent's episode starts at agent step ``t_started`` and
+    its observations buffer (lookback included) covers the agent steps whose infos it
+    needs; the source agent episode holds those infos."""
+    if getattr(MultiAgentEpisode, "_marllib_slices_keep_infos", False):
+        return
+    slice_without_infos = MultiAgentEpisode.slice
+
+    @functools.wraps(slice_without_infos)
+    def slice_with_infos(self, slice_, *, len_lookback_buffer=None):
+        sliced = slice_without_infos(self, slice_, len_lookback_buffer=len_lookback_buffer)
+        for agent_id, part in sliced.agent_episodes.items():
+            source = self.agent_episodes[agent_id]
+            lookback = part.observations.lookback
+            first = part.t_started - source.t_started - lookback
+            infos = source.get_infos(
+                slice(first, first + len(part.observations.data)), neg_index_as_lookback=True
+            )
+            part.infos = InfiniteLookbackBuffer(data=list(infos), lookback=lookback)
+        return sliced
+
+    MultiAgentEpisode.slice = slice_with_infos
+    MultiAgentEpisode._marllib_slices_keep_infos = True

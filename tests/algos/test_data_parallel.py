@@ -12,7 +12,7 @@ from ray.rllib.core.learner.training_data import TrainingData
 from ray.rllib.utils.metrics import NUM_ENV_STEPS_SAMPLED_LIFETIME
 from ray.rllib.utils.minibatch_utils import ShardEpisodesIterator
 
-from marllib_ext import algos
+from marllib_ext import algos, make_env
 from marllib_ext.algos.registry import ALGORITHMS
 from marllib_ext.errors import ConfigError
 from marllib_ext.rllib_compat import CapturesTrainBatch, learner_batch, local_learner
@@ -63,6 +63,27 @@ def test_one_algorithm_per_family_trains_with_two_learners(ray_session, name):
 def test_every_other_algorithm_trains_with_two_learners(ray_session, name):
     algorithm, _ = train_and_check(name)
     algorithm.stop()
+
+
+def test_central_critic_trains_when_an_episode_is_sliced_across_learners(ray_session):
+    """A 150-step episode in a 200-step batch is cut between the two learners; both
+    slices still carry the global state the joint critic reads from the infos."""
+    config = algos.mappo(
+        num_learners=2,
+        num_env_runners=0,
+        num_envs_per_env_runner=1,
+        train_batch_size=BATCH,
+        minibatch_size=BATCH // 2,
+        num_epochs=1,
+    ).rllib_config(make_env("mpe:simple_spread", max_cycles=150), seed=0)
+    algorithm = config.build_algo()
+    try:
+        for _ in range(2):
+            result = algorithm.train()
+        assert result["env_runners"]["num_env_steps_sampled"] == BATCH
+        assert_learners_identical(algorithm)
+    finally:
+        algorithm.stop()
 
 
 @pytest.mark.parametrize("name", algos.algorithms_that(data_parallel=False))
