@@ -181,9 +181,13 @@ def main() -> None:
         "--copies-up-to", type=int, default=40,
         help="measure one-world copies only up to this many worlds (they step in turn)",
     )  # fmt: skip
+    parser.add_argument(
+        "--torch-threads", type=int, default=1,
+        help="torch's intra-op threads for everything timed (2: torch's default here)",
+    )  # fmt: skip
     args = parser.parse_args()
     warnings.filterwarnings("ignore")
-    torch.set_num_threads(1)
+    torch.set_num_threads(args.torch_threads)
     ray.init(num_cpus=2, include_dashboard=False, configure_logging=False, log_to_driver=False)
     env_name = f"vmas:{args.task}"
     rows = []
@@ -219,7 +223,10 @@ def main() -> None:
         layout.action_spaces[agent].shape[0],
         rows=1000 * len(layout.agents),
     )
-    print(f"plain-torch SGD floor: {floor:.2f} s per iteration (20 minibatch steps)")
+    print(
+        f"plain-torch SGD floor: {floor:.2f} s per iteration (20 minibatch steps); "
+        f"{torch.get_num_threads()} torch thread(s)"
+    )
     print("\n| worlds | raw VMAS | batched rollout | share of raw | per-world path | "
           "batched / per-world | one-world copies | training end-to-end | training "
           "collection | learner s / 4000 steps | of which batch building |")  # fmt: skip
