@@ -127,13 +127,20 @@ def training_steps_per_second(env_name: str, num_envs: int, iterations: int) -> 
 
 
 def sgd_floor_seconds(
-    obs_dim: int, state_dim: int, act_dim: int, rows: int, steps: int = 20, hidden: int = 128
+    obs_dim: int,
+    state_dim: int,
+    act_dim: int,
+    rows: int,
+    steps: int = 20,
+    hidden: int = 128,
+    critic_rows: int | None = None,
 ) -> float:
     """Seconds of ``steps`` PPO minibatch steps of ``rows`` rows in a plain torch loop, no
     RLlib: a Gaussian actor (obs -> 2 x act_dim) and a critic (state -> 1), each with
     two tanh hidden layers, clipped surrogate plus entropy plus value loss, Adam. The
     compute floor of one iteration's SGD (BenchMARL's settings: 5 epochs x 4
-    minibatches of 1000 frames x n_agents rows)."""
+    minibatches of 1000 frames x n_agents rows). ``critic_rows`` (default ``rows``): the
+    critic's rows per step; BenchMARL's critic sees the 1000 frames of a minibatch."""
 
     def mlp(inputs: int, outputs: int) -> torch.nn.Module:
         return torch.nn.Sequential(
@@ -146,11 +153,11 @@ def sgd_floor_seconds(
     actor, critic = mlp(obs_dim, 2 * act_dim), mlp(state_dim, 1)
     optimizer = torch.optim.Adam([*actor.parameters(), *critic.parameters()], lr=5e-5)
     obs = torch.randn(rows, obs_dim, generator=generator)
-    state = torch.randn(rows, state_dim, generator=generator)
+    state = torch.randn(critic_rows or rows, state_dim, generator=generator)
     actions = torch.randn(rows, act_dim, generator=generator)
     old_logp = torch.randn(rows, generator=generator)
     advantages = torch.randn(rows, generator=generator)
-    targets = torch.randn(rows, generator=generator)
+    targets = torch.randn(critic_rows or rows, generator=generator)
 
     def step() -> None:
         mean, log_std = actor(obs).chunk(2, dim=-1)
@@ -223,8 +230,17 @@ def main() -> None:
         layout.action_spaces[agent].shape[0],
         rows=1000 * len(layout.agents),
     )
+    frames_floor = sgd_floor_seconds(
+        layout.observation_spaces[agent].shape[0],
+        layout.state_space.shape[0],
+        layout.action_spaces[agent].shape[0],
+        rows=1000 * len(layout.agents),
+        critic_rows=1000,
+    )
     print(
-        f"plain-torch SGD floor: {floor:.2f} s per iteration (20 minibatch steps); "
+        f"plain-torch SGD floor: {floor:.2f} s per iteration (20 minibatch steps, the "
+        f"critic on as many rows as the actor, as mappo's joint critic takes them); "
+        f"{frames_floor:.2f} s with the critic on the minibatch's 1000 frames (BenchMARL); "
         f"{torch.get_num_threads()} torch thread(s)"
     )
     print("\n| worlds | raw VMAS | batched rollout | share of raw | per-world path | "
