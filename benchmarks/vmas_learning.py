@@ -29,6 +29,12 @@ from marllib_ext import algos, make_env
 from marllib_ext.algos.api import progress_row
 
 WINDOW = 5
+# Team labels: the algorithm and its settings.
+TEAMS = {
+    "mappo": ("mappo", {}),
+    # The joint critic on each minibatch's frames (BenchMARL's critic work).
+    "mappo_equal_passes": ("mappo", {"module_minibatches": "equal_passes"}),
+}
 
 
 def random_team_return(task: str, episodes: int, seed: int = 10_000) -> float:
@@ -55,7 +61,10 @@ def random_team_return(task: str, episodes: int, seed: int = 10_000) -> float:
 def train(task: str, label: str, seed: int, steps: int, path: Path) -> None:
     if finished_run(path, steps):
         return
-    algo = algos.get(label).rllib_config(make_env(f"vmas:{task}"), seed=seed).build_algo()
+    name, settings = TEAMS[label]
+    algo = (
+        algos.get(name, **settings).rllib_config(make_env(f"vmas:{task}"), seed=seed).build_algo()
+    )
     path.parent.mkdir(parents=True, exist_ok=True)
     with open(path, "w", newline="") as f:
         writer = csv.writer(f)
@@ -73,7 +82,7 @@ def train(task: str, label: str, seed: int, steps: int, path: Path) -> None:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--tasks", nargs="+", default=["navigation", "balance"])
-    parser.add_argument("--labels", nargs="+", default=["mappo"])
+    parser.add_argument("--labels", nargs="+", default=["mappo"], choices=list(TEAMS))
     parser.add_argument("--seeds", nargs="+", type=int, default=[0, 1, 2])
     parser.add_argument("--steps", type=int, default=300_000)
     parser.add_argument("--episodes", type=int, default=50, help="random-team episodes")

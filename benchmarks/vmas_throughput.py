@@ -91,14 +91,17 @@ def sampling_steps_per_second(env_name: str, num_envs: int, steps: int, path: st
     return sampled / elapsed
 
 
-def training_steps_per_second(env_name: str, num_envs: int, iterations: int) -> tuple:
+def training_steps_per_second(
+    env_name: str, num_envs: int, iterations: int, module_minibatches: str = "same_rows"
+) -> tuple:
     """``(end-to-end env steps/s, collection env steps/s, learner s per iteration, of
     which the learner connector's batch building)`` of
     `mappo` training with BenchMARL's MAPPO batch settings: 4000 env steps per
     iteration, minibatches of 1000 env steps, 5 epochs; the first iteration is a
     warm-up. BenchMARL's minibatch counts frames, each holding every agent of the
     group; the shared actor's minibatch counts agent rows, so it is 1000 x n_agents
-    (the same 20 SGD steps per iteration)."""
+    (the same 20 SGD steps per iteration). ``module_minibatches``: ``equal_passes``
+    steps the joint critic on the minibatch's frames, as BenchMARL's critic."""
     n_agents = len(make_env(env_name).layout.agents)
     algorithm = _algorithm(
         env_name,
@@ -107,6 +110,7 @@ def training_steps_per_second(env_name: str, num_envs: int, iterations: int) -> 
         train_batch_size=4000,
         minibatch_size=1000 * n_agents,
         num_epochs=5,
+        module_minibatches=module_minibatches,
     )
     try:
         algorithm.train()
@@ -192,6 +196,10 @@ def main() -> None:
         "--torch-threads", type=int, default=1,
         help="torch's intra-op threads for everything timed (2: torch's default here)",
     )  # fmt: skip
+    parser.add_argument(
+        "--module-minibatches", default="same_rows", choices=["same_rows", "equal_passes"],
+        help="training: equal_passes steps the joint critic on each minibatch's frames",
+    )  # fmt: skip
     args = parser.parse_args()
     warnings.filterwarnings("ignore")
     torch.set_num_threads(args.torch_threads)
@@ -208,7 +216,7 @@ def main() -> None:
         if num_envs <= args.copies_up_to:
             copies = sampling_steps_per_second(env_name, num_envs, 8000, "copies")
         end_to_end, collection, learn_s, connector_s = training_steps_per_second(
-            env_name, num_envs, args.train_iters
+            env_name, num_envs, args.train_iters, args.module_minibatches
         )
         rows.append(
             (num_envs, raw, ours, per_world, copies, end_to_end, collection, learn_s, connector_s)

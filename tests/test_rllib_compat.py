@@ -148,6 +148,22 @@ def test_private_hooks_that_mixins_override_exist():
     parameters = inspect.signature(TorchLearner._update).parameters
     assert [p for p in parameters if p != "_ray_trace_ctx"] == ["self", "batch"]
     assert "compute_losses" in inspect.getsource(TorchLearner._uncompiled_update)
+    # EqualPassesMinibatches: Learner.update hands its extra keyword arguments to
+    # _create_iterator_if_necessary, which builds the batch and returns the iterator.
+    update_source = inspect.getsource(Learner.update)
+    assert "batch_iter = self._create_iterator_if_necessary(" in update_source
+    assert "**kwargs" in update_source.split("_create_iterator_if_necessary(")[1].split(")")[0]
+    parameters = inspect.signature(Learner._create_iterator_if_necessary).parameters
+    assert {"training_data", "num_total_minibatches", "num_epochs", "minibatch_size"} <= set(
+        parameters
+    )
+    iterator_source = inspect.getsource(Learner._create_iterator_if_necessary)
+    for call in (
+        "_make_batch_if_necessary",
+        "should_module_be_updated",
+        "_set_slicing_by_batch_id",
+    ):
+        assert call in iterator_source
     # local_learner: the learner group keeps its local learner in _learner.
     from ray.rllib.core.learner.learner_group import LearnerGroup
 

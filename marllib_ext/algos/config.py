@@ -38,6 +38,11 @@ def require(ok: bool, key: str, value: Any, message: str) -> None:
         raise ConfigError(f"config key {key!r} = {value!r}: {message}")
 
 
+# How an SGD step's minibatch splits over module batches of different sizes
+# (PPOSettings.module_minibatches; rllib_compat.EqualPassesMinibatches).
+MODULE_MINIBATCHES = ("same_rows", "equal_passes")
+
+
 def require_all(settings: Any, checks: list[Check]) -> None:
     """``require`` for each ``(ok, key, message)``, the value read from ``settings``."""
     for ok, key, message in checks:
@@ -115,6 +120,7 @@ class PPOSettings(Settings):
     train_batch_size: int
     minibatch_size: int | None  # null: one step on the whole batch per epoch
     num_epochs: int
+    module_minibatches: str  # same_rows | equal_passes (_ppo.yaml)
     num_env_runners: int
     num_envs_per_env_runner: int
     num_cpus_per_env_runner: float
@@ -152,6 +158,11 @@ class PPOSettings(Settings):
                 f"must be in (0, train_batch_size={self.train_batch_size}] or null",
             ),
             (self.num_epochs > 0, "num_epochs", "must be > 0"),
+            (
+                self.module_minibatches in MODULE_MINIBATCHES,
+                "module_minibatches",
+                f"one of {MODULE_MINIBATCHES}",
+            ),
             (self.num_env_runners >= 0, "num_env_runners", "must be >= 0"),
             (self.num_envs_per_env_runner > 0, "num_envs_per_env_runner", "must be > 0"),
             (self.num_cpus_per_env_runner > 0, "num_cpus_per_env_runner", "must be > 0"),

@@ -65,6 +65,7 @@ def test_the_keys_a_phase_reads_literal():
         "critic_minibatch_size",
         "critic_lr",
         "grad_clip",
+        "module_minibatches",
         "vf_loss_coeff",
         "vf_clip_param",
         "value_norm",

@@ -37,6 +37,7 @@ from marllib_ext.rllib_compat import (
     update_on_part,
     with_learner_value,
 )
+from marllib_ext.rllib_compat.minibatches import EqualPassesMinibatches
 
 # learner_config_dict entry that carries the algorithm's schedule.
 SCHEDULE_KEY = "marllib_ext_schedule"
@@ -69,7 +70,7 @@ def with_schedule(config, settings: Any, schedule: Schedule):
     return with_learner_value(config, SCHEDULE_KEY, schedule)
 
 
-class PhasedLearner(SameModuleOrderOnEveryLearner, PPOTorchLearner):
+class PhasedLearner(SameModuleOrderOnEveryLearner, EqualPassesMinibatches, PPOTorchLearner):
     """Runs the schedule its config carries. A phase's step kind ``k`` is the method
     ``k_step(phase, module_batches, context)``; a family with a new kind of step adds
     that method, not an ``update`` override."""
@@ -171,7 +172,8 @@ class PhasedLearner(SameModuleOrderOnEveryLearner, PPOTorchLearner):
     def sgd_step(self, phase: Phase, module_batches: dict, context: PhaseContext):
         """The phase's epochs of minibatch SGD on these modules' rows: RLlib's own
         schedule when the phase's keys are the ones RLlib was configured from, else the
-        phase's epochs and minibatch size."""
+        phase's epochs and minibatch size; with ``module_minibatches: equal_passes``
+        every module takes those epochs over its own rows."""
         settings = self.settings
         configured = self.rllib_phase
         if (phase.epochs, phase.minibatch_size) == (configured.epochs, configured.minibatch_size):
@@ -185,12 +187,15 @@ class PhasedLearner(SameModuleOrderOnEveryLearner, PPOTorchLearner):
                 "num_epochs": getattr(settings, phase.epochs),
                 "minibatch_size": minibatch_size,
             }
+        update_kwargs = context.update_kwargs
+        if settings.module_minibatches == "equal_passes":
+            update_kwargs = {**update_kwargs, "equal_passes": True}
         return update_on_part(
             super().update,
             module_batches,
             context.batch.env_steps(),
             timesteps=context.timesteps,
-            update_kwargs=context.update_kwargs,
+            update_kwargs=update_kwargs,
             last=context.last_part,
             **schedule,
         )

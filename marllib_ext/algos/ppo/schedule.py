@@ -57,7 +57,7 @@ LOSS_KEYS: dict[str, tuple[str, ...]] = {
     "trust_region_surrogate": (),
 }
 STEP_KEYS: dict[str, tuple[str, ...]] = {
-    SGD: ("grad_clip",),
+    SGD: ("grad_clip", "module_minibatches"),
     PROJECTION: ("grad_clip",),
     TRUST_REGION: (
         "kl_threshold",
