@@ -125,3 +125,17 @@ def test_mappo_critic_minibatches_follow_the_mode(ray_session, mode):
         assert critic_rows == ({100} if mode == "same_rows" else {50})
     finally:
         algorithm.stop()
+
+
+@pytest.mark.slow  # data-parallel learners (a slow-tier topic)
+def test_equal_passes_with_two_learners_keeps_them_identical(ray_session):
+    """Both learners take the same number of minibatches (DDP would hang otherwise) and
+    end with the same weights."""
+    from tests.data_parallel import assert_learners_identical, two_learner_config
+
+    algorithm = two_learner_config("mappo", module_minibatches="equal_passes").build_algo()
+    try:
+        algorithm.train()
+        assert_learners_identical(algorithm)
+    finally:
+        algorithm.stop()
