@@ -19,6 +19,7 @@ import ray
 import torch
 
 from marllib_ext import algos, make_env
+from marllib_ext.algos.config import MODULE_MINIBATCHES
 from marllib_ext.envs.vmas import VMAS_TASKS
 
 
@@ -197,7 +198,7 @@ def main() -> None:
         help="torch's intra-op threads for everything timed (2: torch's default here)",
     )  # fmt: skip
     parser.add_argument(
-        "--module-minibatches", default="same_rows", choices=["same_rows", "equal_passes"],
+        "--module-minibatches", default="same_rows", choices=MODULE_MINIBATCHES,
         help="training: equal_passes steps the joint critic on each minibatch's frames",
     )  # fmt: skip
     args = parser.parse_args()
@@ -232,19 +233,13 @@ def main() -> None:
     ray.shutdown()
     layout = make_env(env_name).layout
     agent = layout.agents[0]
-    floor = sgd_floor_seconds(
+    dims = (
         layout.observation_spaces[agent].shape[0],
         layout.state_space.shape[0],
         layout.action_spaces[agent].shape[0],
-        rows=1000 * len(layout.agents),
     )
-    frames_floor = sgd_floor_seconds(
-        layout.observation_spaces[agent].shape[0],
-        layout.state_space.shape[0],
-        layout.action_spaces[agent].shape[0],
-        rows=1000 * len(layout.agents),
-        critic_rows=1000,
-    )
+    floor = sgd_floor_seconds(*dims, rows=1000 * len(layout.agents))
+    frames_floor = sgd_floor_seconds(*dims, rows=1000 * len(layout.agents), critic_rows=1000)
     print(
         f"plain-torch SGD floor: {floor:.2f} s per iteration (20 minibatch steps, the "
         f"critic on as many rows as the actor, as mappo's joint critic takes them); "

@@ -9,7 +9,6 @@ does not document as API. Each function says which RLlib behaviour it relies on;
 from __future__ import annotations
 
 import functools
-import math
 from typing import Any
 
 import numpy as np
@@ -25,6 +24,7 @@ from ray.rllib.utils.annotations import override
 from ray.rllib.utils.metrics import TD_ERROR_KEY
 
 from marllib_ext.errors import ConfigError
+from marllib_ext.ops.minibatches import minibatch_steps
 from marllib_ext.rllib_compat.env_runners import pause_cyclic_gc
 from marllib_ext.rllib_compat.off_policy import (  # re-exported
     ActorBackwardApart,  # noqa: F401
@@ -295,7 +295,7 @@ def update_on_part(
         kwargs.update(num_epochs=num_epochs, minibatch_size=minibatch_size)
         if data_parallel():
             rows = max(len(b) for b in policy_batches.values())
-            steps = math.ceil(num_epochs * rows / (minibatch_size or rows))
+            steps = minibatch_steps(num_epochs, rows, minibatch_size)
             kwargs["num_total_minibatches"] = max_over_learners(steps)
     elif whole_batch:
         kwargs.update(minibatch_size=None, num_total_minibatches=0)

@@ -3,7 +3,6 @@ own batch (``module_minibatches: equal_passes``)."""
 
 from __future__ import annotations
 
-import math
 from collections.abc import Iterator
 
 from ray.rllib.core.learner.learner import Learner
@@ -11,15 +10,7 @@ from ray.rllib.policy.sample_batch import MultiAgentBatch
 from ray.rllib.utils.annotations import override
 from ray.rllib.utils.minibatch_utils import MiniBatchCyclicIterator
 
-
-def equal_pass_minibatch_sizes(module_rows: dict[str, int], minibatch_size: int) -> dict[str, int]:
-    """Per module, ``round(minibatch_size * rows / largest_rows)`` (at least 1): the
-    same share of every module's batch as ``minibatch_size`` is of the largest one's."""
-    largest = max(module_rows.values())
-    return {
-        module_id: max(1, round(minibatch_size * rows / largest))
-        for module_id, rows in module_rows.items()
-    }
+from marllib_ext.ops.minibatches import equal_pass_minibatch_sizes, minibatch_steps
 
 
 def equal_pass_minibatches(
@@ -30,7 +21,7 @@ def equal_pass_minibatches(
     shuffle: bool,
     num_total_minibatches: int = 0,
 ) -> Iterator[MultiAgentBatch]:
-    """``ceil(num_epochs * largest_rows / minibatch_size)`` minibatches (or
+    """``minibatch_steps(num_epochs, largest_rows, minibatch_size)`` minibatches (or
     ``num_total_minibatches`` when > 0, as data-parallel learners set it), each holding
     every module's next ``equal_pass_minibatch_sizes`` rows; so every module takes
     ``num_epochs`` passes over its batch.
@@ -40,7 +31,7 @@ def equal_pass_minibatches(
     > 0``, yields exactly that many minibatches."""
     rows = {module_id: len(rows) for module_id, rows in batch.policy_batches.items()}
     sizes = equal_pass_minibatch_sizes(rows, minibatch_size)
-    steps = num_total_minibatches or math.ceil(num_epochs * max(rows.values()) / minibatch_size)
+    steps = num_total_minibatches or minibatch_steps(num_epochs, max(rows.values()), minibatch_size)
     env_steps = batch.env_steps()
     iterators = {
         module_id: iter(

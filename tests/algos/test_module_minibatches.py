@@ -12,11 +12,9 @@ from ray.rllib.utils.minibatch_utils import MiniBatchCyclicIterator
 
 from marllib_ext import algos
 from marllib_ext.errors import ConfigError
+from marllib_ext.ops.minibatches import equal_pass_minibatch_sizes, minibatch_steps
 from marllib_ext.rllib_compat import local_learner
-from marllib_ext.rllib_compat.minibatches import (
-    equal_pass_minibatch_sizes,
-    equal_pass_minibatches,
-)
+from marllib_ext.rllib_compat.minibatches import equal_pass_minibatches
 
 
 def two_module_batch(actor_rows=12, critic_rows=4):
@@ -49,6 +47,18 @@ def test_minibatch_sizes_are_the_same_share_of_each_module_batch():
         "actor": 10,
         "critic": 1,  # never empty
     }
+
+
+def test_minibatch_steps_give_the_batch_num_epochs_passes():
+    assert minibatch_steps(5, 12000, 3000) == 20
+    assert minibatch_steps(5, 13200, 3000) == 22  # 10-step chunks' bootstrap rows
+    assert minibatch_steps(2, 12, 6) == 4
+    assert minibatch_steps(3, 100, None) == 3  # the whole batch, once per epoch
+    for epochs, rows, size in [(1, 7, 3), (4, 10, 10), (5, 101, 20)]:
+        steps = 0
+        while steps * size < epochs * rows:  # the obvious loop
+            steps += 1
+        assert minibatch_steps(epochs, rows, size) == steps
 
 
 @pytest.mark.parametrize("shuffle", [False, True])
