@@ -13,6 +13,7 @@ from ray.rllib.core.columns import Columns
 
 from marllib_ext import algos
 from marllib_ext.envs.whole_episodes import WholeEpisodeEnvRunner
+from marllib_ext.policies.joint_critic import is_critic_module
 from marllib_ext.rllib_compat import plain_module
 from tests.data_parallel import assert_learners_identical
 
@@ -71,7 +72,9 @@ def test_bounded_std_with_feature_norm_stays_bounded_on_two_learners(ray_session
         assert_learners_identical(algorithm)
 
         def stds(runner):
-            module = plain_module(runner.module, next(iter(runner.module.keys())))
+            # The actor: a learner also holds the joint critic, first in sorted order.
+            actor_id = next(m for m in sorted(runner.module.keys()) if not is_critic_module(m))
+            module = plain_module(runner.module, actor_id)
             obs = torch.zeros(1, *module.observation_space.shape)
             with torch.no_grad():
                 inputs = module.forward_inference({Columns.OBS: obs})
