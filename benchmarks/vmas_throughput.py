@@ -56,7 +56,7 @@ def raw_vmas_steps_per_second(task: str, num_envs: int, steps: int, seed: int = 
     return calls * num_envs / (time.perf_counter() - start)
 
 
-def _algorithm(env_name: str, num_envs: int, path: str, **settings):
+def _algorithm(env_name: str, num_envs: int, path: str, learner_data: str = "blocks", **settings):
     config = algos.mappo(**settings).rllib_config(  # the env's own hyperparameter source
         make_env(env_name), seed=0, num_env_runners=0, num_envs_per_env_runner=num_envs
     )
@@ -71,13 +71,20 @@ def _algorithm(env_name: str, num_envs: int, path: str, **settings):
         # runner took before the batched rollout, and still takes when it must).
         runner = algorithm.env_runner
         runner.array_rollout, runner.array_rollout_refusal = None, "benchmark"
+    if path == "batched" and learner_data == "chunks":
+        # The learner reads episode chunks through its connectors (the path before
+        # rollout blocks, and the one a learner without a block batch takes).
+        algorithm.env_runner._array_rollout().blocks_refusal = "benchmark"
     return algorithm
 
 
-def sampling_steps_per_second(env_name: str, num_envs: int, steps: int, path: str) -> float:
+def sampling_steps_per_second(
+    env_name: str, num_envs: int, steps: int, path: str, learner_data: str = "blocks"
+) -> float:
     """Env steps/s of one env runner in the driver sampling with a `mappo` policy;
-    ``path``: "batched" (rollout.ArrayRollout), "per_world" or "copies"."""
-    algorithm = _algorithm(env_name, num_envs, path)
+    ``path``: "batched" (rollout.ArrayRollout), "per_world" or "copies";
+    ``learner_data``: what the batched path hands over ("blocks" or episode "chunks")."""
+    algorithm = _algorithm(env_name, num_envs, path, learner_data)
     try:
         runner = algorithm.env_runner
         runner.sample(num_timesteps=num_envs * 20, explore=True)  # warm-up
@@ -93,7 +100,11 @@ def sampling_steps_per_second(env_name: str, num_envs: int, steps: int, path: st
 
 
 def training_steps_per_second(
-    env_name: str, num_envs: int, iterations: int, module_minibatches: str = "same_rows"
+    env_name: str,
+    num_envs: int,
+    iterations: int,
+    module_minibatches: str = "same_rows",
+    learner_data: str = "blocks",
 ) -> tuple:
     """``(end-to-end env steps/s, collection env steps/s, learner s per iteration, of
     which the learner connector's batch building)`` of
@@ -102,12 +113,15 @@ def training_steps_per_second(
     warm-up. BenchMARL's minibatch counts frames, each holding every agent of the
     group; the shared actor's minibatch counts agent rows, so it is 1000 x n_agents
     (the same 20 SGD steps per iteration). ``module_minibatches``: ``equal_passes``
-    steps the joint critic on the minibatch's frames, as BenchMARL's critic."""
+    steps the joint critic on the minibatch's frames, as BenchMARL's critic;
+    ``learner_data``: "blocks" (the learner builds its batch from the rollout's arrays)
+    or "chunks" (episode chunks through RLlib's learner connectors)."""
     n_agents = len(make_env(env_name).layout.agents)
     algorithm = _algorithm(
         env_name,
         num_envs,
         "batched",
+        learner_data,
         train_batch_size=4000,
         minibatch_size=1000 * n_agents,
         num_epochs=5,
@@ -123,8 +137,11 @@ def training_steps_per_second(
             timers = result["timers"]
             sample_s += timers["env_runner_sampling_timer"]
             learn_s += timers["learner_update_timer"]
-            learner = result["learners"]["__all_modules__"]["learner_connector"]
-            connector_s += learner["connector_pipeline_timer"]
+            learner = result["learners"]["__all_modules__"]
+            if "block_batch_timer" in learner:
+                connector_s += learner["block_batch_timer"]
+            else:
+                connector_s += learner["learner_connector"]["connector_pipeline_timer"]
         elapsed = time.perf_counter() - start
     finally:
         algorithm.stop()
@@ -201,6 +218,10 @@ def main() -> None:
         "--module-minibatches", default="same_rows", choices=MODULE_MINIBATCHES,
         help="training: equal_passes steps the joint critic on each minibatch's frames",
     )  # fmt: skip
+    parser.add_argument(
+        "--learner-data", nargs="+", default=["blocks", "chunks"], choices=["blocks", "chunks"],
+        help="what the batched runner hands mappo's learner: rollout blocks or episode chunks",
+    )  # fmt: skip
     args = parser.parse_args()
     warnings.filterwarnings("ignore")
     torch.set_num_threads(args.torch_threads)
@@ -209,27 +230,35 @@ def main() -> None:
     rows = []
     for num_envs in args.num_envs:
         raw = raw_vmas_steps_per_second(args.task, num_envs, args.steps)
-        ours = sampling_steps_per_second(env_name, num_envs, args.steps, "batched")
+        blocks = sampling_steps_per_second(env_name, num_envs, args.steps, "batched")
+        ours = sampling_steps_per_second(env_name, num_envs, args.steps, "batched", "chunks")
         per_world = sampling_steps_per_second(
             env_name, num_envs, min(args.steps, 100 * num_envs), "per_world"
         )
         copies = None
         if num_envs <= args.copies_up_to:
             copies = sampling_steps_per_second(env_name, num_envs, 8000, "copies")
-        end_to_end, collection, learn_s, connector_s = training_steps_per_second(
-            env_name, num_envs, args.train_iters, args.module_minibatches
-        )
-        rows.append(
-            (num_envs, raw, ours, per_world, copies, end_to_end, collection, learn_s, connector_s)
-        )
         print(
-            f"num_envs {num_envs:3d}: raw VMAS {raw:8.0f} | batched rollout {ours:6.0f} "
-            f"({ours / raw:.3f} of raw) | per-world path {per_world:6.0f} | one-world copies "
-            f"{copies or float('nan'):6.0f} | training: end-to-end {end_to_end:6.0f}, "
-            f"collection {collection:6.0f}, learner {learn_s:.2f} s/iteration "
-            f"({connector_s:.2f} s building its batch)",
+            f"num_envs {num_envs:3d}: raw VMAS {raw:8.0f} | batched rollout, blocks "
+            f"{blocks:6.0f} ({blocks / raw:.3f} of raw), episode chunks {ours:6.0f} "
+            f"({ours / raw:.3f}) | per-world path {per_world:6.0f} | one-world copies "
+            f"{copies or float('nan'):6.0f}",
             flush=True,
         )
+        for learner_data in args.learner_data:
+            end_to_end, collection, learn_s, connector_s = training_steps_per_second(
+                env_name, num_envs, args.train_iters, args.module_minibatches, learner_data
+            )
+            rows.append(
+                (num_envs, raw, blocks, ours, per_world, copies, learner_data, end_to_end,
+                 collection, learn_s, connector_s)
+            )  # fmt: skip
+            print(
+                f"  training on {learner_data}: end-to-end {end_to_end:6.0f}, collection "
+                f"{collection:6.0f} ({collection / raw:.3f} of raw), learner {learn_s:.2f} "
+                f"s/iteration ({connector_s:.3f} s building its batch)",
+                flush=True,
+            )
     ray.shutdown()
     layout = make_env(env_name).layout
     agent = layout.agents[0]
@@ -246,17 +275,20 @@ def main() -> None:
         f"{frames_floor:.2f} s with the critic on the minibatch's 1000 frames (BenchMARL); "
         f"{torch.get_num_threads()} torch thread(s)"
     )
-    print("\n| worlds | raw VMAS | batched rollout | share of raw | per-world path | "
-          "batched / per-world | one-world copies | training end-to-end | training "
-          "collection | learner s / 4000 steps | of which batch building |")  # fmt: skip
+    print("\n| worlds | raw VMAS | batched rollout: blocks (share of raw) | episode chunks "
+          "(share) | per-world path | one-world copies | learner data | training "
+          "end-to-end | training collection (share of raw) | learner s / 4000 steps | of "
+          "which batch building |")  # fmt: skip
     print("|---|---|---|---|---|---|---|---|---|---|---|")
     for row in rows:
-        num_envs, raw, ours, per_world, copies, end_to_end, collection, learn_s, connector_s = row
+        (num_envs, raw, blocks, ours, per_world, copies, learner_data, end_to_end,
+         collection, learn_s, connector_s) = row  # fmt: skip
         copies_cell = f"{copies:.0f}" if copies else "–"
         print(
-            f"| {num_envs} | {raw:.0f} | {ours:.0f} | {ours / raw:.3f} | {per_world:.0f} | "
-            f"{ours / per_world:.1f} | {copies_cell} | {end_to_end:.0f} | {collection:.0f} | "
-            f"{learn_s:.2f} | {connector_s:.2f} |"
+            f"| {num_envs} | {raw:.0f} | {blocks:.0f} ({blocks / raw:.2f}) | {ours:.0f} "
+            f"({ours / raw:.2f}) | {per_world:.0f} | {copies_cell} | {learner_data} | "
+            f"{end_to_end:.0f} | {collection:.0f} ({collection / raw:.2f}) | {learn_s:.2f} | "
+            f"{connector_s:.3f} |"
         )
 
 

@@ -98,3 +98,57 @@ def standardize_valid(
     _check_shape("valid", valid, values.shape)
     selected = values[valid]
     return (values - selected.mean()) / max(min_std, float(selected.std()))
+
+
+def block_gae(
+    rewards: npt.ArrayLike,
+    values: npt.ArrayLike,
+    next_values: npt.ArrayLike,
+    terminateds: npt.ArrayLike,
+    truncateds: npt.ArrayLike,
+    *,
+    gamma: float,
+    lambda_: float,
+) -> tuple[npt.NDArray[np.float64], npt.NDArray[np.float64]]:
+    """:func:`team_gae` for ``B`` worlds at once, on a ``(T, B)`` rollout block::
+
+        delta[t, b] = r[t, b] + gamma * (1 - terminated[t, b]) * next_values[t, b]
+                      - values[t, b]
+        A[t, b]     = delta[t, b] + gamma * lambda_ * (1 - end[t, b]) * A[t + 1, b]
+        end[t, b]   = terminated[t, b] or truncated[t, b] or t == T - 1
+
+    Each world's column is a sequence of episode segments (a world resets in place
+    where its episode ends); ``next_values[t, b]`` is V of the observation after step
+    ``t`` (the final one where the episode ended there, else the next step's). The last
+    row closes every segment, bootstrapping from ``next_values[T - 1]`` (the sampler's
+    cut). Only the time axis is looped over; worlds are vectorized.
+
+    Args:
+        rewards, values, next_values: ``(T, B)``.
+        terminateds, truncateds: ``(T, B)`` bool.
+
+    Returns:
+        ``(advantages, value_targets)``, both ``(T, B)`` float64.
+    """
+    values = np.asarray(values, dtype=np.float64)
+    if values.ndim != 2:
+        raise ValueError(f"values has shape {values.shape}, expected (T, B)")
+    rewards = np.asarray(rewards, dtype=np.float64)
+    next_values = np.asarray(next_values, dtype=np.float64)
+    terminateds = np.asarray(terminateds, dtype=bool)
+    truncateds = np.asarray(truncateds, dtype=bool)
+    for name, array in (
+        ("rewards", rewards),
+        ("next_values", next_values),
+        ("terminateds", terminateds),
+        ("truncateds", truncateds),
+    ):
+        _check_shape(name, array, values.shape)
+    deltas = rewards + gamma * np.where(terminateds, 0.0, next_values) - values
+    carry = gamma * lambda_ * ~(terminateds | truncateds)
+    advantages = np.empty_like(deltas)
+    running = np.zeros(values.shape[1])
+    for t in range(values.shape[0] - 1, -1, -1):
+        running = deltas[t] + carry[t] * running
+        advantages[t] = running
+    return advantages, advantages + values

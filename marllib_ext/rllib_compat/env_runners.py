@@ -140,3 +140,23 @@ def pause_cyclic_gc() -> Iterator[None]:
     finally:
         if collecting:
             gc.enable()
+
+
+def log_episode_metrics(
+    env_runner,
+    *,
+    length: int,
+    episode_return: float,
+    duration_s: float,
+    agent_returns: dict[str, float],
+    module_returns: dict[str, float],
+    agent_steps: dict[str, int],
+) -> None:
+    """Logs one ended episode's metrics as ``get_metrics`` logs a done episode's (for a
+    runner that hands its learner arrays instead of episodes).
+
+    Relies on: ``MultiAgentEnvRunner._log_episode_metrics(length, ret, sec, agents,
+    modules, agent_steps)`` logs them with the runner's smoothing window."""
+    env_runner._log_episode_metrics(
+        length, episode_return, duration_s, agent_returns, module_returns, agent_steps
+    )

@@ -49,3 +49,44 @@ class WorldArrays:
             action_masks=pick(self.action_masks, other.action_masks),
             state=pick(self.state, other.state),
         )
+
+
+@dataclass
+class RolloutBlock:
+    """One ``sample()`` call of a batched env runner as ``(T, B, ...)`` arrays, handed
+    to a learner that builds its train batch from them directly (no episode chunks).
+
+    Attributes:
+        agents: the world's agents; ``module_of``: agent -> its module.
+        observations: ``{agent: (T, B, obs_dim)}`` what each agent acted on;
+            ``action_masks``: ``{agent: (T, B, n_actions)}`` with them, or ``None``.
+        actions: ``{agent: (T, B, ...)}``; ``outputs``: ``{agent: {column: (T, B,
+            ...)}}`` the module outputs kept (log-probabilities, distribution inputs).
+        states: ``(T, B, state_dim)`` the global state acted on; ``next_states``: the
+            state after each step (the final one where the episode ended).
+        rewards: ``(T, B, n_agents)``; ``terminated``, ``truncated``: ``(T, B)`` the
+            world's episode ended at that step; ``alive``: ``(T, B, n_agents)`` the
+            agents present (acting) at each step.
+    """
+
+    agents: list[str]
+    module_of: dict[str, str]
+    observations: dict[str, np.ndarray]
+    action_masks: dict[str, np.ndarray] | None
+    actions: dict[str, np.ndarray]
+    outputs: dict[str, dict[str, np.ndarray]]
+    states: np.ndarray
+    next_states: np.ndarray
+    rewards: np.ndarray
+    terminated: np.ndarray
+    truncated: np.ndarray
+    alive: np.ndarray
+
+    def __len__(self) -> int:
+        return self.terminated.size
+
+    def env_steps(self) -> int:
+        return self.terminated.size
+
+    def agent_steps(self) -> int:
+        return int(self.alive.sum())

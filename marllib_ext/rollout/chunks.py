@@ -33,7 +33,8 @@ class Block:
     ``first``: the worlds at the block's start; ``steps[t]``: step ``t``'s result
     (terminal observations where an episode ended); ``resets[t]``: the arrays after the
     resets that followed step ``t`` (``None`` where no world ended); ``alive[t]``:
-    ``(B, n_agents)`` the agents present (acting) at step ``t``."""
+    ``(B, n_agents)`` the agents present (acting) at step ``t``; ``acted[t]``: the
+    arrays step ``t`` acted on (kept where the block goes to the learner as arrays)."""
 
     agents: list[str]
     first: WorldArrays
@@ -43,6 +44,7 @@ class Block:
     actions: list[dict[str, np.ndarray]]
     outputs: list[dict[str, dict[str, np.ndarray]]]
     times: np.ndarray
+    acted: list[WorldArrays] | None = None  # the worlds each step acted on
 
 
 class ChunkArrays:

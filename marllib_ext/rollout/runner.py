@@ -60,8 +60,9 @@ from marllib_ext.rllib_compat.env_runners import (
     time_after_sampling,
     weights_seq_no,
 )
-from marllib_ext.rollout.blocks import WorldArrays
+from marllib_ext.rollout.blocks import RolloutBlock, WorldArrays
 from marllib_ext.rollout.chunks import Block, ChunkArrays, build_chunk
+from marllib_ext.rollout.direct import EpisodeTally, rollout_block, rollout_block_refusal
 from marllib_ext.rollout.eligibility import ArrayWorld
 
 
@@ -90,6 +91,9 @@ class ArrayRollout:
         self.env_t = np.zeros(self.num_envs, dtype=np.int64)
         self.started = np.zeros(self.num_envs)  # perf_counter time each episode began
         self.last_rewards: list[dict[str, float]] = []  # rewards behind the current obs
+        # Why sample() returns episode chunks rather than one RolloutBlock (None: a block).
+        self.blocks_refusal = rollout_block_refusal(env_runner)
+        self.tally = EpisodeTally(env_runner, self.agents, self.module_of, self.num_envs)
 
     # ---- sampling ----------------------------------------------------------------------
     def reset(self) -> None:
@@ -100,6 +104,7 @@ class ArrayRollout:
         self.alive[:] = True
         self.episode_ids = [""] * self.num_envs
         self.last_rewards = [{}] * self.num_envs
+        self.tally.reset()
         now = time.perf_counter()
         for world in range(self.num_envs):
             self._start_episode(world, now)
@@ -108,8 +113,9 @@ class ArrayRollout:
 
     def sample(
         self, *, num_timesteps: int, explore: bool, random_actions: bool, force_reset: bool
-    ) -> list[MultiAgentEpisode]:
-        """At least ``num_timesteps`` env steps (every world's step counts), as episodes."""
+    ) -> list[MultiAgentEpisode] | list[RolloutBlock]:
+        """At least ``num_timesteps`` env steps (every world's step counts): as episode
+        chunks, or as one ``RolloutBlock`` where the learner takes those."""
         runner = self.runner
         previous = time_after_sampling(runner)
         if previous is not None:
@@ -120,6 +126,9 @@ class ArrayRollout:
                 self.reset()
             horizon = max(1, -(-num_timesteps // self.num_envs))
             block = self._run(horizon, explore, random_actions)
+            if self.blocks_refusal is None:
+                mark_sampling_done(runner)
+                return [self._block(block)]
             with pause_cyclic_gc():
                 episodes = self._episodes(block)
             make_callback(
@@ -204,11 +213,12 @@ class ArrayRollout:
         block = Block(
             agents=self.agents, first=self.current, steps=[], resets=[],
             alive=np.zeros((horizon, self.num_envs, len(self.agents)), bool),
-            actions=[], outputs=[], times=np.zeros(horizon),
+            actions=[], outputs=[], times=np.zeros(horizon), acted=[],
         )  # fmt: skip
         current, alive = self.current, self.alive
         for t in range(horizon):
             block.alive[t] = alive
+            block.acted.append(current)
             actions, outputs = self._act(current, explore, random_actions)
             step = self.world.step_arrays(self._env_actions(actions))
             ended = step.terminated | step.truncated
@@ -229,7 +239,16 @@ class ArrayRollout:
         self.current, self.alive = current, alive
         return block
 
-    # ---- episodes ----------------------------------------------------------------------
+    # ---- learner data ------------------------------------------------------------------
+    def _block(self, block: Block) -> RolloutBlock:
+        """The block as arrays for the learner; the episodes that ended in it are
+        logged from each world's tally."""
+        arrays = rollout_block(block, self.module_of)
+        self.tally.add(arrays, self.started, block.times)
+        ended = arrays.terminated | arrays.truncated
+        self._log_counts(len(ended), int(ended.sum()), block.alive.sum(axis=(0, 1)))
+        return arrays
+
     def _start_episode(self, world: int, began: float) -> None:
         self.episode_ids[world] = MultiAgentEpisode().id_
         self.env_t[world] = 0

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import time
 from typing import Any
 
 import torch
@@ -10,13 +11,16 @@ from ray.rllib.algorithms.ppo.torch.ppo_torch_learner import PPOTorchLearner
 from ray.rllib.connectors.learner import GeneralAdvantageEstimation
 from ray.rllib.core.columns import Columns
 from ray.rllib.core.learner.learner import VF_LOSS_KEY
+from ray.rllib.policy.sample_batch import MultiAgentBatch, SampleBatch
 from ray.rllib.utils.annotations import override
+from ray.rllib.utils.metrics import ALL_MODULES
 from ray.rllib.utils.torch_utils import explained_variance
 
 from marllib_ext.algos.ppo.phased import PhasedLearner
 from marllib_ext.ops.value_loss import value_loss
 from marllib_ext.policies.joint_critic import ACTOR_MODULES, OLD_VALUES, is_critic_module
 from marllib_ext.policies.vd_critic import AGENT_VALUE_SPREAD
+from marllib_ext.postprocessing.block_batch import joint_critic_block_batch
 from marllib_ext.postprocessing.joint_advantage import JointAdvantageConnector
 from marllib_ext.postprocessing.vd_advantage import VDJointAdvantageConnector
 from marllib_ext.rllib_compat import (
@@ -26,7 +30,10 @@ from marllib_ext.rllib_compat import (
     plain_module,
     sum_over_learners,
 )
+from marllib_ext.rollout.blocks import RolloutBlock
 
+# Seconds the learner took to build its batch from rollout blocks.
+BLOCK_BATCH_TIMER = "block_batch_timer"
 # Detached critic outputs logged as they are.
 CRITIC_DIAGNOSTICS = (AGENT_VALUE_SPREAD,)
 
@@ -120,6 +127,8 @@ class JointCriticPPOLearner(ObservesBatchBeforeLoss, PhasedLearner):
     """
 
     advantage_connector_class: type[JointAdvantageConnector] = JointAdvantageConnector
+    # Builds its batch from batched-rollout arrays (rollout.direct); not inherited.
+    TAKES_ROLLOUT_BLOCKS = True
 
     @override(PPOTorchLearner)
     def build(self) -> None:
@@ -143,6 +152,33 @@ class JointCriticPPOLearner(ObservesBatchBeforeLoss, PhasedLearner):
             for connector in self.advantage_connectors()
             for actor in connector.actor_module_ids or ()
         }
+
+    @override(PhasedLearner)
+    def block_batch(self, blocks: list[RolloutBlock]) -> MultiAgentBatch:
+        """What the advantage connectors build from chunks, from each joint critic's
+        team GAE over the blocks (``postprocessing.block_batch``)."""
+        start = time.perf_counter()
+        columns = {}
+        for connector in self.advantage_connectors():
+            columns.update(
+                joint_critic_block_batch(
+                    blocks,
+                    critic=plain_module(self.module, connector.critic_module_id),
+                    critic_module_id=connector.critic_module_id,
+                    actor_module_ids=connector.actor_module_ids,
+                    settings=self.settings,
+                    device=self.device,
+                    metrics=self.metrics,
+                )
+            )
+        batch = MultiAgentBatch(
+            {module_id: SampleBatch(columns[module_id]) for module_id in sorted(columns)},
+            env_steps=sum(len(block) for block in blocks),
+        )
+        self.metrics.log_value(
+            (ALL_MODULES, BLOCK_BATCH_TIMER), time.perf_counter() - start, window=1
+        )
+        return batch
 
     def advantage_connector_kwargs(self) -> dict[str, Any]:
         return {"settings": self.settings}

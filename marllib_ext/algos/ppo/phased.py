@@ -10,7 +10,7 @@ import numpy as np
 import torch
 from ray.rllib.algorithms.ppo.torch.ppo_torch_learner import PPOTorchLearner
 from ray.rllib.core.columns import Columns
-from ray.rllib.policy.sample_batch import SampleBatch
+from ray.rllib.policy.sample_batch import MultiAgentBatch, SampleBatch
 from ray.rllib.utils.annotations import override
 
 from marllib_ext.algos.config import learner_share
@@ -38,6 +38,7 @@ from marllib_ext.rllib_compat import (
     with_learner_value,
 )
 from marllib_ext.rllib_compat.minibatches import EqualPassesMinibatches
+from marllib_ext.rollout.blocks import RolloutBlock
 
 # learner_config_dict entry that carries the algorithm's schedule.
 SCHEDULE_KEY = "marllib_ext_schedule"
@@ -117,7 +118,8 @@ class PhasedLearner(SameModuleOrderOnEveryLearner, EqualPassesMinibatches, PPOTo
 
     @override(PPOTorchLearner)
     def update(self, *, training_data=None, timesteps=None, **update_kwargs):
-        batch = learner_batch(self, training_data)
+        blocks = rollout_blocks(training_data)
+        batch = self.block_batch(blocks) if blocks else learner_batch(self, training_data)
         context = PhaseContext(batch, timesteps, update_kwargs)
         result = None
         for index, phase in enumerate(self.schedule):
@@ -125,6 +127,11 @@ class PhasedLearner(SameModuleOrderOnEveryLearner, EqualPassesMinibatches, PPOTo
             result = self.run_phase(phase, context)
         # A schedule that ends without an RLlib update reduces the metrics itself.
         return result if result is not None else self.metrics.reduce()
+
+    def block_batch(self, blocks: list[RolloutBlock]) -> MultiAgentBatch:
+        """The train batch built from batched-rollout arrays (a learner that declares
+        ``TAKES_ROLLOUT_BLOCKS`` builds it; see ``rollout.direct``)."""
+        raise TypeError(f"{type(self).__name__} builds its batch from episodes, not arrays")
 
     def run_phase(self, phase: Phase, context: PhaseContext):
         """One phase: its modules together, or one after another in their order."""
@@ -199,6 +206,16 @@ class PhasedLearner(SameModuleOrderOnEveryLearner, EqualPassesMinibatches, PPOTo
             last=context.last_part,
             **schedule,
         )
+
+
+def rollout_blocks(training_data) -> list[RolloutBlock]:
+    """The ``RolloutBlock`` arrays a batched env runner handed over as its episodes
+    (empty for episodes or a batch)."""
+    episodes = getattr(training_data, "episodes", None) or []
+    blocks = [e for e in episodes if isinstance(e, RolloutBlock)]
+    if blocks and len(blocks) != len(episodes):
+        raise TypeError("a learner update got rollout blocks mixed with episodes")
+    return blocks
 
 
 class PhaseContext:

@@ -1,0 +1,166 @@
+"""A batched rollout block handed to the learner as arrays (``blocks.RolloutBlock``)
+instead of RLlib episode chunks, and the runner's episode metrics kept per world
+without episode objects.
+
+A learner declares that it builds its train batch from such blocks
+(``TAKES_ROLLOUT_BLOCKS`` on its class, not inherited: a subclass that changes what
+its connectors compute must declare it again); ``rollout_block_refusal`` says why a
+runner hands episode chunks instead."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from marllib_ext.rllib_compat import env_runner_callbacks
+from marllib_ext.rllib_compat.env_runners import log_episode_metrics
+from marllib_ext.rollout.blocks import RolloutBlock, WorldArrays
+from marllib_ext.rollout.chunks import Block
+
+# The env-contract check every algorithm runs at episode ends (by name: the algos
+# package imports this one).
+CONTRACT_CHECK = ("marllib_ext.algos.env_checks", "log_contract_breaches")
+# The learner class attribute that says it takes ``RolloutBlock`` lists as episodes.
+TAKES_ROLLOUT_BLOCKS = "TAKES_ROLLOUT_BLOCKS"
+
+
+def takes_rollout_blocks(learner_class: type | None) -> bool:
+    """Whether ``learner_class`` itself (not a base class) declares that it builds its
+    batch from ``RolloutBlock`` lists."""
+    return bool(learner_class is not None and vars(learner_class).get(TAKES_ROLLOUT_BLOCKS))
+
+
+def _episode_end_callbacks(config, env_runner) -> list[str]:
+    """The ``on_episode_end`` callbacks besides the env-contract check (which never
+    fires on arrays: no adapter reports there; rewards are checked by the learner)."""
+    functions = config.callbacks_on_episode_end or []
+    functions = functions if isinstance(functions, list) else [functions]
+    names = [
+        getattr(f, "__name__", repr(f))
+        for f in functions
+        if (getattr(f, "__module__", None), getattr(f, "__name__", None)) != CONTRACT_CHECK
+    ]
+    for callback in env_runner_callbacks(env_runner):
+        if type(callback).on_episode_end is not _base_callback().on_episode_end:
+            names.append(f"{type(callback).__name__}.on_episode_end")
+    return names
+
+
+def _base_callback():
+    from ray.rllib.callbacks.callbacks import RLlibCallback
+
+    return RLlibCallback
+
+
+def rollout_block_refusal(env_runner) -> str | None:
+    """Why a batched env runner hands its learner episode chunks rather than
+    ``RolloutBlock`` arrays (``None``: it hands blocks)."""
+    config = env_runner.config
+    if config.in_evaluation:
+        return "an evaluation runner"
+    if not takes_rollout_blocks(config.learner_class):
+        return f"the learner ({getattr(config.learner_class, '__name__', None)}) reads episodes"
+    if (config.num_learners or 0) > 1:
+        return "data-parallel learners shard episodes"
+    if config.callbacks_on_sample_end:
+        return "an on_sample_end callback reads the episodes"
+    for callback in env_runner_callbacks(env_runner):
+        if type(callback).on_sample_end is not _base_callback().on_sample_end:
+            return f"{type(callback).__name__}.on_sample_end reads the episodes"
+    others = _episode_end_callbacks(config, env_runner)
+    if others:
+        return f"on_episode_end callbacks read episodes: {others}"
+    return None
+
+
+def _stacked(arrays: list[WorldArrays], agents: list[str]):
+    """``(observations, action_masks, states)`` of a list of per-step arrays, stacked
+    over time (the state is every observation joined where the simulator has none)."""
+    observations = {a: np.stack([s.observations[a] for s in arrays]) for a in agents}
+    masks = None
+    if arrays[0].action_masks is not None:
+        masks = {a: np.stack([s.action_masks[a] for s in arrays]) for a in agents}
+    if arrays[0].state is not None:
+        states = np.stack([s.state for s in arrays])
+    else:
+        states = np.concatenate([observations[a] for a in agents], axis=-1)
+    return observations, masks, states
+
+
+def rollout_block(block: Block, module_of: dict[str, str]) -> RolloutBlock:
+    """The learner's view of a block: what each step acted on, its outputs, rewards
+    and ends, and the state after each step."""
+    agents, steps = block.agents, block.steps
+    observations, masks, states = _stacked(block.acted, agents)
+    _, _, next_states = _stacked(steps, agents)
+    outputs = {
+        a: {k: np.stack([out[a][k] for out in block.outputs]) for k in block.outputs[0][a]}
+        for a in agents
+    }
+    return RolloutBlock(
+        agents=list(agents),
+        module_of=dict(module_of),
+        observations=observations,
+        action_masks=masks,
+        actions={a: np.stack([step[a] for step in block.actions]) for a in agents},
+        outputs=outputs,
+        states=states.astype(np.float32, copy=False),
+        next_states=next_states.astype(np.float32, copy=False),
+        rewards=np.stack([np.stack([s.rewards[a] for a in agents], -1) for s in steps]),
+        terminated=np.stack([s.terminated for s in steps]),
+        truncated=np.stack([s.truncated for s in steps]),
+        alive=block.alive.copy(),
+    )
+
+
+class EpisodeTally:
+    """Each world's running episode (length, per-agent return and steps) across
+    ``sample()`` calls; an episode's metrics are logged where it ends, as RLlib's
+    ``get_metrics`` logs a done episode's."""
+
+    def __init__(self, env_runner, agents: list[str], module_of: dict[str, str], num_envs: int):
+        self.runner = env_runner
+        self.agents = agents
+        self.module_of = module_of
+        self.length = np.zeros(num_envs, dtype=np.int64)
+        self.returns = np.zeros((num_envs, len(agents)))
+        self.agent_steps = np.zeros((num_envs, len(agents)), dtype=np.int64)
+
+    def reset(self) -> None:
+        self.length[:] = 0
+        self.returns[:] = 0.0
+        self.agent_steps[:] = 0
+
+    def add(self, block: RolloutBlock, started: np.ndarray, times: np.ndarray) -> None:
+        """Adds the block's steps; logs and restarts every episode that ended in it.
+        ``started``: ``(B,)`` when each world's episode began (updated in place at the
+        ends); ``times``: ``(T,)`` when each step was taken."""
+        ended = block.terminated | block.truncated
+        rewards = np.where(block.alive, block.rewards, 0.0)
+        for t in range(len(ended)):
+            self.length += 1
+            self.returns += rewards[t]
+            self.agent_steps += block.alive[t]
+            for world in np.flatnonzero(ended[t]):
+                self._log(int(world), float(times[t] - started[world]))
+                started[world] = times[t]
+                self.length[world] = 0
+                self.returns[world] = 0.0
+                self.agent_steps[world] = 0
+
+    def _log(self, world: int, duration_s: float) -> None:
+        returns = self.returns[world].tolist()
+        steps = self.agent_steps[world].tolist()
+        present = [i for i, n in enumerate(steps) if n > 0]
+        module_returns: dict[str, float] = {}
+        for i in present:
+            module = self.module_of[self.agents[i]]
+            module_returns[module] = module_returns.get(module, 0.0) + returns[i]
+        log_episode_metrics(
+            self.runner,
+            length=int(self.length[world]),
+            episode_return=float(sum(returns[i] for i in present)),
+            duration_s=duration_s,
+            agent_returns={self.agents[i]: returns[i] for i in present},
+            module_returns=module_returns,
+            agent_steps={self.agents[i]: steps[i] for i in present},
+        )

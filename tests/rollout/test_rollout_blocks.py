@@ -1,0 +1,116 @@
+"""A batched runner hands ``mappo``'s learner ``RolloutBlock`` arrays; the batch the
+learner builds from them (``postprocessing.block_batch``) is the one its connectors
+build from the same steps as episode chunks, without the chunks' bootstrap rows."""
+
+import math
+
+import numpy as np
+import pytest
+from ray.rllib.core.columns import Columns
+from ray.rllib.core.learner.training_data import TrainingData
+
+from marllib_ext import algos, make_env
+from marllib_ext.policies.joint_critic import STATE
+from marllib_ext.rllib_compat import learner_batch, reset_before_next_sample
+from marllib_ext.rollout.blocks import RolloutBlock
+
+pytest.importorskip("vmas", reason="the vmas extra is not installed")
+pytestmark = pytest.mark.filterwarnings("ignore::UserWarning")
+
+WORLDS = 4
+
+
+def _algorithm(name="mappo", env="vmas:navigation", **settings):
+    source = {"hyperparam_source": "vmas"} if env.startswith("vmas:") else {}
+    small = {"train_batch_size": 400, "minibatch_size": 200, "num_epochs": 1, **settings}
+    config = algos.get(name, **source, **small).rllib_config(
+        make_env(env, max_steps=20), seed=3, num_env_runners=0, num_envs_per_env_runner=WORLDS
+    )
+    return config.build_algo()
+
+
+def _rows(columns, keys):
+    """Row key (observation, action) -> the row's values of ``keys``."""
+    obs = columns[Columns.OBS]
+    obs = obs["observation"] if isinstance(obs, dict) else obs
+    out = {}
+    for i in range(len(obs)):
+        key = (
+            tuple(np.round(obs[i].numpy(), 5)),
+            tuple(np.atleast_1d(columns[Columns.ACTIONS][i].numpy())),
+        )
+        out[key] = [float(columns[k][i]) for k in keys]
+    return out
+
+
+@pytest.mark.parametrize("settings", [{}, {"value_norm": True, "value_clip": 0.2}])
+def test_block_batch_is_the_connectors_batch(ray_session, settings):
+    algorithm = _algorithm(**settings)
+    try:
+        runner, learner = algorithm.env_runner, algorithm.learner_group._learner
+        rollout = runner._array_rollout()
+        assert rollout.blocks_refusal is None
+        reset_before_next_sample(runner)
+        runner.sample(num_timesteps=WORLDS * 15)  # worlds mid-episode when the block starts
+        block = rollout._run(30, True, False)  # every world ends one episode inside it
+        arrays = rollout._block(block)
+        chunks = rollout._episodes(block)
+        direct = learner.block_batch([arrays])
+        connectors = learner_batch(learner, TrainingData(episodes=chunks))
+    finally:
+        algorithm.stop()
+    keys = [Columns.ADVANTAGES, Columns.VALUE_TARGETS, Columns.ACTION_LOGP]
+    for module_id, theirs in connectors.policy_batches.items():
+        ours = direct.policy_batches[module_id]
+        mask = theirs[Columns.LOSS_MASK]
+        if module_id == "joint_critic":
+            assert len(ours) == int(mask.sum()) == len(arrays)
+            ours_targets = sorted(ours[Columns.VALUE_TARGETS].tolist())
+            np.testing.assert_allclose(
+                ours_targets, sorted(theirs[Columns.VALUE_TARGETS][mask].tolist()), atol=1e-5
+            )
+            assert ours[STATE].shape[1] == theirs[STATE].shape[1]
+            continue
+        real = {
+            k: (v[mask] if not isinstance(v, dict) else {n: t[mask] for n, t in v.items()})
+            for k, v in theirs.items()
+        }
+        ours_rows, their_rows = _rows(ours, keys), _rows(real, keys)
+        assert len(ours) == int(mask.sum()) == len(ours_rows) == len(their_rows)
+        assert ours_rows.keys() == their_rows.keys()
+        for key, values in ours_rows.items():
+            np.testing.assert_allclose(values, their_rows[key], rtol=1e-4, atol=1e-5)
+
+
+def test_mappo_trains_on_blocks_and_reports_episodes(ray_session):
+    algorithm = _algorithm()
+    try:
+        for _ in range(2):
+            result = algorithm.train()
+        rollout = algorithm.env_runner.array_rollout
+        assert rollout is not None and rollout.blocks_refusal is None
+        runners = result["env_runners"]
+        assert runners["num_env_steps_sampled"] == 400
+        assert runners["episode_len_mean"] == 20
+        assert math.isfinite(runners["episode_return_mean"])
+        assert set(runners["agent_episode_returns_mean"]) == set(
+            make_env("vmas:navigation").layout.agents
+        )
+        losses = [m["total_loss"] for m in result["learners"].values() if "total_loss" in m]
+        assert losses and all(math.isfinite(loss) for loss in losses)
+        assert result["learners"]["__all_modules__"]["block_batch_timer"] > 0
+        samples = algorithm.env_runner.sample(num_timesteps=40)
+        assert len(samples) == 1 and isinstance(samples[0], RolloutBlock)
+    finally:
+        algorithm.stop()
+
+
+@pytest.mark.parametrize("name,reason", [("ippo", "reads episodes"), ("vdppo", "reads episodes")])
+def test_learners_that_read_episodes_get_chunks(ray_session, name, reason):
+    algorithm = _algorithm(name)
+    try:
+        algorithm.train()
+        rollout = algorithm.env_runner.array_rollout
+        assert rollout is not None and reason in rollout.blocks_refusal
+    finally:
+        algorithm.stop()
