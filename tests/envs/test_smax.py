@@ -72,8 +72,15 @@ def test_one_batched_simulator_per_runner_resets_ended_battles(ray_session):
     try:
         runner = algorithm.env_runner
         assert isinstance(runner.env, BatchedVectorEnv) and runner.env.world.num_envs == 4
-        episodes = runner.sample(num_timesteps=120, explore=True)
+        (block,) = runner.sample(num_timesteps=120, explore=True)  # mappo reads arrays
         assert runner.array_rollout is not None, runner.array_rollout_refusal
+        assert block.terminated.any() or block.truncated.any()
+        for agent, masks in block.action_masks.items():  # legal actions where present
+            present = block.alive[:, :, block.agents.index(agent)]
+            chosen = np.take_along_axis(masks, block.actions[agent][..., None], -1)[..., 0]
+            assert (chosen[present] == 1).all()
+        runner.array_rollout.blocks_refusal = "test"  # episode chunks, as other learners get
+        episodes = runner.sample(num_timesteps=120, explore=True)
         ended = [e for e in episodes if e.is_done]
         assert ended and all(len(e) <= 11 for e in ended)  # SMAX: max_steps + 1 steps
         for episode in episodes:  # every sampled action was legal under its mask

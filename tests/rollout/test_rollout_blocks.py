@@ -43,9 +43,18 @@ def _rows(columns, keys):
     return out
 
 
-@pytest.mark.parametrize("settings", [{}, {"value_norm": True, "value_clip": 0.2}])
-def test_block_batch_is_the_connectors_batch(ray_session, settings):
-    algorithm = _algorithm(**settings)
+@pytest.mark.parametrize(
+    "env,settings",
+    [
+        ("vmas:navigation", {}),
+        ("vmas:navigation", {"value_norm": True, "value_clip": 0.2}),
+        ("smax:3m", {}),  # action masks, units that die, SMAX's own state
+    ],
+)
+def test_block_batch_is_the_connectors_batch(ray_session, env, settings):
+    if env.startswith("smax:"):
+        pytest.importorskip("jaxmarl", reason="the smax extra is not installed")
+    algorithm = _algorithm(env=env, **settings)
     try:
         runner, learner = algorithm.env_runner, algorithm.learner_group._learner
         rollout = runner._array_rollout()

@@ -1,0 +1,126 @@
+"""``joint_critic_block_batch`` on a hand-made block with units that die and action
+masks, against a slow per-world reference built on ``team_gae``."""
+
+from types import SimpleNamespace
+
+import numpy as np
+import pytest
+import torch
+from ray.rllib.core.columns import Columns
+
+from marllib_ext.ops import standardize_valid, team_gae
+from marllib_ext.policies.joint_critic import STATE
+from marllib_ext.postprocessing.block_batch import joint_critic_block_batch
+from marllib_ext.rollout.blocks import RolloutBlock
+
+SETTINGS = SimpleNamespace(gamma=0.9, lambda_=0.8, value_clip=None)
+T, B, AGENTS = 6, 3, ["a", "b", "c"]
+MODULES = {"a": "red", "b": "red", "c": "blue"}
+
+
+class SumCritic:
+    """V(s) = sum of the state's entries."""
+
+    def compute_values(self, batch):
+        return batch[STATE].sum(-1)
+
+
+def make_block(seed=0, masked=True):
+    rng = np.random.default_rng(seed)
+    alive = np.ones((T, B, 3), bool)
+    alive[3:, 0, 1] = False  # agent b of world 0 dies at step 2 (absent from step 3)
+    terminated = np.zeros((T, B), bool)
+    truncated = np.zeros((T, B), bool)
+    terminated[2, 1] = True  # world 1's episode ends and it restarts in place
+    truncated[4, 2] = True
+    observations = {a: rng.normal(size=(T, B, 4)).astype(np.float32) for a in AGENTS}
+    return RolloutBlock(
+        agents=AGENTS,
+        module_of=MODULES,
+        observations=observations,
+        action_masks={a: np.ones((T, B, 5), np.float32) for a in AGENTS} if masked else None,
+        actions={a: rng.integers(0, 5, size=(T, B)) for a in AGENTS},
+        outputs={
+            a: {Columns.ACTION_LOGP: rng.normal(size=(T, B)).astype(np.float32)} for a in AGENTS
+        },  # fmt: skip
+        states=rng.normal(size=(T, B, 2)).astype(np.float32),
+        next_states=rng.normal(size=(T, B, 2)).astype(np.float32),
+        rewards=rng.normal(size=(T, B, 3)),
+        terminated=terminated,
+        truncated=truncated,
+        alive=alive,
+    )
+
+
+def reference(block):
+    """Per world: team_gae on the summed rewards of the present agents, then
+    standardization over every (step, world)."""
+    values = block.states.sum(-1).astype(np.float64)
+    next_values = block.next_states.sum(-1).astype(np.float64)
+    rewards = np.where(block.alive, block.rewards, 0.0).sum(-1)
+    advantages, targets = np.zeros((T, B)), np.zeros((T, B))
+    for w in range(B):
+        advantages[:, w], targets[:, w] = team_gae(
+            rewards[:, w], values[:, w], next_values[:, w], block.terminated[:, w],
+            block.truncated[:, w], gamma=SETTINGS.gamma, lambda_=SETTINGS.lambda_,
+        )  # fmt: skip
+    standardized = standardize_valid(advantages.ravel(), np.ones(T * B, bool)).reshape(T, B)
+    return standardized, targets
+
+
+def test_rows_match_the_per_world_reference():
+    block = make_block()
+    batch = joint_critic_block_batch(
+        [block], critic=SumCritic(), critic_module_id="joint_critic", actor_module_ids=None,
+        settings=SETTINGS, device="cpu",
+    )  # fmt: skip
+    advantages, targets = reference(block)
+    assert sorted(batch) == ["blue", "joint_critic", "red"]
+    # red holds a's rows then b's (b without its 3 dead steps); blue holds c's.
+    red = batch["red"]
+    assert len(red[Columns.ACTIONS]) == 2 * T * B - 3
+    b_rows = block.alive[:, :, 1]
+    expected = np.concatenate([advantages.ravel(), advantages[b_rows]])
+    np.testing.assert_allclose(red[Columns.ADVANTAGES].numpy(), expected, rtol=1e-5, atol=1e-6)
+    np.testing.assert_allclose(
+        red[Columns.VALUE_TARGETS].numpy(),
+        np.concatenate([targets.ravel(), targets[b_rows]]),
+        rtol=1e-5, atol=1e-5,
+    )  # fmt: skip
+    obs = red[Columns.OBS]
+    assert set(obs) == {"observation", "action_mask"}
+    np.testing.assert_array_equal(
+        obs["observation"][T * B :].numpy(), block.observations["b"][b_rows]
+    )
+    np.testing.assert_array_equal(
+        red[Columns.ACTION_LOGP][: T * B].numpy(), block.outputs["a"][Columns.ACTION_LOGP].ravel()
+    )
+    assert red[Columns.LOSS_MASK].all()
+    critic = batch["joint_critic"]
+    assert critic[STATE].shape == (T * B, 2)
+    np.testing.assert_allclose(
+        critic[Columns.VALUE_TARGETS].numpy(), targets.ravel(), rtol=1e-5, atol=1e-5
+    )
+
+
+def test_two_blocks_standardize_together():
+    blocks = [make_block(0, masked=False), make_block(1, masked=False)]
+    batch = joint_critic_block_batch(
+        blocks, critic=SumCritic(), critic_module_id="joint_critic", actor_module_ids=["blue"],
+        settings=SETTINGS, device="cpu",
+    )  # fmt: skip
+    assert sorted(batch) == ["blue", "joint_critic"]  # the team of blue's agents only
+    advantages = batch["blue"][Columns.ADVANTAGES].numpy()
+    assert advantages.mean() == pytest.approx(0.0, abs=1e-5)
+    assert advantages.std() == pytest.approx(1.0, abs=1e-4)
+    assert isinstance(batch["blue"][Columns.OBS], torch.Tensor)
+
+
+def test_a_nan_reward_names_the_module_and_agent():
+    block = make_block()
+    block.rewards[1, 2, 2] = np.nan
+    with pytest.raises(ValueError, match="module 'blue'.*agent 'c'.*world 2, step 1"):
+        joint_critic_block_batch(
+            [block], critic=SumCritic(), critic_module_id="joint_critic",
+            actor_module_ids=None, settings=SETTINGS, device="cpu",
+        )  # fmt: skip
