@@ -123,3 +123,25 @@ def test_learners_that_read_episodes_get_chunks(ray_session, name, reason):
         assert rollout is not None and reason in rollout.blocks_refusal
     finally:
         algorithm.stop()
+
+
+@pytest.mark.slow  # starts a remote env runner
+def test_a_remote_runner_hands_blocks_to_the_driver_learner(ray_session):
+    config = algos.get(
+        "mappo", hyperparam_source="vmas", train_batch_size=400, minibatch_size=200, num_epochs=1
+    ).rllib_config(
+        make_env("vmas:navigation", max_steps=20), seed=3, num_env_runners=1,
+        num_envs_per_env_runner=WORLDS,
+    )  # fmt: skip
+    algorithm = config.build_algo()
+    try:
+        result = algorithm.train()
+        refusals = algorithm.env_runner_group.foreach_env_runner(
+            lambda runner: runner.array_rollout.blocks_refusal, local_env_runner=False
+        )
+        assert refusals == [None]
+        assert result["env_runners"]["num_env_steps_sampled"] == 400
+        assert result["learners"]["__all_modules__"]["block_batch_timer"] > 0
+        assert math.isfinite(result["env_runners"]["episode_return_mean"])
+    finally:
+        algorithm.stop()
