@@ -34,7 +34,11 @@ TEAMS = {
     "mappo": ("mappo", {}),
     # The joint critic on each minibatch's frames (BenchMARL's critic work).
     "mappo_equal_passes": ("mappo", {"module_minibatches": "equal_passes"}),
+    "ippo": ("ippo", {}),
+    # The learner fed episode chunks through its connectors instead of rollout blocks.
+    "ippo_chunks": ("ippo", {}),
 }
+CHUNK_LABELS = {"ippo_chunks"}
 
 
 def random_team_return(task: str, episodes: int, seed: int = 10_000) -> float:
@@ -65,6 +69,8 @@ def train(task: str, label: str, seed: int, steps: int, path: Path) -> None:
     algo = (
         algos.get(name, **settings).rllib_config(make_env(f"vmas:{task}"), seed=seed).build_algo()
     )
+    if label in CHUNK_LABELS:
+        algo.env_runner._array_rollout().blocks_refusal = "benchmark"
     path.parent.mkdir(parents=True, exist_ok=True)
     with open(path, "w", newline="") as f:
         writer = csv.writer(f)

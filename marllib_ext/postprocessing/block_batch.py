@@ -1,7 +1,10 @@
-"""The centralized-critic train batch built straight from ``RolloutBlock`` arrays (no
-episode chunks, no learner connectors): what ``JointAdvantageConnector`` computes from
-chunks, with GAE over each ``(T, B)`` block (``ops.block_gae``).
+"""Train batches built straight from ``RolloutBlock`` arrays (no episode chunks, no
+learner connectors), with GAE over each ``(T, B)`` block (``ops.block_gae``): the
+centralized critic's (what ``JointAdvantageConnector`` computes from chunks) and a
+policy's own value head's (what RLlib's ``GeneralAdvantageEstimation`` computes,
+``own_value_block_batch``).
 
+The centralized critic's:
 Per team (one joint critic and its actor modules):
 - team reward ``r[t, b]``: the sum of the rewards of the team's agents present at step
   ``t`` of world ``b``;
@@ -146,19 +149,7 @@ def joint_critic_block_batch(
     modules = sorted({b.module_of[b.agents[i]] for t in teams for b in [t.block] for i in t.team})
     batch: dict[str, dict[str, Any]] = {}
     for module_id in modules:
-        columns = _actor_columns(teams, per_block, module_id)
-        masks = columns.pop(ACTION_MASK_KEY, None)
-        out = {}
-        for column, array in columns.items():
-            dtype = np.float32 if array.dtype == np.float64 else None
-            out[column] = _tensor(array, device, dtype)
-        if masks is not None:
-            out[Columns.OBS] = {
-                OBSERVATION_KEY: out[Columns.OBS],
-                ACTION_MASK_KEY: _tensor(masks, device, np.float32),
-            }
-        out[Columns.LOSS_MASK] = torch.ones(len(out[Columns.ACTIONS]), dtype=torch.bool).to(device)
-        batch[module_id] = out
+        batch[module_id] = _module_tensors(_actor_columns(teams, per_block, module_id), device)
     states = np.concatenate([t.block.states.reshape(-1, t.block.states.shape[-1]) for t in teams])
     value_targets = np.concatenate([t.value_targets.ravel() for t in teams])
     critic_columns = {
@@ -172,3 +163,96 @@ def joint_critic_block_batch(
         critic_columns[OLD_VALUES] = old.to(torch.float32).to(device)
     batch[critic_module_id] = critic_columns
     return batch
+
+
+def _module_input(observations: np.ndarray, masks: np.ndarray | None, device) -> dict:
+    rows = _tensor(observations.reshape(-1, observations.shape[-1]), device)
+    if masks is None:
+        return {Columns.OBS: rows}
+    flat = _tensor(masks.reshape(-1, masks.shape[-1]), device, np.float32)
+    return {Columns.OBS: {OBSERVATION_KEY: rows, ACTION_MASK_KEY: flat}}
+
+
+def own_value_block_batch(
+    blocks: list[RolloutBlock], *, module, module_id: str, settings: Any, device
+) -> dict[str, Any] | None:
+    """``{column: tensor}`` of one policy module with its own value head (``ippo``), as
+    RLlib's GAE connector writes it: per agent, GAE on the agent's own reward and its
+    module's ``V(o)``, bootstrapped from the observation after each step where the world
+    was truncated or cut by the sampler, not where the agent died or the world
+    terminated; advantages standardized over the module's rows (RLlib's connector also
+    counts each chunk's bootstrap row, which a block has none of). ``None`` where no
+    agent of the block uses the module."""
+    parts: dict[str, list[np.ndarray]] = {}
+    for block in blocks:
+        for i, agent in enumerate(block.agents):
+            if block.module_of[agent] != module_id:
+                continue
+            present = block.alive[:, :, i]
+            shape = present.shape
+            with torch.no_grad():
+                values = module.compute_values(
+                    _module_input(
+                        block.observations[agent], _masks(block.action_masks, agent), device
+                    )
+                )
+                next_values = module.compute_values(
+                    _module_input(
+                        block.next_observations[agent],
+                        _masks(block.next_action_masks, agent),
+                        device,
+                    )
+                )
+            values = values.cpu().numpy().astype(np.float64).reshape(shape)
+            next_values = next_values.cpu().numpy().astype(np.float64).reshape(shape)
+            rewards = np.where(present, block.rewards[:, :, i], 0.0)
+            if not np.isfinite(rewards).all():
+                t, world = np.argwhere(~np.isfinite(rewards))[0]
+                raise ValueError(
+                    f"non-finite reward in the batch of module {module_id!r} (agent "
+                    f"{agent!r}, world {world}, step {t} of the block): check the env's "
+                    "reward for NaN/inf"
+                )
+            advantages, value_targets = block_gae(
+                rewards, values, next_values, block.terminated | block.died[:, :, i],
+                block.truncated,
+                gamma=float(settings.gamma), lambda_=float(settings.lambda_),
+            )  # fmt: skip
+            columns = {
+                Columns.OBS: block.observations[agent][present],
+                Columns.ACTIONS: block.actions[agent][present],
+                Columns.ADVANTAGES: advantages[present],
+                Columns.VALUE_TARGETS: value_targets[present],
+                **{k: v[present] for k, v in block.outputs[agent].items()},
+            }
+            if block.action_masks is not None:
+                columns[ACTION_MASK_KEY] = block.action_masks[agent][present]
+            for column, array in columns.items():
+                parts.setdefault(column, []).append(array)
+    if not parts:
+        return None
+    columns = {column: np.concatenate(arrays) for column, arrays in parts.items()}
+    advantages = columns[Columns.ADVANTAGES]
+    columns[Columns.ADVANTAGES] = (advantages - advantages.mean()) / max(1e-4, advantages.std())
+    return _module_tensors(columns, device)
+
+
+def _masks(masks: dict[str, np.ndarray] | None, agent: str) -> np.ndarray | None:
+    return None if masks is None else masks[agent]
+
+
+def _module_tensors(columns: dict[str, np.ndarray], device) -> dict[str, Any]:
+    """Numpy actor columns as the learner's tensors (float64 -> float32; a mask column
+    joins the observations as a masked observation), with an all-true loss mask."""
+    masks = columns.pop(ACTION_MASK_KEY, None)
+    out = {}
+    for column, array in columns.items():
+        dtype = np.float32 if array.dtype == np.float64 else None
+        out[column] = _tensor(array, device, dtype)
+    if masks is not None:
+        out[Columns.OBS] = {
+            OBSERVATION_KEY: out[Columns.OBS],
+            ACTION_MASK_KEY: _tensor(masks, device, np.float32),
+        }
+    out[Columns.LOSS_MASK] = torch.ones(len(out[Columns.ACTIONS]), dtype=torch.bool).to(device)
+    return out

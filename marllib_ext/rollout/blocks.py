@@ -63,10 +63,12 @@ class RolloutBlock:
         actions: ``{agent: (T, B, ...)}``; ``outputs``: ``{agent: {column: (T, B,
             ...)}}`` the module outputs kept (log-probabilities, distribution inputs).
         states: ``(T, B, state_dim)`` the global state acted on; ``next_states``: the
-            state after each step (the final one where the episode ended).
+            state after each step (the final one where the episode ended);
+            ``next_observations`` / ``next_action_masks``: each agent's, likewise.
         rewards: ``(T, B, n_agents)``; ``terminated``, ``truncated``: ``(T, B)`` the
             world's episode ended at that step; ``alive``: ``(T, B, n_agents)`` the
-            agents present (acting) at each step.
+            agents present (acting) at each step; ``died``: ``(T, B, n_agents)`` the
+            agent terminated at that step while its world went on.
     """
 
     agents: list[str]
@@ -77,10 +79,13 @@ class RolloutBlock:
     outputs: dict[str, dict[str, np.ndarray]]
     states: np.ndarray
     next_states: np.ndarray
+    next_observations: dict[str, np.ndarray]
+    next_action_masks: dict[str, np.ndarray] | None
     rewards: np.ndarray
     terminated: np.ndarray
     truncated: np.ndarray
     alive: np.ndarray
+    died: np.ndarray
 
     def __len__(self) -> int:
         return self.terminated.size

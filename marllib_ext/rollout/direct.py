@@ -91,7 +91,7 @@ def rollout_block(block: Block, module_of: dict[str, str]) -> RolloutBlock:
     and ends, and the state after each step."""
     agents, steps = block.agents, block.steps
     observations, masks, states = _stacked(block.acted, agents)
-    _, _, next_states = _stacked(steps, agents)
+    next_observations, next_masks, next_states = _stacked(steps, agents)
     outputs = {
         a: {k: np.stack([out[a][k] for out in block.outputs]) for k in block.outputs[0][a]}
         for a in agents
@@ -105,10 +105,17 @@ def rollout_block(block: Block, module_of: dict[str, str]) -> RolloutBlock:
         outputs=outputs,
         states=states.astype(np.float32, copy=False),
         next_states=next_states.astype(np.float32, copy=False),
+        next_observations=next_observations,
+        next_action_masks=next_masks,
         rewards=np.stack([np.stack([s.rewards[a] for a in agents], -1) for s in steps]),
         terminated=np.stack([s.terminated for s in steps]),
         truncated=np.stack([s.truncated for s in steps]),
         alive=block.alive.copy(),
+        died=(
+            np.stack([np.stack([s.died[a] for a in agents], -1) for s in steps])
+            if steps[0].died is not None
+            else np.zeros_like(block.alive)
+        ),
     )
 
 

@@ -29,6 +29,8 @@ def make_block(seed=0, masked=True):
     rng = np.random.default_rng(seed)
     alive = np.ones((T, B, 3), bool)
     alive[3:, 0, 1] = False  # agent b of world 0 dies at step 2 (absent from step 3)
+    died = np.zeros((T, B, 3), bool)
+    died[2, 0, 1] = True
     terminated = np.zeros((T, B), bool)
     truncated = np.zeros((T, B), bool)
     terminated[2, 1] = True  # world 1's episode ends and it restarts in place
@@ -45,10 +47,13 @@ def make_block(seed=0, masked=True):
         },  # fmt: skip
         states=rng.normal(size=(T, B, 2)).astype(np.float32),
         next_states=rng.normal(size=(T, B, 2)).astype(np.float32),
+        next_observations={a: rng.normal(size=(T, B, 4)).astype(np.float32) for a in AGENTS},
+        next_action_masks=None,
         rewards=rng.normal(size=(T, B, 3)),
         terminated=terminated,
         truncated=truncated,
         alive=alive,
+        died=died,
     )
 
 

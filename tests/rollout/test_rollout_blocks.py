@@ -1,6 +1,7 @@
-"""A batched runner hands ``mappo``'s learner ``RolloutBlock`` arrays; the batch the
-learner builds from them (``postprocessing.block_batch``) is the one its connectors
-build from the same steps as episode chunks, without the chunks' bootstrap rows."""
+"""A batched runner hands ``mappo``'s and ``ippo``'s learners ``RolloutBlock`` arrays;
+the batch a learner builds from them (``postprocessing.block_batch``) is the one its
+connectors build from the same steps as episode chunks, without the chunks' bootstrap
+rows."""
 
 import math
 
@@ -20,13 +21,21 @@ pytestmark = pytest.mark.filterwarnings("ignore::UserWarning")
 WORLDS = 4
 
 
-def _algorithm(name="mappo", env="vmas:navigation", **settings):
+def _algorithm(name="mappo", env="vmas:navigation", share_policy="all", **settings):
     source = {"hyperparam_source": "vmas"} if env.startswith("vmas:") else {}
     small = {"train_batch_size": 400, "minibatch_size": 200, "num_epochs": 1, **settings}
     config = algos.get(name, **source, **small).rllib_config(
-        make_env(env, max_steps=20), seed=3, num_env_runners=0, num_envs_per_env_runner=WORLDS
+        make_env(env, max_steps=20),
+        share_policy=share_policy,
+        seed=3,
+        num_env_runners=0,
+        num_envs_per_env_runner=WORLDS,
     )
     return config.build_algo()
+
+
+def _on_learner(algorithm, fn):
+    return next(iter(algorithm.learner_group.foreach_learner(fn))).get()
 
 
 def _rows(columns, keys):
@@ -56,7 +65,7 @@ def test_block_batch_is_the_connectors_batch(ray_session, env, settings):
         pytest.importorskip("jaxmarl", reason="the smax extra is not installed")
     algorithm = _algorithm(env=env, **settings)
     try:
-        runner, learner = algorithm.env_runner, algorithm.learner_group._learner
+        runner = algorithm.env_runner
         rollout = runner._array_rollout()
         assert rollout.blocks_refusal is None
         reset_before_next_sample(runner)
@@ -64,8 +73,13 @@ def test_block_batch_is_the_connectors_batch(ray_session, env, settings):
         block = rollout._run(30, True, False)  # every world ends one episode inside it
         arrays = rollout._block(block)
         chunks = rollout._episodes(block)
-        direct = learner.block_batch([arrays])
-        connectors = learner_batch(learner, TrainingData(episodes=chunks))
+        direct, connectors = _on_learner(
+            algorithm,
+            lambda learner: (
+                learner.block_batch([arrays]),
+                learner_batch(learner, TrainingData(episodes=chunks)),
+            ),
+        )
     finally:
         algorithm.stop()
     keys = [Columns.ADVANTAGES, Columns.VALUE_TARGETS, Columns.ACTION_LOGP]
@@ -91,8 +105,9 @@ def test_block_batch_is_the_connectors_batch(ray_session, env, settings):
             np.testing.assert_allclose(values, their_rows[key], rtol=1e-4, atol=1e-5)
 
 
-def test_mappo_trains_on_blocks_and_reports_episodes(ray_session):
-    algorithm = _algorithm()
+@pytest.mark.parametrize("name", ["mappo", "ippo"])
+def test_trains_on_blocks_and_reports_episodes(ray_session, name):
+    algorithm = _algorithm(name)
     try:
         for _ in range(2):
             result = algorithm.train()
@@ -114,9 +129,58 @@ def test_mappo_trains_on_blocks_and_reports_episodes(ray_session):
         algorithm.stop()
 
 
-@pytest.mark.parametrize("name,reason", [("ippo", "reads episodes"), ("vdppo", "reads episodes")])
-def test_learners_that_read_episodes_get_chunks(ray_session, name, reason):
-    algorithm = _algorithm(name)
+@pytest.mark.parametrize("env", ["vmas:navigation", "smax:3m"])
+def test_own_value_block_batch_is_rllibs_gae(ray_session, env):
+    """``ippo``: the value targets are RLlib's GAE connector's row for row; the
+    advantages are its standardized ones up to the shift and scale (RLlib's statistics
+    also count each chunk's bootstrap row)."""
+    if env.startswith("smax:"):
+        pytest.importorskip("jaxmarl", reason="the smax extra is not installed")
+    algorithm = _algorithm("ippo", env=env)
+    try:
+        runner = algorithm.env_runner
+        rollout = runner._array_rollout()
+        assert rollout.blocks_refusal is None
+        reset_before_next_sample(runner)
+        runner.sample(num_timesteps=WORLDS * 15)
+        block = rollout._run(30, True, False)
+        arrays = rollout._block(block)
+        chunks = rollout._episodes(block)
+        direct, connectors = _on_learner(
+            algorithm,
+            lambda learner: (
+                learner.block_batch([arrays]),
+                learner_batch(learner, TrainingData(episodes=chunks)),
+            ),
+        )
+    finally:
+        algorithm.stop()
+    keys = [Columns.VALUE_TARGETS, Columns.ACTION_LOGP, Columns.ADVANTAGES]
+    assert sorted(direct.policy_batches) == sorted(connectors.policy_batches)
+    for module_id, theirs in connectors.policy_batches.items():
+        ours = direct.policy_batches[module_id]
+        mask = theirs[Columns.LOSS_MASK]
+        real = {
+            k: (v[mask] if not isinstance(v, dict) else {n: t[mask] for n, t in v.items()})
+            for k, v in theirs.items()
+        }
+        ours_rows, their_rows = _rows(ours, keys), _rows(real, keys)
+        assert len(ours) == int(mask.sum()) == len(ours_rows) == len(their_rows)
+        assert ours_rows.keys() == their_rows.keys()
+        mine = np.array([ours_rows[k] for k in ours_rows])
+        other = np.array([their_rows[k] for k in ours_rows])
+        np.testing.assert_allclose(mine[:, :2], other[:, :2], rtol=1e-4, atol=1e-4)
+        slope, intercept = np.polyfit(other[:, 2], mine[:, 2], 1)
+        np.testing.assert_allclose(mine[:, 2], slope * other[:, 2] + intercept, atol=1e-3)
+        assert slope > 0
+
+
+@pytest.mark.parametrize("name,share_policy", [("vdppo", "all"), ("happo", "individual")])
+def test_learners_that_read_episodes_get_chunks(ray_session, name, share_policy):
+    """``vdppo``'s connectors compute what a block batch does not; ``happo``'s learner
+    subclasses ``mappo``'s and does not inherit its declaration."""
+    reason = "reads episodes"
+    algorithm = _algorithm(name, share_policy=share_policy)
     try:
         algorithm.train()
         rollout = algorithm.env_runner.array_rollout

@@ -11,16 +11,18 @@ from ray.rllib.algorithms.ppo.torch.ppo_torch_learner import PPOTorchLearner
 from ray.rllib.connectors.learner import GeneralAdvantageEstimation
 from ray.rllib.core.columns import Columns
 from ray.rllib.core.learner.learner import VF_LOSS_KEY
-from ray.rllib.policy.sample_batch import MultiAgentBatch, SampleBatch
+from ray.rllib.policy.sample_batch import MultiAgentBatch
 from ray.rllib.utils.annotations import override
-from ray.rllib.utils.metrics import ALL_MODULES
 from ray.rllib.utils.torch_utils import explained_variance
 
 from marllib_ext.algos.ppo.phased import PhasedLearner
 from marllib_ext.ops.value_loss import value_loss
 from marllib_ext.policies.joint_critic import ACTOR_MODULES, OLD_VALUES, is_critic_module
 from marllib_ext.policies.vd_critic import AGENT_VALUE_SPREAD
-from marllib_ext.postprocessing.block_batch import joint_critic_block_batch
+from marllib_ext.postprocessing.block_batch import (
+    joint_critic_block_batch,
+    own_value_block_batch,
+)
 from marllib_ext.postprocessing.joint_advantage import JointAdvantageConnector
 from marllib_ext.postprocessing.vd_advantage import VDJointAdvantageConnector
 from marllib_ext.rllib_compat import (
@@ -32,8 +34,6 @@ from marllib_ext.rllib_compat import (
 )
 from marllib_ext.rollout.blocks import RolloutBlock
 
-# Seconds the learner took to build its batch from rollout blocks.
-BLOCK_BATCH_TIMER = "block_batch_timer"
 # Detached critic outputs logged as they are.
 CRITIC_DIAGNOSTICS = (AGENT_VALUE_SPREAD,)
 
@@ -110,6 +110,27 @@ class PPOLearner(PhasedLearner):
     """RLlib's PPO learner (``ippo``) on its schedule (``minibatch_size: null``: one
     step on the whole batch per epoch)."""
 
+    # Builds its batch from batched-rollout arrays (rollout.direct); not inherited.
+    TAKES_ROLLOUT_BLOCKS = True
+
+    @override(PhasedLearner)
+    def block_batch(self, blocks: list[RolloutBlock]) -> MultiAgentBatch:
+        """What RLlib's GAE connector builds from chunks, per policy module from its own
+        value head (``postprocessing.block_batch.own_value_block_batch``)."""
+        start = time.perf_counter()
+        columns = {}
+        for module_id in sorted(self.module.keys()):
+            module_columns = own_value_block_batch(
+                blocks,
+                module=plain_module(self.module, module_id),
+                module_id=module_id,
+                settings=self.settings,
+                device=self.device,
+            )
+            if module_columns is not None:
+                columns[module_id] = module_columns
+        return self.batch_of_columns(columns, blocks, start)
+
 
 class JointCriticPPOLearner(ObservesBatchBeforeLoss, PhasedLearner):
     """PPO with one learner-only joint critic module shared by all actor modules.
@@ -171,14 +192,7 @@ class JointCriticPPOLearner(ObservesBatchBeforeLoss, PhasedLearner):
                     metrics=self.metrics,
                 )
             )
-        batch = MultiAgentBatch(
-            {module_id: SampleBatch(columns[module_id]) for module_id in sorted(columns)},
-            env_steps=sum(len(block) for block in blocks),
-        )
-        self.metrics.log_value(
-            (ALL_MODULES, BLOCK_BATCH_TIMER), time.perf_counter() - start, window=1
-        )
-        return batch
+        return self.batch_of_columns(columns, blocks, start)
 
     def advantage_connector_kwargs(self) -> dict[str, Any]:
         return {"settings": self.settings}

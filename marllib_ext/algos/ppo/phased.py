@@ -4,6 +4,7 @@ iteration's batch once, then the algorithm's declared schedule
 
 from __future__ import annotations
 
+import time
 from typing import Any
 
 import numpy as np
@@ -12,6 +13,7 @@ from ray.rllib.algorithms.ppo.torch.ppo_torch_learner import PPOTorchLearner
 from ray.rllib.core.columns import Columns
 from ray.rllib.policy.sample_batch import MultiAgentBatch, SampleBatch
 from ray.rllib.utils.annotations import override
+from ray.rllib.utils.metrics import ALL_MODULES
 
 from marllib_ext.algos.config import learner_share
 from marllib_ext.algos.ppo.schedule import (
@@ -40,6 +42,8 @@ from marllib_ext.rllib_compat import (
 from marllib_ext.rllib_compat.minibatches import EqualPassesMinibatches
 from marllib_ext.rollout.blocks import RolloutBlock
 
+# Seconds the learner took to build its batch from rollout blocks.
+BLOCK_BATCH_TIMER = "block_batch_timer"
 # learner_config_dict entry that carries the algorithm's schedule.
 SCHEDULE_KEY = "marllib_ext_schedule"
 # Actor batch columns: each row's env-step index in its team batch, and the row's M.
@@ -132,6 +136,20 @@ class PhasedLearner(SameModuleOrderOnEveryLearner, EqualPassesMinibatches, PPOTo
         """The train batch built from batched-rollout arrays (a learner that declares
         ``TAKES_ROLLOUT_BLOCKS`` builds it; see ``rollout.direct``)."""
         raise TypeError(f"{type(self).__name__} builds its batch from episodes, not arrays")
+
+    def batch_of_columns(
+        self, columns: dict[str, dict], blocks: list[RolloutBlock], started: float
+    ) -> MultiAgentBatch:
+        """``{module_id: {column: tensor}}`` built from ``blocks`` as the update's batch;
+        logs the seconds since ``started`` (``perf_counter``) as ``block_batch_timer``."""
+        batch = MultiAgentBatch(
+            {module_id: SampleBatch(columns[module_id]) for module_id in sorted(columns)},
+            env_steps=sum(len(block) for block in blocks),
+        )
+        self.metrics.log_value(
+            (ALL_MODULES, BLOCK_BATCH_TIMER), time.perf_counter() - started, window=1
+        )
+        return batch
 
     def run_phase(self, phase: Phase, context: PhaseContext):
         """One phase: its modules together, or one after another in their order."""
