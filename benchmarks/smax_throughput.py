@@ -3,9 +3,10 @@ jitted `jax.vmap` of every battle) against raw SMAX at the same batch, against R
 per-world path over the same simulator and against RLlib's own vector env of N
 one-battle simulators, all measured in one run.
 
-Sampling only: a `mappo` env runner in the driver samples with its policy; env steps
-count every battle's step. Raw SMAX steps the vmapped battles with random legal actions
-(no policy), auto-resetting ended battles in the same jitted call.
+Sampling only: a `mappo` env runner in the driver samples with its policy, handing over
+rollout blocks (its learner's data) or, as for a learner that reads episodes, episode
+chunks; env steps count every battle's step. Raw SMAX steps the vmapped battles with
+random legal actions (no policy), auto-resetting ended battles in the same jitted call.
 
     python benchmarks/smax_throughput.py --scenario 3m --num-envs 8 64 --steps 8000
 """
@@ -72,26 +73,30 @@ def main() -> None:
     for num_envs in args.num_envs:
         raw = raw_smax_steps_per_second(args.scenario, num_envs, args.steps)
         batched = sampling_steps_per_second(env_name, num_envs, args.steps, "batched")
+        chunks = sampling_steps_per_second(env_name, num_envs, args.steps, "batched", "chunks")
         small = min(args.steps, 4000)  # the per-world paths run at a few hundred steps/s
         per_world = sampling_steps_per_second(env_name, num_envs, small, "per_world")
         copies = None  # each one-battle copy compiles its own jitted functions
         if num_envs <= args.copies_up_to:
             copies = sampling_steps_per_second(env_name, num_envs, small, "copies")
-        rows.append((num_envs, raw, batched, per_world, copies))
+        rows.append((num_envs, raw, batched, chunks, per_world, copies))
         print(
-            f"num_envs {num_envs:3d}: raw SMAX {raw:8.0f} | batched rollout {batched:6.0f} "
-            f"({batched / raw:.3f} of raw) | per-world path {per_world:6.0f} | one-battle "
-            f"copies {copies or float('nan'):6.0f}",
+            f"num_envs {num_envs:3d}: raw SMAX {raw:8.0f} | batched rollout, blocks "
+            f"{batched:6.0f} ({batched / raw:.3f} of raw), episode chunks {chunks:6.0f} "
+            f"({chunks / raw:.3f}) | per-world path {per_world:6.0f} | one-battle copies "
+            f"{copies or float('nan'):6.0f}",
             flush=True,
         )
     ray.shutdown()
-    print("\n| battles | raw SMAX | batched rollout | share of raw | RLlib per-world path | "
-          "batched / per-world | one-battle copies |")  # fmt: skip
-    print("|---|---|---|---|---|---|---|")
-    for num_envs, raw, batched, per_world, copies in rows:
+    print("\n| battles | raw SMAX | batched rollout: blocks | share of raw | episode "
+          "chunks | share of raw | RLlib per-world path | blocks / per-world | one-battle "
+          "copies |")  # fmt: skip
+    print("|---|---|---|---|---|---|---|---|---|")
+    for num_envs, raw, batched, chunks, per_world, copies in rows:
         print(
-            f"| {num_envs} | {raw:.0f} | {batched:.0f} | {batched / raw:.3f} | {per_world:.0f} "
-            f"| {batched / per_world:.1f} | {f'{copies:.0f}' if copies else '–'} |"
+            f"| {num_envs} | {raw:.0f} | {batched:.0f} | {batched / raw:.3f} | {chunks:.0f} | "
+            f"{chunks / raw:.3f} | {per_world:.0f} | {batched / per_world:.1f} | "
+            f"{f'{copies:.0f}' if copies else '–'} |"
         )
 
 
