@@ -4,8 +4,7 @@ centralized critic's (what ``JointAdvantageConnector`` computes from chunks) and
 policy's own value head's (what RLlib's ``GeneralAdvantageEstimation`` computes,
 ``own_value_block_batch``).
 
-The centralized critic's:
-Per team (one joint critic and its actor modules):
+The centralized critic's, per team (one joint critic and its actor modules):
 - team reward ``r[t, b]``: the sum of the rewards of the team's agents present at step
   ``t`` of world ``b``;
 - ``V(s)`` of the state acted on and of the state after each step (the final one where
@@ -44,6 +43,22 @@ class TeamBlock:
     acting: np.ndarray  # bool, an agent of the team acted
 
 
+def present_rewards(block: RolloutBlock, agents: list[int]) -> np.ndarray:
+    """``(T, B, len(agents))`` the rewards of ``agents`` (indices into ``block.agents``)
+    where they were present, 0 elsewhere; a non-finite one raises ``ValueError`` naming
+    its module, agent, world and step."""
+    rewards = np.where(block.alive[:, :, agents], block.rewards[:, :, agents], 0.0)
+    if not np.isfinite(rewards).all():
+        t, world, i = np.argwhere(~np.isfinite(rewards))[0]
+        agent = block.agents[agents[i]]
+        raise ValueError(
+            f"non-finite reward in the batch of module {block.module_of[agent]!r} "
+            f"(agent {agent!r}, world {world}, step {t} of the block): check the env's "
+            "reward for NaN/inf"
+        )
+    return rewards
+
+
 def _values(critic, states: np.ndarray, device) -> np.ndarray:
     rows = torch.from_numpy(states.reshape(-1, states.shape[-1])).to(device)
     with torch.no_grad():
@@ -62,15 +77,7 @@ def team_block(
         if team_modules is None or block.module_of[a] in team_modules
     ]  # fmt: skip
     alive = block.alive[:, :, team]
-    rewards = np.where(alive, block.rewards[:, :, team], 0.0)
-    if not np.isfinite(rewards).all():
-        t, world, i = np.argwhere(~np.isfinite(rewards))[0]
-        agent = block.agents[team[i]]
-        raise ValueError(
-            f"non-finite reward in the batch of module {block.module_of[agent]!r} "
-            f"(agent {agent!r}, world {world}, step {t} of the block): check the env's "
-            "reward for NaN/inf"
-        )
+    rewards = present_rewards(block, team)
     values = _values(critic, block.states, device)
     next_values = _values(critic, block.next_states, device)
     advantages, value_targets = block_gae(
@@ -205,14 +212,7 @@ def own_value_block_batch(
                 )
             values = values.cpu().numpy().astype(np.float64).reshape(shape)
             next_values = next_values.cpu().numpy().astype(np.float64).reshape(shape)
-            rewards = np.where(present, block.rewards[:, :, i], 0.0)
-            if not np.isfinite(rewards).all():
-                t, world = np.argwhere(~np.isfinite(rewards))[0]
-                raise ValueError(
-                    f"non-finite reward in the batch of module {module_id!r} (agent "
-                    f"{agent!r}, world {world}, step {t} of the block): check the env's "
-                    "reward for NaN/inf"
-                )
+            rewards = present_rewards(block, [i])[:, :, 0]
             advantages, value_targets = block_gae(
                 rewards, values, next_values, block.terminated | block.died[:, :, i],
                 block.truncated,

@@ -10,7 +10,7 @@ from ray.rllib.core.columns import Columns
 
 from marllib_ext.ops import standardize_valid, team_gae
 from marllib_ext.policies.joint_critic import STATE
-from marllib_ext.postprocessing.block_batch import joint_critic_block_batch
+from marllib_ext.postprocessing.block_batch import joint_critic_block_batch, own_value_block_batch
 from marllib_ext.rollout.blocks import RolloutBlock
 
 SETTINGS = SimpleNamespace(gamma=0.9, lambda_=0.8, value_clip=None)
@@ -129,3 +129,48 @@ def test_a_nan_reward_names_the_module_and_agent():
             [block], critic=SumCritic(), critic_module_id="joint_critic",
             actor_module_ids=None, settings=SETTINGS, device="cpu",
         )  # fmt: skip
+
+
+class ObsSumValues:
+    """A module whose V(o) is the sum of the observation's entries."""
+
+    def compute_values(self, batch):
+        obs = batch[Columns.OBS]
+        obs = obs["observation"] if isinstance(obs, dict) else obs
+        return obs.sum(-1)
+
+
+def test_own_value_rows_match_per_agent_gae():
+    """``ippo``: per agent, GAE on its own reward and V(o); agent b's death at step 2
+    ends its GAE there (no bootstrap), as a terminated episode does."""
+    block = make_block()
+    out = own_value_block_batch(
+        [block], module=ObsSumValues(), module_id="red", settings=SETTINGS, device="cpu"
+    )
+    raw_targets, raw_advantages = [], []
+    for i, agent in enumerate(["a", "b"]):
+        values = block.observations[agent].sum(-1).astype(np.float64)
+        next_values = block.next_observations[agent].sum(-1).astype(np.float64)
+        rewards = np.where(block.alive[:, :, i], block.rewards[:, :, i], 0.0)
+        advantages, targets = np.zeros((T, B)), np.zeros((T, B))
+        for w in range(B):
+            advantages[:, w], targets[:, w] = team_gae(
+                rewards[:, w], values[:, w], next_values[:, w],
+                block.terminated[:, w] | block.died[:, w, i], block.truncated[:, w],
+                gamma=SETTINGS.gamma, lambda_=SETTINGS.lambda_,
+            )  # fmt: skip
+        present = block.alive[:, :, i]
+        raw_targets.append(targets[present])
+        raw_advantages.append(advantages[present])
+    targets, advantages = np.concatenate(raw_targets), np.concatenate(raw_advantages)
+    np.testing.assert_allclose(out[Columns.VALUE_TARGETS].numpy(), targets, rtol=1e-5, atol=1e-5)
+    standardized = (advantages - advantages.mean()) / advantages.std()
+    np.testing.assert_allclose(out[Columns.ADVANTAGES].numpy(), standardized, rtol=1e-4, atol=1e-4)
+    assert own_value_block_batch(
+        [block], module=ObsSumValues(), module_id="green", settings=SETTINGS, device="cpu"
+    ) is None  # fmt: skip
+    block.rewards[4, 0, 0] = np.inf
+    with pytest.raises(ValueError, match="module 'red'.*agent 'a'.*world 0, step 4"):
+        own_value_block_batch(
+            [block], module=ObsSumValues(), module_id="red", settings=SETTINGS, device="cpu"
+        )
