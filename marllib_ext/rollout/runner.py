@@ -91,9 +91,22 @@ class ArrayRollout:
         self.env_t = np.zeros(self.num_envs, dtype=np.int64)
         self.started = np.zeros(self.num_envs)  # perf_counter time each episode began
         self.last_rewards: list[dict[str, float]] = []  # rewards behind the current obs
-        # Why sample() returns episode chunks rather than one RolloutBlock (None: a block).
-        self.blocks_refusal = rollout_block_refusal(env_runner)
+        self._blocks_refusal = rollout_block_refusal(env_runner)
         self.tally = EpisodeTally(env_runner, self.agents, self.module_of, self.num_envs)
+
+    @property
+    def blocks_refusal(self) -> str | None:
+        """Why ``sample()`` returns episode chunks rather than one ``RolloutBlock``
+        (``None``: a block)."""
+        return self._blocks_refusal
+
+    @blocks_refusal.setter
+    def blocks_refusal(self, reason: str | None) -> None:
+        # Blocks keep no chunk bookkeeping (episode ids, env steps): the worlds start
+        # afresh when the kind of output changes.
+        if (reason is None) != (self._blocks_refusal is None):
+            set_needs_initial_reset(self.runner, True)
+        self._blocks_refusal = reason
 
     # ---- sampling ----------------------------------------------------------------------
     def reset(self) -> None:
