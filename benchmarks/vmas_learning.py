@@ -35,10 +35,12 @@ TEAMS = {
     # The joint critic on each minibatch's frames (BenchMARL's critic work).
     "mappo_equal_passes": ("mappo", {"module_minibatches": "equal_passes"}),
     "ippo": ("ippo", {}),
+    "vdppo": ("vdppo", {}),
     # The learner fed episode chunks through its connectors instead of rollout blocks.
     "ippo_chunks": ("ippo", {}),
+    "vdppo_chunks": ("vdppo", {}),
 }
-CHUNK_LABELS = {"ippo_chunks"}
+CHUNK_LABELS = {"ippo_chunks", "vdppo_chunks"}
 
 
 def random_team_return(task: str, episodes: int, seed: int = 10_000) -> float:

@@ -27,6 +27,7 @@ from ray.rllib.core.columns import Columns
 from marllib_ext.envs.adapter import ACTION_MASK_KEY, OBSERVATION_KEY
 from marllib_ext.ops.advantages import block_gae, standardize_valid
 from marllib_ext.policies.joint_critic import OLD_VALUES, STATE
+from marllib_ext.policies.vd_critic import AGENT_OBS, AGENT_PRESENT
 from marllib_ext.postprocessing.joint_advantage import TEAM_ADVANTAGE_MEAN, TEAM_VALUE_MEAN
 from marllib_ext.rollout.blocks import RolloutBlock
 
@@ -37,6 +38,7 @@ class TeamBlock:
 
     block: RolloutBlock
     team: list[int]  # indices of the team's agents in block.agents
+    inputs: dict[str, np.ndarray]  # the critic's inputs, (T, B, ...)
     values: np.ndarray
     advantages: np.ndarray
     value_targets: np.ndarray
@@ -59,16 +61,46 @@ def present_rewards(block: RolloutBlock, agents: list[int]) -> np.ndarray:
     return rewards
 
 
-def _values(critic, states: np.ndarray, device) -> np.ndarray:
-    rows = torch.from_numpy(states.reshape(-1, states.shape[-1])).to(device)
+def critic_inputs(
+    block: RolloutBlock, team: list[int], *, after: bool, agent_obs: bool
+) -> dict[str, np.ndarray]:
+    """The joint critic's inputs per ``(step, world)``, ``(T, B, ...)``: the global
+    state acted on (``after``: the state after each step); with ``agent_obs`` (the
+    value-decomposition critic) also each team agent's observation, zero-padded to the
+    largest, and whether it is present (after a step: still there, not dead)."""
+    out = {STATE: block.next_states if after else block.states}
+    if agent_obs:
+        observations = block.next_observations if after else block.observations
+        present = block.alive[:, :, team]
+        if after:
+            present = present & ~block.died[:, :, team]
+        agents = [block.agents[i] for i in team]
+        width = max(observations[a].shape[-1] for a in agents)
+        stacked = np.zeros((*present.shape, width), np.float32)
+        for j, agent in enumerate(agents):
+            obs = observations[agent]
+            stacked[:, :, j, : obs.shape[-1]] = np.where(present[:, :, j, None], obs, 0.0)
+        out[AGENT_OBS] = stacked
+        out[AGENT_PRESENT] = present.astype(np.float32)
+    return out
+
+
+def _rows(columns: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
+    """``(T, B, ...)`` columns as ``(T * B, ...)`` rows."""
+    return {k: v.reshape(-1, *v.shape[2:]) for k, v in columns.items()}
+
+
+def _values(critic, columns: dict[str, np.ndarray], device) -> np.ndarray:
+    shape = columns[STATE].shape[:2]
+    inputs = {k: _tensor(v, device, np.float32) for k, v in _rows(columns).items()}
     with torch.no_grad():
-        values = critic.compute_values({STATE: rows})
-    return values.cpu().numpy().astype(np.float64).reshape(states.shape[:-1])
+        values = critic.compute_values(inputs)
+    return values.cpu().numpy().astype(np.float64).reshape(shape)
 
 
 def team_block(
     block: RolloutBlock, critic, team_modules: set[str] | None, *, gamma: float, lambda_: float,
-    device,
+    device, agent_obs: bool = False,
 ) -> TeamBlock:  # fmt: skip
     """Team GAE on one block (``team_modules``: the team's actor modules, ``None``:
     every agent)."""
@@ -78,13 +110,16 @@ def team_block(
     ]  # fmt: skip
     alive = block.alive[:, :, team]
     rewards = present_rewards(block, team)
-    values = _values(critic, block.states, device)
-    next_values = _values(critic, block.next_states, device)
+    inputs = critic_inputs(block, team, after=False, agent_obs=agent_obs)
+    values = _values(critic, inputs, device)
+    next_values = _values(
+        critic, critic_inputs(block, team, after=True, agent_obs=agent_obs), device
+    )
     advantages, value_targets = block_gae(
         rewards.sum(-1), values, next_values, block.terminated, block.truncated,
         gamma=gamma, lambda_=lambda_,
     )  # fmt: skip
-    return TeamBlock(block, team, values, advantages, value_targets, alive.any(-1))
+    return TeamBlock(block, team, inputs, values, advantages, value_targets, alive.any(-1))
 
 
 def _tensor(array: np.ndarray, device, dtype=None) -> torch.Tensor:
@@ -124,14 +159,17 @@ def joint_critic_block_batch(
     settings: Any,
     device,
     metrics=None,
+    agent_obs: bool = False,
 ) -> dict[str, dict[str, Any]]:
     """``{module_id: {column: tensor}}`` for one joint critic and its team's actor
-    modules, as ``JointAdvantageConnector`` writes them (without bootstrap rows)."""
+    modules, as ``JointAdvantageConnector`` writes them (without bootstrap rows); with
+    ``agent_obs``, as ``VDJointAdvantageConnector`` writes them (the value-decomposition
+    critic's per-agent observations and presence, ``critic_inputs``)."""
     team_modules = None if actor_module_ids is None else set(actor_module_ids)
     teams = [
         team_block(
             block, critic, team_modules, gamma=float(settings.gamma),
-            lambda_=float(settings.lambda_), device=device,
+            lambda_=float(settings.lambda_), device=device, agent_obs=agent_obs,
         )
         for block in blocks
     ]  # fmt: skip
@@ -157,12 +195,15 @@ def joint_critic_block_batch(
     batch: dict[str, dict[str, Any]] = {}
     for module_id in modules:
         batch[module_id] = _module_tensors(_actor_columns(teams, per_block, module_id), device)
-    states = np.concatenate([t.block.states.reshape(-1, t.block.states.shape[-1]) for t in teams])
+    inputs = [_rows(t.inputs) for t in teams]
     value_targets = np.concatenate([t.value_targets.ravel() for t in teams])
     critic_columns = {
-        STATE: _tensor(states, device, np.float32),
+        **{
+            column: _tensor(np.concatenate([i[column] for i in inputs]), device, np.float32)
+            for column in inputs[0]
+        },
         Columns.VALUE_TARGETS: _tensor(value_targets, device, np.float32),
-        Columns.LOSS_MASK: torch.ones(len(states), dtype=torch.bool).to(device),
+        Columns.LOSS_MASK: torch.ones(len(value_targets), dtype=torch.bool).to(device),
     }
     if getattr(settings, "value_clip", None) is not None:
         old = torch.from_numpy(np.concatenate([t.values.ravel() for t in teams]))

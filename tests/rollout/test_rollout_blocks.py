@@ -1,4 +1,4 @@
-"""A batched runner hands ``mappo``'s and ``ippo``'s learners ``RolloutBlock`` arrays;
+"""A batched runner hands ``mappo``'s, ``vdppo``'s and ``ippo``'s learners ``RolloutBlock`` arrays;
 the batch a learner builds from them (``postprocessing.block_batch``) is the one its
 connectors build from the same steps as episode chunks, without the chunks' bootstrap
 rows."""
@@ -53,17 +53,19 @@ def _rows(columns, keys):
 
 
 @pytest.mark.parametrize(
-    "env,settings",
+    "name,env,settings",
     [
-        ("vmas:navigation", {}),
-        ("vmas:navigation", {"value_norm": True, "value_clip": 0.2}),
-        ("smax:3m", {}),  # action masks, units that die, SMAX's own state
+        ("mappo", "vmas:navigation", {}),
+        ("mappo", "vmas:navigation", {"value_norm": True, "value_clip": 0.2}),
+        ("mappo", "smax:3m", {}),  # action masks, units that die, SMAX's own state
+        ("vdppo", "vmas:navigation", {}),  # the VD critic reads each agent's observation
+        ("vdppo", "smax:3m", {}),
     ],
 )
-def test_block_batch_is_the_connectors_batch(ray_session, env, settings):
+def test_block_batch_is_the_connectors_batch(ray_session, name, env, settings):
     if env.startswith("smax:"):
         pytest.importorskip("jaxmarl", reason="the smax extra is not installed")
-    algorithm = _algorithm(env=env, **settings)
+    algorithm = _algorithm(name, env=env, **settings)
     try:
         runner = algorithm.env_runner
         rollout = runner._array_rollout()
@@ -105,7 +107,7 @@ def test_block_batch_is_the_connectors_batch(ray_session, env, settings):
             np.testing.assert_allclose(values, their_rows[key], rtol=1e-4, atol=1e-5)
 
 
-@pytest.mark.parametrize("name", ["mappo", "ippo"])
+@pytest.mark.parametrize("name", ["mappo", "vdppo", "ippo"])
 def test_trains_on_blocks_and_reports_episodes(ray_session, name):
     algorithm = _algorithm(name)
     try:
@@ -175,12 +177,11 @@ def test_own_value_block_batch_is_rllibs_gae(ray_session, env):
         assert slope > 0
 
 
-@pytest.mark.parametrize("name,share_policy", [("vdppo", "all"), ("happo", "individual")])
-def test_learners_that_read_episodes_get_chunks(ray_session, name, share_policy):
-    """``vdppo``'s connectors compute what a block batch does not; ``happo``'s learner
-    subclasses ``mappo``'s and does not inherit its declaration."""
+def test_a_learner_subclass_does_not_inherit_blocks(ray_session):
+    """``happo``'s learner subclasses ``mappo``'s, and its phases need a column a block
+    batch does not build: it gets episode chunks."""
     reason = "reads episodes"
-    algorithm = _algorithm(name, share_policy=share_policy)
+    algorithm = _algorithm("happo", share_policy="individual")
     try:
         algorithm.train()
         rollout = algorithm.env_runner.array_rollout

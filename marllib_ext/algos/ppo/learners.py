@@ -150,6 +150,8 @@ class JointCriticPPOLearner(ObservesBatchBeforeLoss, PhasedLearner):
     advantage_connector_class: type[JointAdvantageConnector] = JointAdvantageConnector
     # Builds its batch from batched-rollout arrays (rollout.direct); not inherited.
     TAKES_ROLLOUT_BLOCKS = True
+    # Its critic also reads every agent's observation and presence (value decomposition).
+    BLOCK_CRITIC_AGENT_OBS = False
 
     @override(PPOTorchLearner)
     def build(self) -> None:
@@ -190,6 +192,7 @@ class JointCriticPPOLearner(ObservesBatchBeforeLoss, PhasedLearner):
                     settings=self.settings,
                     device=self.device,
                     metrics=self.metrics,
+                    agent_obs=self.BLOCK_CRITIC_AGENT_OBS,
                 )
             )
         return self.batch_of_columns(columns, blocks, start)
@@ -276,3 +279,5 @@ class VDPPOLearner(JointCriticPPOLearner):
     """PPO with team GAE on ``V_tot`` from the value-decomposition critic."""
 
     advantage_connector_class = VDJointAdvantageConnector
+    TAKES_ROLLOUT_BLOCKS = True
+    BLOCK_CRITIC_AGENT_OBS = True
