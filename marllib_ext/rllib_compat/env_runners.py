@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import contextlib
 import gc
+import math
 import time
 from collections.abc import Iterator
 from typing import Any
@@ -140,6 +141,18 @@ def pause_cyclic_gc() -> Iterator[None]:
     finally:
         if collecting:
             gc.enable()
+
+
+def episode_metrics_window(env_runner) -> int:
+    """How many of the latest episodes each of the runner's episode metrics keeps.
+
+    Relies on: ``MultiAgentEnvRunner._log_episode_metrics`` logs every episode metric
+    with ``window = max(1, ceil(metrics_num_episodes_for_smoothing / (num_env_runners
+    or 1)))``."""
+    config = env_runner.config
+    return max(
+        1, math.ceil(config.metrics_num_episodes_for_smoothing / (config.num_env_runners or 1))
+    )
 
 
 def log_episode_metrics(

@@ -12,7 +12,7 @@ from __future__ import annotations
 import numpy as np
 
 from marllib_ext.rllib_compat import env_runner_callbacks
-from marllib_ext.rllib_compat.env_runners import log_episode_metrics
+from marllib_ext.rllib_compat.env_runners import episode_metrics_window, log_episode_metrics
 from marllib_ext.rollout.blocks import RolloutBlock, WorldArrays
 from marllib_ext.rollout.chunks import Block
 
@@ -122,12 +122,19 @@ def rollout_block(block: Block, module_of: dict[str, str]) -> RolloutBlock:
 class EpisodeTally:
     """Each world's running episode (length, per-agent return and steps) across
     ``sample()`` calls; an episode's metrics are logged where it ends, as RLlib's
-    ``get_metrics`` logs a done episode's."""
+    ``get_metrics`` logs a done episode's.
+
+    RLlib keeps only the last ``episode_metrics_window`` episodes of each episode
+    metric, so of the episodes that end in one call only that many (the latest) are
+    logged: the metrics come out the same (every agent of an array world is present
+    at the start of each episode, so the per-agent windows hold the same episodes),
+    and a call in which hundreds of short battles end does not log each one."""
 
     def __init__(self, env_runner, agents: list[str], module_of: dict[str, str], num_envs: int):
         self.runner = env_runner
         self.agents = agents
         self.module_of = module_of
+        self.window = episode_metrics_window(env_runner)
         self.length = np.zeros(num_envs, dtype=np.int64)
         self.returns = np.zeros((num_envs, len(agents)))
         self.agent_steps = np.zeros((num_envs, len(agents)), dtype=np.int64)
@@ -143,20 +150,28 @@ class EpisodeTally:
         ends); ``times``: ``(T,)`` when each step was taken."""
         ended = block.terminated | block.truncated
         rewards = np.where(block.alive, block.rewards, 0.0)
+        finished = []  # (length, duration, per-agent returns, per-agent steps), in order
         for t in range(len(ended)):
             self.length += 1
             self.returns += rewards[t]
             self.agent_steps += block.alive[t]
             for world in np.flatnonzero(ended[t]):
-                self._log(int(world), float(times[t] - started[world]))
+                finished.append(
+                    (
+                        int(self.length[world]),
+                        float(times[t] - started[world]),
+                        self.returns[world].tolist(),
+                        self.agent_steps[world].tolist(),
+                    )
+                )
                 started[world] = times[t]
                 self.length[world] = 0
                 self.returns[world] = 0.0
                 self.agent_steps[world] = 0
+        for episode in finished[-self.window :]:
+            self._log(*episode)
 
-    def _log(self, world: int, duration_s: float) -> None:
-        returns = self.returns[world].tolist()
-        steps = self.agent_steps[world].tolist()
+    def _log(self, length: int, duration_s: float, returns: list, steps: list) -> None:
         present = [i for i, n in enumerate(steps) if n > 0]
         module_returns: dict[str, float] = {}
         for i in present:
@@ -164,7 +179,7 @@ class EpisodeTally:
             module_returns[module] = module_returns.get(module, 0.0) + returns[i]
         log_episode_metrics(
             self.runner,
-            length=int(self.length[world]),
+            length=length,
             episode_return=float(sum(returns[i] for i in present)),
             duration_s=duration_s,
             agent_returns={self.agents[i]: returns[i] for i in present},

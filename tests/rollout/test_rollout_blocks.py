@@ -4,6 +4,7 @@ connectors build from the same steps as episode chunks, without the chunks' boot
 rows."""
 
 import math
+from types import SimpleNamespace
 
 import numpy as np
 import pytest
@@ -14,6 +15,7 @@ from marllib_ext import algos, make_env
 from marllib_ext.policies.joint_critic import STATE
 from marllib_ext.rllib_compat import learner_batch, reset_before_next_sample
 from marllib_ext.rollout.blocks import RolloutBlock
+from marllib_ext.rollout.direct import EpisodeTally
 
 pytest.importorskip("vmas", reason="the vmas extra is not installed")
 pytestmark = pytest.mark.filterwarnings("ignore::UserWarning")
@@ -210,3 +212,48 @@ def test_a_remote_runner_hands_blocks_to_the_driver_learner(ray_session):
         assert math.isfinite(result["env_runners"]["episode_return_mean"])
     finally:
         algorithm.stop()
+
+
+class RecordingRunner:
+    """What ``EpisodeTally`` needs of an env runner: its config and the episode-metrics
+    logger (recording each call)."""
+
+    def __init__(self, smoothing):
+        self.config = SimpleNamespace(
+            metrics_num_episodes_for_smoothing=smoothing, num_env_runners=0
+        )
+        self.logged = []
+
+    def _log_episode_metrics(self, length, ret, sec, agents, modules, agent_steps):
+        self.logged.append((length, ret, agents, modules, agent_steps))
+
+
+def test_the_tally_logs_each_ended_episode_up_to_the_metrics_window():
+    """One world ends an episode every 2 steps, another at step 5 of 6: four episodes
+    end in the call; with a window of 3 the last three are logged, in order, with
+    their lengths and per-agent and per-module returns."""
+    T, B = 6, 2
+    terminated = np.zeros((T, B), bool)
+    terminated[[1, 3, 5], 0] = True
+    terminated[4, 1] = True
+    rewards = np.zeros((T, B, 2))
+    rewards[:, 0, 0] = np.arange(T)  # world 0, agent a: 0, 1, 2, ...
+    rewards[:, 1, 1] = 1.0
+    block = SimpleNamespace(
+        terminated=terminated, truncated=np.zeros((T, B), bool), rewards=rewards,
+        alive=np.ones((T, B, 2), bool),
+    )  # fmt: skip
+    for smoothing, expected_count in ((3, 3), (100, 4)):
+        runner = RecordingRunner(smoothing)
+        tally = EpisodeTally(runner, ["a", "b"], {"a": "m", "b": "m"}, B)
+        tally.add(block, np.zeros(B), np.arange(T, dtype=float))
+        assert len(runner.logged) == expected_count
+    everything = [(2, 1.0), (2, 5.0), (5, 5.0), (2, 9.0)]  # (length, return) in end order
+    assert [(length, ret) for length, ret, *_ in runner.logged] == everything
+    runner = RecordingRunner(3)
+    tally = EpisodeTally(runner, ["a", "b"], {"a": "m", "b": "m"}, B)
+    tally.add(block, np.zeros(B), np.arange(T, dtype=float))
+    assert [(length, ret) for length, ret, *_ in runner.logged] == everything[-3:]
+    length, ret, agents, modules, steps = runner.logged[1]  # world 1's episode
+    assert agents == {"a": 0.0, "b": 5.0} and modules == {"m": 5.0}
+    assert steps == {"a": 5, "b": 5}
