@@ -11,6 +11,30 @@ def _check_shape(name: str, array: np.ndarray, expected: tuple[int, ...]) -> Non
         raise ValueError(f"{name} has shape {array.shape}, expected {expected}")
 
 
+def _gae_recursion(
+    rewards: np.ndarray,
+    values: np.ndarray,
+    next_values: np.ndarray,
+    terminateds: np.ndarray,
+    truncateds: np.ndarray,
+    *,
+    gamma: float,
+    lambda_: float,
+) -> np.ndarray:
+    """``A_t = delta_t + gamma * lambda_ * (1 - end_t) * A_{t+1}`` backwards over the
+    first (time) axis, every other axis at once; arrays of one shape ``(T, ...)``,
+    already checked (see :func:`team_gae`)."""
+    deltas = rewards + gamma * np.where(terminateds, 0.0, next_values) - values
+    # Carry factor into step t from step t+1; zero where a segment ends at t.
+    carry = gamma * lambda_ * ~(terminateds | truncateds)
+    advantages = np.empty_like(deltas)
+    running = np.zeros(deltas.shape[1:])
+    for t in range(deltas.shape[0] - 1, -1, -1):
+        running = deltas[t] + carry[t] * running
+        advantages[t] = running
+    return advantages
+
+
 def team_gae(
     rewards: npt.ArrayLike,
     values: npt.ArrayLike,
@@ -68,14 +92,9 @@ def team_gae(
     ):
         _check_shape(name, array, (horizon,))
 
-    deltas = rewards + gamma * np.where(terminateds, 0.0, next_values) - values
-    # Carry factor into step t from step t+1; zero where a segment ends at t.
-    carry = gamma * lambda_ * ~(terminateds | truncateds)
-    advantages = np.empty(horizon, dtype=np.float64)
-    running = 0.0
-    for t in range(horizon - 1, -1, -1):
-        running = deltas[t] + carry[t] * running
-        advantages[t] = running
+    advantages = _gae_recursion(
+        rewards, values, next_values, terminateds, truncateds, gamma=gamma, lambda_=lambda_
+    )
     value_targets = advantages + values
     return advantages.astype(np.float32), value_targets.astype(np.float32)
 
@@ -144,11 +163,7 @@ def block_gae(
         ("truncateds", truncateds),
     ):
         _check_shape(name, array, values.shape)
-    deltas = rewards + gamma * np.where(terminateds, 0.0, next_values) - values
-    carry = gamma * lambda_ * ~(terminateds | truncateds)
-    advantages = np.empty_like(deltas)
-    running = np.zeros(values.shape[1])
-    for t in range(values.shape[0] - 1, -1, -1):
-        running = deltas[t] + carry[t] * running
-        advantages[t] = running
+    advantages = _gae_recursion(
+        rewards, values, next_values, terminateds, truncateds, gamma=gamma, lambda_=lambda_
+    )
     return advantages, advantages + values

@@ -274,7 +274,7 @@ def own_value_block_batch(
         return None
     columns = {column: np.concatenate(arrays) for column, arrays in parts.items()}
     advantages = columns[Columns.ADVANTAGES]
-    columns[Columns.ADVANTAGES] = (advantages - advantages.mean()) / max(1e-4, advantages.std())
+    columns[Columns.ADVANTAGES] = standardize_valid(advantages, np.ones(len(advantages), bool))
     return _module_tensors(columns, device)
 
 
