@@ -15,6 +15,7 @@ from marllib_ext.rllib_compat import env_runner_callbacks
 from marllib_ext.rllib_compat.env_runners import episode_metrics_window, log_episode_metrics
 from marllib_ext.rollout.blocks import RolloutBlock, WorldArrays
 from marllib_ext.rollout.chunks import Block
+from marllib_ext.rollout.eligibility import runner_callbacks
 
 # The env-contract check every algorithm runs at episode ends (by name: the algos
 # package imports this one).
@@ -29,44 +30,33 @@ def takes_rollout_blocks(learner_class: type | None) -> bool:
     return bool(learner_class is not None and vars(learner_class).get(TAKES_ROLLOUT_BLOCKS))
 
 
-def _episode_end_callbacks(config, env_runner) -> list[str]:
-    """The ``on_episode_end`` callbacks besides the env-contract check (which never
-    fires on arrays: no adapter reports there; rewards are checked by the learner)."""
-    functions = config.callbacks_on_episode_end or []
-    functions = functions if isinstance(functions, list) else [functions]
-    names = [
-        getattr(f, "__name__", repr(f))
-        for f in functions
-        if (getattr(f, "__module__", None), getattr(f, "__name__", None)) != CONTRACT_CHECK
-    ]
-    for callback in env_runner_callbacks(env_runner):
-        if type(callback).on_episode_end is not _base_callback().on_episode_end:
-            names.append(f"{type(callback).__name__}.on_episode_end")
-    return names
-
-
-def _base_callback():
-    from ray.rllib.callbacks.callbacks import RLlibCallback
-
-    return RLlibCallback
+def _is_contract_check(function) -> bool:
+    """The env-contract check every algorithm runs at episode ends; it never fires on
+    arrays (no adapter reports there; rewards are checked by the learner)."""
+    return (getattr(function, "__module__", None), getattr(function, "__name__", None)) == (
+        CONTRACT_CHECK
+    )
 
 
 def rollout_block_refusal(env_runner) -> str | None:
     """Why a batched env runner hands its learner episode chunks rather than
     ``RolloutBlock`` arrays (``None``: it hands blocks)."""
-    config = env_runner.config
+    return block_refusal(env_runner.config, env_runner_callbacks(env_runner))
+
+
+def block_refusal(config, callback_objects: list) -> str | None:
+    """:func:`rollout_block_refusal` of a runner with ``config`` and the callback
+    objects it calls."""
     if config.in_evaluation:
         return "an evaluation runner"
     if not takes_rollout_blocks(config.learner_class):
         return f"the learner ({getattr(config.learner_class, '__name__', None)}) reads episodes"
     if (config.num_learners or 0) > 1:
         return "data-parallel learners shard episodes"
-    if config.callbacks_on_sample_end:
-        return "an on_sample_end callback reads the episodes"
-    for callback in env_runner_callbacks(env_runner):
-        if type(callback).on_sample_end is not _base_callback().on_sample_end:
-            return f"{type(callback).__name__}.on_sample_end reads the episodes"
-    others = _episode_end_callbacks(config, env_runner)
+    sample_end = runner_callbacks(config, callback_objects, "on_sample_end")
+    if sample_end:
+        return f"an on_sample_end callback reads the episodes: {sample_end}"
+    others = runner_callbacks(config, callback_objects, "on_episode_end", skip=_is_contract_check)
     if others:
         return f"on_episode_end callbacks read episodes: {others}"
     return None

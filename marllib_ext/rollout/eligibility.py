@@ -63,9 +63,22 @@ def array_rollout_refusal(env_runner) -> str | None:
     if any(module.is_stateful() for module in env_runner.module.values()):
         return "a module is recurrent"
     for name in PER_STEP_CALLBACKS:
-        if getattr(config, f"callbacks_{name}"):
-            return f"an {name} callback"
-        for callback in env_runner_callbacks(env_runner):
-            if getattr(type(callback), name) is not getattr(RLlibCallback, name):
-                return f"{type(callback).__name__}.{name}"
+        callbacks = runner_callbacks(config, env_runner_callbacks(env_runner), name)
+        if callbacks:
+            return f"an {name} callback ({callbacks[0]})"
     return None
+
+
+def runner_callbacks(
+    config, callback_objects: list, name: str, skip=lambda function: False
+) -> list[str]:
+    """What a runner with ``config`` and ``callback_objects`` calls at callback ``name``
+    (e.g. ``"on_sample_end"``): the config's functions by name (but those ``skip``
+    accepts), and ``Class.name`` for each callback object whose class overrides it."""
+    functions = getattr(config, f"callbacks_{name}") or []
+    functions = functions if isinstance(functions, list) else [functions]
+    labels = [getattr(f, "__name__", repr(f)) for f in functions if not skip(f)]
+    for callback in callback_objects:
+        if getattr(type(callback), name) is not getattr(RLlibCallback, name):
+            labels.append(f"{type(callback).__name__}.{name}")
+    return labels

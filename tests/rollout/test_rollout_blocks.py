@@ -8,14 +8,18 @@ from types import SimpleNamespace
 
 import numpy as np
 import pytest
+from ray.rllib.callbacks.callbacks import RLlibCallback
 from ray.rllib.core.columns import Columns
 from ray.rllib.core.learner.training_data import TrainingData
 
 from marllib_ext import algos, make_env
+from marllib_ext.algos.env_checks import log_contract_breaches
+from marllib_ext.algos.happo.learner import HAPPOLearner
+from marllib_ext.algos.ppo.learners import JointCriticPPOLearner
 from marllib_ext.policies.joint_critic import STATE
 from marllib_ext.rllib_compat import learner_batch, reset_before_next_sample
 from marllib_ext.rollout.blocks import RolloutBlock
-from marllib_ext.rollout.direct import EpisodeTally
+from marllib_ext.rollout.direct import EpisodeTally, block_refusal
 
 pytest.importorskip("vmas", reason="the vmas extra is not installed")
 pytestmark = pytest.mark.filterwarnings("ignore::UserWarning")
@@ -54,17 +58,9 @@ def _rows(columns, keys):
     return out
 
 
-@pytest.mark.parametrize(
-    "name,env,settings",
-    [
-        ("mappo", "vmas:navigation", {}),
-        ("mappo", "vmas:navigation", {"value_norm": True, "value_clip": 0.2}),
-        ("mappo", "smax:3m", {}),  # action masks, units that die, SMAX's own state
-        ("vdppo", "vmas:navigation", {}),  # the VD critic reads each agent's observation
-        ("vdppo", "smax:3m", {}),
-    ],
-)
-def test_block_batch_is_the_connectors_batch(ray_session, name, env, settings):
+def _both_batches(name, env, **settings):
+    """``(block arrays, block batch, connector batch)`` of one 30-step block sampled
+    with worlds mid-episode when it starts (every world ends one episode inside it)."""
     if env.startswith("smax:"):
         pytest.importorskip("jaxmarl", reason="the smax extra is not installed")
     algorithm = _algorithm(name, env=env, **settings)
@@ -73,8 +69,8 @@ def test_block_batch_is_the_connectors_batch(ray_session, name, env, settings):
         rollout = runner._array_rollout()
         assert rollout.blocks_refusal is None
         reset_before_next_sample(runner)
-        runner.sample(num_timesteps=WORLDS * 15)  # worlds mid-episode when the block starts
-        block = rollout._run(30, True, False)  # every world ends one episode inside it
+        runner.sample(num_timesteps=WORLDS * 15)
+        block = rollout._run(30, True, False)
         arrays = rollout._block(block)
         chunks = rollout._episodes(block)
         direct, connectors = _on_learner(
@@ -86,6 +82,30 @@ def test_block_batch_is_the_connectors_batch(ray_session, name, env, settings):
         )
     finally:
         algorithm.stop()
+    return arrays, direct, connectors
+
+
+def _real_rows(columns):
+    """A connector batch's columns on its loss-mask rows (no bootstrap rows)."""
+    mask = columns[Columns.LOSS_MASK]
+    return {
+        k: (v[mask] if not isinstance(v, dict) else {n: t[mask] for n, t in v.items()})
+        for k, v in columns.items()
+    }
+
+
+@pytest.mark.parametrize(
+    "name,env,settings",
+    [
+        ("mappo", "vmas:navigation", {}),
+        ("mappo", "vmas:navigation", {"value_norm": True, "value_clip": 0.2}),
+        ("mappo", "smax:3m", {}),  # action masks, units that die, SMAX's own state
+        ("vdppo", "vmas:navigation", {}),  # the VD critic reads each agent's observation
+        ("vdppo", "smax:3m", {}),
+    ],
+)
+def test_block_batch_is_the_connectors_batch(ray_session, name, env, settings):
+    arrays, direct, connectors = _both_batches(name, env, **settings)
     keys = [Columns.ADVANTAGES, Columns.VALUE_TARGETS, Columns.ACTION_LOGP]
     for module_id, theirs in connectors.policy_batches.items():
         ours = direct.policy_batches[module_id]
@@ -98,11 +118,7 @@ def test_block_batch_is_the_connectors_batch(ray_session, name, env, settings):
             )
             assert ours[STATE].shape[1] == theirs[STATE].shape[1]
             continue
-        real = {
-            k: (v[mask] if not isinstance(v, dict) else {n: t[mask] for n, t in v.items()})
-            for k, v in theirs.items()
-        }
-        ours_rows, their_rows = _rows(ours, keys), _rows(real, keys)
+        ours_rows, their_rows = _rows(ours, keys), _rows(_real_rows(theirs), keys)
         assert len(ours) == int(mask.sum()) == len(ours_rows) == len(their_rows)
         assert ours_rows.keys() == their_rows.keys()
         for key, values in ours_rows.items():
@@ -138,37 +154,13 @@ def test_own_value_block_batch_is_rllibs_gae(ray_session, env):
     """``ippo``: the value targets are RLlib's GAE connector's row for row; the
     advantages are its standardized ones up to the shift and scale (RLlib's statistics
     also count each chunk's bootstrap row)."""
-    if env.startswith("smax:"):
-        pytest.importorskip("jaxmarl", reason="the smax extra is not installed")
-    algorithm = _algorithm("ippo", env=env)
-    try:
-        runner = algorithm.env_runner
-        rollout = runner._array_rollout()
-        assert rollout.blocks_refusal is None
-        reset_before_next_sample(runner)
-        runner.sample(num_timesteps=WORLDS * 15)
-        block = rollout._run(30, True, False)
-        arrays = rollout._block(block)
-        chunks = rollout._episodes(block)
-        direct, connectors = _on_learner(
-            algorithm,
-            lambda learner: (
-                learner.block_batch([arrays]),
-                learner_batch(learner, TrainingData(episodes=chunks)),
-            ),
-        )
-    finally:
-        algorithm.stop()
+    _, direct, connectors = _both_batches("ippo", env)
     keys = [Columns.VALUE_TARGETS, Columns.ACTION_LOGP, Columns.ADVANTAGES]
     assert sorted(direct.policy_batches) == sorted(connectors.policy_batches)
     for module_id, theirs in connectors.policy_batches.items():
         ours = direct.policy_batches[module_id]
         mask = theirs[Columns.LOSS_MASK]
-        real = {
-            k: (v[mask] if not isinstance(v, dict) else {n: t[mask] for n, t in v.items()})
-            for k, v in theirs.items()
-        }
-        ours_rows, their_rows = _rows(ours, keys), _rows(real, keys)
+        ours_rows, their_rows = _rows(ours, keys), _rows(_real_rows(theirs), keys)
         assert len(ours) == int(mask.sum()) == len(ours_rows) == len(their_rows)
         assert ours_rows.keys() == their_rows.keys()
         mine = np.array([ours_rows[k] for k in ours_rows])
@@ -257,3 +249,41 @@ def test_the_tally_logs_each_ended_episode_up_to_the_metrics_window():
     length, ret, agents, modules, steps = runner.logged[1]  # world 1's episode
     assert agents == {"a": 0.0, "b": 5.0} and modules == {"m": 5.0}
     assert steps == {"a": 5, "b": 5}
+
+
+def _config(**config):
+    """What ``block_refusal`` reads of an env runner's config."""
+    defaults = dict(
+        in_evaluation=False, learner_class=JointCriticPPOLearner, num_learners=0,
+        callbacks_on_sample_end=None, callbacks_on_episode_end=[log_contract_breaches],
+    )  # fmt: skip
+    return SimpleNamespace(**{**defaults, **config})
+
+
+class EpisodeEndCallback(RLlibCallback):
+    def on_episode_end(self, **kwargs):
+        pass
+
+
+def test_who_refuses_blocks():
+    def count_samples(**kwargs):
+        pass
+
+    assert block_refusal(_config(), []) is None  # the contract check alone
+    assert block_refusal(_config(), [RLlibCallback()]) is None
+    refusals = {
+        "an evaluation runner": (_config(in_evaluation=True), []),
+        "(HAPPOLearner) reads episodes": (_config(learner_class=HAPPOLearner), []),
+        "data-parallel": (_config(num_learners=2), []),
+        "on_sample_end callback reads the episodes: ['count_samples']": (
+            _config(callbacks_on_sample_end=count_samples),
+            [],
+        ),
+        "['count_samples']": (
+            _config(callbacks_on_episode_end=[log_contract_breaches, count_samples]),
+            [],
+        ),
+        "['EpisodeEndCallback.on_episode_end']": (_config(), [EpisodeEndCallback()]),
+    }
+    for reason, (config, callback_objects) in refusals.items():
+        assert reason in block_refusal(config, callback_objects)
