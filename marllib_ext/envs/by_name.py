@@ -165,18 +165,18 @@ def mamujoco_spec(name: str) -> EnvSpec:
 
 
 def _hanabi_env(preset: str, players: int = 2, **kwargs):
-    try:
-        from pettingzoo.classic import hanabi_v5
-    except ImportError as e:
+    import pettingzoo
+    from pettingzoo.env_registry.exceptions import FailedToImport
+
+    from marllib_ext.envs.turns import TurnBasedParallelEnv
+
+    arguments = {"players": players, **HANABI_PRESETS[preset], **kwargs}
+    try:  # PettingZoo's registry (importing ``pettingzoo.classic.hanabi_v5`` is deprecated)
+        return TurnBasedParallelEnv(pettingzoo.make("aec", "classic/hanabi_v5", **arguments))
+    except (ImportError, FailedToImport) as e:
         raise ConfigError(
             f'hanabi:{preset} needs OpenSpiel and shimmy: pip install -e ".[hanabi]" ({e})'
         ) from e
-    from marllib_ext.envs.turns import TurnBasedParallelEnv
-
-    try:
-        return TurnBasedParallelEnv(
-            hanabi_v5.env(players=players, **{**HANABI_PRESETS[preset], **kwargs})
-        )
     except ValueError as e:
         raise ConfigError(
             f"env 'hanabi:{preset}' with {dict(players=players, **kwargs)}: {e}"
