@@ -72,7 +72,7 @@ def train(task: str, label: str, seed: int, steps: int, path: Path) -> None:
         algos.get(name, **settings).rllib_config(make_env(f"vmas:{task}"), seed=seed).build_algo()
     )
     if label in CHUNK_LABELS:
-        algo.env_runner._array_rollout().blocks_refusal = "benchmark"
+        algo.env_runner.array_rollout.blocks_refusal = "benchmark"
     path.parent.mkdir(parents=True, exist_ok=True)
     with open(path, "w", newline="") as f:
         writer = csv.writer(f)

@@ -74,7 +74,7 @@ def _algorithm(env_name: str, num_envs: int, path: str, learner_data: str = "blo
     if path == "batched" and learner_data == "chunks":
         # The learner reads episode chunks through its connectors (the path before
         # rollout blocks, and the one a learner without a block batch takes).
-        algorithm.env_runner._array_rollout().blocks_refusal = "benchmark"
+        algorithm.env_runner.array_rollout.blocks_refusal = "benchmark"
     return algorithm
 
 

@@ -13,17 +13,17 @@ LAYERS = {  # a module may import its own layer and the ones below
     "ops": 0,
     "errors": 0,
     "configs": 0,
-    "envs": 1,
+    "envs": 1,  # simulators and their array contract
     "policies": 1,
-    "postprocessing": 1,
     "replay": 1,
     "rllib_compat": 1,
-    "rollout": 1,
     "plotting": 1,
-    "algos": 2,
-    "sweeps": 3,
-    "cli": 4,
-    "__init__": 5,
+    "rollout": 2,  # samplers, over envs
+    "postprocessing": 3,  # learner batches, from rollout blocks
+    "algos": 4,
+    "sweeps": 5,
+    "cli": 6,
+    "__init__": 7,
 }
 
 

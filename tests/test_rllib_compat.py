@@ -4,6 +4,7 @@ RLlib objects: these tests fail when an RLlib upgrade changes one of them."""
 import dataclasses
 import inspect
 import subprocess
+import sys
 from pathlib import Path
 
 import gymnasium as gym
@@ -219,19 +220,28 @@ def test_settings_are_frozen_plain_data():
         settings.lr = 1.0
 
 
-def test_episode_agent_sets_iterate_in_sorted_order():
-    """RLlib still builds the three agent sets in MultiAgentEpisode; after the package's
-    import they iterate sorted, whatever the hash seed."""
-    from ray.rllib.env.multi_agent_episode import MultiAgentEpisode
-
-    from marllib_ext.rllib_compat.episodes import SortedAgentSet
-
-    agents = [f"agent_{i}" for i in (3, 0, 11, 2)]
-    episode = MultiAgentEpisode(
-        observations=[{a: np.zeros(1) for a in agents}],
+def _episode(episode_class, agents):
+    return episode_class(
+        observations=[{a: np.zeros(1) for a in agents}, {a: np.ones(1) for a in agents}],
+        actions=[{a: 0 for a in agents}],
+        rewards=[{a: 1.0 for a in agents}],
+        infos=[{a: {"step": 0} for a in agents}, {a: {"step": 1} for a in agents}],
         observation_space=gym.spaces.Dict({a: gym.spaces.Box(-1, 1, (1,)) for a in agents}),
         action_space=gym.spaces.Dict({a: gym.spaces.Discrete(2) for a in agents}),
+        len_lookback_buffer=0,
     )
+
+
+def test_episode_agent_sets_iterate_in_sorted_order():
+    """RLlib still builds the three agent sets in MultiAgentEpisode; the package's
+    episodes hand them out sorted, whatever the hash seed, through set operations, cuts
+    and slices; RLlib's own class hands out plain sets."""
+    from ray.rllib.env.multi_agent_episode import MultiAgentEpisode
+
+    from marllib_ext.rllib_compat.episodes import SortedAgentsEpisode, SortedAgentSet
+
+    agents = [f"agent_{i}" for i in (3, 0, 11, 2)]
+    episode = _episode(SortedAgentsEpisode, agents)
     for agent_set in (
         episode.agent_ids,
         episode.get_agents_to_act(),
@@ -240,6 +250,95 @@ def test_episode_agent_sets_iterate_in_sorted_order():
         assert isinstance(agent_set, SortedAgentSet)
         assert list(agent_set) == sorted(agents)
         assert agent_set == set(agents) and agent_set - {"agent_0"} == set(agents) - {"agent_0"}
+        for combined in (
+            agent_set | {"agent_1"},
+            {"agent_1"} | agent_set,
+            agent_set - {"agent_0"},
+            agent_set & set(agents[:3]),
+            agent_set ^ {"agent_0", "agent_7"},
+            agent_set.union(["agent_9"]),
+            agent_set.copy(),
+        ):
+            assert isinstance(combined, SortedAgentSet)
+            assert list(combined) == sorted(combined, key=str)
+    for part in (episode.cut(), episode[1:], episode.slice(slice(0, 1))):
+        assert type(part) is SortedAgentsEpisode
+    plain = _episode(MultiAgentEpisode, agents)
+    assert type(plain.agent_ids) is set and type(plain.get_agents_to_act()) is set
+    assert type(plain.cut()) is MultiAgentEpisode
+
+
+def test_the_package_runner_and_learners_read_sorted_agents_episodes(ray_session):
+    """Episodes the package's runner starts (and their continuations) are
+    ``SortedAgentsEpisode``; an RLlib episode handed to a package learner (as a replay
+    buffer builds it) is read as one."""
+    from ray.rllib.core.learner.training_data import TrainingData
+    from ray.rllib.env.multi_agent_episode import MultiAgentEpisode
+
+    from marllib_ext.rllib_compat import local_learner
+    from marllib_ext.rllib_compat.episodes import SortedAgentsEpisode
+
+    algorithm = algos.mappo(**SMALL).rllib_config("mpe:simple_spread", seed=0).build_algo()
+    try:
+        runner = algorithm.env_runner
+        for _ in range(2):  # the second call continues the first's episodes (cut)
+            episodes = runner.sample(num_timesteps=40, random_actions=False)
+            assert {type(e) for e in episodes} == {SortedAgentsEpisode}
+        replayed = episodes[0]
+        replayed.__class__ = MultiAgentEpisode  # as RLlib's replay buffers build them
+        local_learner(algorithm)._make_batch_if_necessary(TrainingData(episodes=[replayed]))
+        assert type(replayed) is SortedAgentsEpisode
+    finally:
+        algorithm.stop()
+
+
+UNCHANGED_BY_IMPORT = """
+import sys, inspect
+import ray.rllib.algorithms.ppo, ray.rllib.algorithms.sac, ray.rllib.env.multi_agent_env_runner
+import ray.rllib.env.multi_agent_episode, ray.rllib.core.learner.torch.torch_learner
+import gymnasium, pettingzoo
+
+
+def snapshot():
+    seen = {}
+    for name, module in list(sys.modules.items()):
+        if not name.startswith(("ray.", "gymnasium", "pettingzoo")):
+            continue
+        for attr, value in list(vars(module).items()):
+            if inspect.isclass(value) and value.__module__ == name:
+                for key, member in vars(value).items():
+                    if key != "__slotnames__":  # copyreg's cache, set by any copy
+                        seen[(name, attr, key)] = id(member)
+    return seen
+
+
+before = snapshot()
+import ray
+ray.init(num_cpus=1, include_dashboard=False, configure_logging=False, log_to_driver=False)
+from marllib_ext import algos
+config = algos.mappo(num_env_runners=0, train_batch_size=100, minibatch_size=50, num_epochs=1)
+algorithm = config.rllib_config("mpe:simple_spread", seed=0).build_algo()
+algorithm.train()
+algorithm.stop()
+after = snapshot()
+classes = {key[:2] for key in before}
+changed = sorted(str(key) for key in before if after.get(key) != before[key])
+changed += sorted(str(key) for key in after if key not in before and key[:2] in classes)
+print("CHANGED", len(changed), changed[:20])
+"""
+
+
+def test_importing_and_training_changes_no_library_class():
+    """A process that imports ``marllib_ext`` and trains keeps every class of RLlib,
+    Ray, gymnasium, PettingZoo, torch and numpy loaded before as it was: no attribute
+    replaced, added or removed (plain RLlib code behaves as without the package)."""
+    done = subprocess.run(
+        [sys.executable, "-c", UNCHANGED_BY_IMPORT], capture_output=True, text=True,
+        timeout=600,
+    )  # fmt: skip
+    lines = [line for line in done.stdout.splitlines() if line.startswith("CHANGED")]
+    assert done.returncode == 0 and lines, done.stderr[-3000:]
+    assert lines[-1] == "CHANGED 0 []"
 
 
 def test_env_runner_internals_the_batched_rollout_uses(ray_session):

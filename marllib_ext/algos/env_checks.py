@@ -17,6 +17,7 @@ from ray.rllib.env.multi_agent_episode import MultiAgentEpisode
 
 from marllib_ext.envs.adapter import EMPTY_ACTION_MASK_KEY, NONFINITE_REWARD_KEY
 from marllib_ext.errors import EnvError
+from marllib_ext.rollout.direct import needs_no_episode_objects
 
 # report key in the infos -> what the agent did wrong, as the error says it
 CONTRACT_BREACHES = {
@@ -40,6 +41,7 @@ def with_episode_end_callback(config: AlgorithmConfig, callback) -> AlgorithmCon
     return config.callbacks(on_episode_end=[*existing, callback])
 
 
+@needs_no_episode_objects
 def log_contract_breaches(*, episode, metrics_logger=None, **kwargs) -> None:
     """``on_episode_end``: the adapter's reports of a broken env contract, if any."""
     if not isinstance(episode, MultiAgentEpisode):

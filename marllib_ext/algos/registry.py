@@ -50,13 +50,13 @@ from marllib_ext.algos.ppo.schedule import (
     ignored_keys,
 )
 from marllib_ext.algos.progress import ProgressColumn
-from marllib_ext.envs.batched import BatchedEnvRunner
 from marllib_ext.envs.handle import EnvHandle
-from marllib_ext.envs.whole_episodes import COMPLETE_EPISODES, WholeEpisodeEnvRunner
 from marllib_ext.errors import ConfigError
 from marllib_ext.policies.actor_options import with_actor_options
 from marllib_ext.policies.masked_actor import with_masked_actors
 from marllib_ext.rllib_compat import with_settings
+from marllib_ext.rollout.env_runner import BatchedEnvRunner
+from marllib_ext.rollout.whole_episodes import COMPLETE_EPISODES, WholeEpisodeEnvRunner
 
 Builder = Callable[[Any, EnvHandle, str, "int | None"], AlgorithmConfig]
 
@@ -212,12 +212,14 @@ class AlgoSpec:
             # RLlib's env pre-check steps with unmasked random actions, which envs with
             # illegal moves reject.
             config.environment(disable_env_checking=True)
-        if env.is_multi_agent and env.spec.batched_creator is not None:
-            # One batched simulator per env runner; RLlib's pre-check would step one
-            # world of the batch alone. The whole-episode runner is batched too.
+        if env.is_multi_agent:
+            # The package's runner: its episodes iterate their agents in sorted order (runs
+            # reproduce from their seed), and a batched simulator is one env per runner.
             runner = config.env_runner_cls
             if not (isinstance(runner, type) and issubclass(runner, BatchedEnvRunner)):
                 config.env_runners(env_runner_cls=BatchedEnvRunner)
+        if env.is_multi_agent and env.spec.batched_creator is not None:
+            # RLlib's pre-check would step one world of the batch alone.
             config.environment(disable_env_checking=True)
         if env.is_multi_agent and env.spec.turn_based:
             # An action completes at the agent's next turn: learn on whole episodes, and

@@ -40,3 +40,22 @@ def print_runner_nodes(algorithm) -> None:
     if counts:
         served = ", ".join(f"{node} x{count}" for node, count in sorted(counts.items()))
         print(f"env runners on nodes: {served}", flush=True)
+
+
+def print_sampling(algorithm) -> None:
+    """How the env runners that sample (the remote ones, else the local one) sample:
+    ``sampling: rollout blocks`` or the path taken with the reason a cheaper one was
+    refused (``rollout.env_runner.BatchedEnvRunner.choose_sampler``)."""
+    group = algorithm.env_runner_group
+    remote = group.num_remote_env_runners() > 0
+    described = group.foreach_env_runner(
+        lambda runner: getattr(runner, "sampling", None), local_env_runner=not remote
+    )
+    for line in sorted({d for d in described if d}):
+        print(line, flush=True)
+
+
+def print_run_start(algorithm) -> None:
+    """What ``train`` prints once the algorithm is built."""
+    print_sampling(algorithm)
+    print_runner_nodes(algorithm)

@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 
 from marllib_ext.cli.arguments import check_tracking, parse_assignments, stop_from_args
-from marllib_ext.cli.progress import format_row, print_runner_nodes
+from marllib_ext.cli.progress import format_row, print_run_start
 from marllib_ext.cli.ray_setup import init_ray
 
 
@@ -37,7 +37,7 @@ def cmd_train(args: argparse.Namespace) -> int:
             resume_from=args.resume,
             wandb=args.wandb,
             mlflow=True if args.mlflow == "" else args.mlflow,
-            on_start=print_runner_nodes,
+            on_start=print_run_start,
             on_iteration=lambda row: print(format_row(row, algo.spec.progress_columns), flush=True),
             **overrides,
         )

@@ -30,9 +30,9 @@ import numpy as np
 from pettingzoo.utils.env import ParallelEnv
 
 from marllib_ext.envs.adapter import ACTION_MASK_KEY, OBSERVATION_KEY, SUCCESS_KEY
+from marllib_ext.envs.arrays import WorldArrays
 from marllib_ext.envs.batched import WorldSlot
 from marllib_ext.errors import ConfigError
-from marllib_ext.rollout.blocks import WorldArrays
 
 # SMAC's maps that SMAX re-creates, and SMAX's own (jaxmarl 0.2.0's MAP_NAME_TO_SCENARIO).
 SMAX_SCENARIOS = (

@@ -18,9 +18,9 @@ import numpy as np
 from pettingzoo.utils.env import ParallelEnv
 
 from marllib_ext.configs import ENV_PRESET_DIR, load_yaml
+from marllib_ext.envs.arrays import WorldArrays
 from marllib_ext.envs.batched import WorldSlot
 from marllib_ext.errors import ConfigError
-from marllib_ext.rollout.blocks import WorldArrays
 
 # BenchMARL's VMAS task settings (configs/env_presets/vmas.yaml), max_steps included.
 VMAS_TASKS: dict[str, dict[str, Any]] = load_yaml(ENV_PRESET_DIR / "vmas.yaml")

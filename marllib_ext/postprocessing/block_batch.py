@@ -31,6 +31,21 @@ from marllib_ext.policies.vd_critic import AGENT_OBS, AGENT_PRESENT
 from marllib_ext.postprocessing.joint_advantage import TEAM_ADVANTAGE_MEAN, TEAM_VALUE_MEAN
 from marllib_ext.rollout.blocks import RolloutBlock
 
+# Actor batch column: each row's index in its team's critic batch (HAPPO's factor M is
+# kept per team row).
+TEAM_ROW = "happo_team_row"
+# Advantage-connector class attribute: the ``joint_critic_block_batch`` options that
+# build from a block what the class builds from chunks. Read from the class itself, not
+# inherited: a connector subclass changes what is computed.
+BLOCK_BATCH_OPTIONS = "BLOCK_BATCH_OPTIONS"
+
+
+def block_batch_options(connector_class: type) -> dict[str, Any] | None:
+    """The ``joint_critic_block_batch`` options equal to ``connector_class``'s batch
+    (``None``: it has no block form)."""
+    options = vars(connector_class).get(BLOCK_BATCH_OPTIONS)
+    return None if options is None else dict(options)
+
 
 @dataclass
 class TeamBlock:
@@ -126,10 +141,14 @@ def _tensor(array: np.ndarray, device, dtype=None) -> torch.Tensor:
     return torch.from_numpy(np.ascontiguousarray(array, dtype=dtype)).to(device)
 
 
-def _actor_columns(teams: list[TeamBlock], standardized: list[np.ndarray], module_id: str):
-    """Numpy columns of one actor module: its agents' rows, block by block."""
+def _actor_columns(
+    teams: list[TeamBlock], standardized: list[np.ndarray], module_id: str, team_rows: bool
+):
+    """Numpy columns of one actor module: its agents' rows, block by block; with
+    ``team_rows``, each row's index in the critic's rows (``TEAM_ROW``)."""
     parts: dict[str, list[np.ndarray]] = {}
-    for team, advantages in zip(teams, standardized, strict=True):
+    offsets = np.cumsum([0] + [t.acting.size for t in teams])
+    for team, advantages, offset in zip(teams, standardized, offsets, strict=False):
         block = team.block
         for i in team.team:
             agent = block.agents[i]
@@ -145,6 +164,9 @@ def _actor_columns(teams: list[TeamBlock], standardized: list[np.ndarray], modul
             }
             if block.action_masks is not None:
                 columns[ACTION_MASK_KEY] = block.action_masks[agent][rows]
+            if team_rows:  # critic rows are (step, world), row-major
+                index = offset + np.arange(rows.size).reshape(rows.shape)
+                columns[TEAM_ROW] = index[rows].astype(np.float64)
             for column, array in columns.items():
                 parts.setdefault(column, []).append(array)
     return {column: np.concatenate(arrays) for column, arrays in parts.items()}
@@ -160,11 +182,13 @@ def joint_critic_block_batch(
     device,
     metrics=None,
     agent_obs: bool = False,
+    team_rows: bool = False,
 ) -> dict[str, dict[str, Any]]:
     """``{module_id: {column: tensor}}`` for one joint critic and its team's actor
     modules, as ``JointAdvantageConnector`` writes them (without bootstrap rows); with
     ``agent_obs``, as ``VDJointAdvantageConnector`` writes them (the value-decomposition
-    critic's per-agent observations and presence, ``critic_inputs``)."""
+    critic's per-agent observations and presence, ``critic_inputs``); with
+    ``team_rows``, with HAPPO's ``TEAM_ROW`` column."""
     team_modules = None if actor_module_ids is None else set(actor_module_ids)
     teams = [
         team_block(
@@ -194,7 +218,8 @@ def joint_critic_block_batch(
     modules = sorted({b.module_of[b.agents[i]] for t in teams for b in [t.block] for i in t.team})
     batch: dict[str, dict[str, Any]] = {}
     for module_id in modules:
-        batch[module_id] = _module_tensors(_actor_columns(teams, per_block, module_id), device)
+        columns = _actor_columns(teams, per_block, module_id, team_rows)
+        batch[module_id] = _module_tensors(columns, device)
     inputs = [_rows(t.inputs) for t in teams]
     value_targets = np.concatenate([t.value_targets.ravel() for t in teams])
     critic_columns = {

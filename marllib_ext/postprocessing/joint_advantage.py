@@ -104,6 +104,9 @@ class JointAdvantageConnector(ConnectorV2):
        team advantage (EFX's exploration push); none here.
     """
 
+    # What ``postprocessing.block_batch.joint_critic_block_batch`` builds from a block.
+    BLOCK_BATCH_OPTIONS: dict = {}
+
     def __init__(
         self,
         input_observation_space=None,

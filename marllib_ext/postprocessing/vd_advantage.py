@@ -18,6 +18,8 @@ class VDJointAdvantageConnector(JointAdvantageConnector):
     saw (EFX's budget included).
     """
 
+    BLOCK_BATCH_OPTIONS: dict = {"agent_obs": True}
+
     @override(JointAdvantageConnector)
     def module_columns(self) -> tuple[str, ...]:
         return (*super().module_columns(), Columns.OBS)

@@ -1,6 +1,7 @@
-"""RLlib internals of ``MultiAgentEnvRunner`` that the batched rollout path
-(``rollout.ArrayRollout``) uses to sample in RLlib's place: its seed, its reset flag, the
-episode caches ``get_metrics`` reads, and episode timestamps (ray 2.60)."""
+"""RLlib internals of env runners: what the batched rollout path
+(``rollout.ArrayRollout``) uses to sample in ``MultiAgentEnvRunner``'s place (its seed,
+its reset flag, the episode caches ``get_metrics`` reads, episode timestamps), the
+episodes the package's runners start, env creators and synchronous sampling (ray 2.60)."""
 
 from __future__ import annotations
 
@@ -10,6 +11,8 @@ import math
 import time
 from collections.abc import Iterator
 from typing import Any
+
+from marllib_ext.rllib_compat.episodes import SortedAgentsEpisode, as_sorted_agents_episode
 
 
 def runner_seed(env_runner) -> int | None:
@@ -104,7 +107,7 @@ def episode_from_agent_chunks(
     from ray.rllib.env.multi_agent_episode import MultiAgentEpisode
     from ray.rllib.env.utils.infinite_lookback_buffer import InfiniteLookbackBuffer
 
-    episode = MultiAgentEpisode(
+    episode = SortedAgentsEpisode(
         id_=id_,
         env_t_started=env_t_started,
         agent_t_started={agent: env_t_started for agent in agent_episodes},
@@ -173,3 +176,62 @@ def log_episode_metrics(
     env_runner._log_episode_metrics(
         length, episode_return, duration_s, agent_returns, module_returns, agent_steps
     )
+
+
+def registered_env_creator(name: Any):
+    """The creator ``ray.tune.register_env`` registered under ``name`` (``None`` if none).
+
+    Relies on: Tune keeps env creators in ``ray.tune.registry._global_registry`` under
+    ``ENV_CREATOR``."""
+    from ray.tune.registry import ENV_CREATOR, _global_registry
+
+    if isinstance(name, str) and _global_registry.contains(ENV_CREATOR, name):
+        return _global_registry.get(ENV_CREATOR, name)
+    return None
+
+
+def reset_before_next_sample(env_runner) -> None:
+    """Makes a (MultiAgent)``EnvRunner`` reset its env at its next ``sample()``.
+
+    Relies on: the env runner resets before sampling while ``_needs_initial_reset``."""
+    env_runner._needs_initial_reset = True
+
+
+def env_runner_callbacks(env_runner) -> list:
+    """The callback objects an env runner calls (for ``make_callback``).
+
+    Relies on: (MultiAgent)``EnvRunner`` keeps them in ``_callbacks``."""
+    return env_runner._callbacks
+
+
+def sample_episodes(env_runner_group, sample_timeout_s: float | None):
+    """``(episodes, env_runner_metrics)`` of one synchronous sample over the group.
+
+    Relies on: ``synchronous_parallel_sample`` returns new-stack episodes and the
+    runners' metrics with ``_uses_new_env_runners=True, _return_metrics=True``."""
+    from ray.rllib.execution.rollout_ops import synchronous_parallel_sample
+
+    return synchronous_parallel_sample(
+        worker_set=env_runner_group,
+        concat=True,
+        sample_timeout_s=sample_timeout_s,
+        _uses_new_env_runners=True,
+        _return_metrics=True,
+    )
+
+
+class StartsSortedAgentsEpisodes:
+    """``MultiAgentEnvRunner`` mixin (list it before the RLlib runner): every episode the
+    runner starts is an ``episodes.SortedAgentsEpisode``, so its env-to-module
+    connectors, and later the learner's, see its agents in sorted order; its
+    continuations (``cut()``) are too.
+
+    Relies on: ``MultiAgentEnvRunner`` starts each episode in
+    ``_new_episode(env_index, episodes=None)``, which stores it in
+    ``episodes[env_index]`` (``_ongoing_episodes`` by default) and calls the
+    ``on_episode_created`` callbacks; ongoing episodes continue through ``cut()``."""
+
+    def _new_episode(self, env_index, episodes=None):
+        super()._new_episode(env_index, episodes)
+        started = self._ongoing_episodes if episodes is None else episodes
+        as_sorted_agents_episode(started[env_index])

@@ -1,5 +1,5 @@
-"""RLlib internals of episodes: joining chunks of one episode, slicing one with its
-infos, and the order in which RLlib iterates an episode's agents."""
+"""RLlib internals of episodes: joining chunks of one episode, and the package's episode
+class, whose agents iterate in sorted order and whose slices keep their infos."""
 
 from __future__ import annotations
 
@@ -7,6 +7,7 @@ import functools
 
 from ray.rllib.env.multi_agent_episode import MultiAgentEpisode
 from ray.rllib.env.utils.infinite_lookback_buffer import InfiniteLookbackBuffer
+from ray.rllib.utils.annotations import override
 
 
 def concat_episode_chunk(head, tail) -> None:
@@ -38,66 +39,77 @@ def concat_episode_chunk(head, tail) -> None:
 
 
 class SortedAgentSet(set):
-    """A set of agent ids that iterates in sorted order (by ``str``)."""
+    """A set of agent ids that iterates in sorted order (by ``str``); set operations
+    (``|``, ``&``, ``-``, ``^`` and their named forms) return one too."""
 
     def __iter__(self):
         return iter(sorted(set.__iter__(self), key=str))
 
 
-def iterate_agents_in_sorted_order() -> None:
-    """``MultiAgentEpisode.agent_ids``, ``get_agents_to_act`` and
-    ``get_agents_that_stepped`` return sets that iterate in sorted order. Idempotent.
+def _keeps_sorted(operation):
+    @functools.wraps(operation)
+    def sorted_result(self, *others):
+        result = operation(self, *others)
+        return result if result is NotImplemented else SortedAgentSet(result)
 
-    Why: RLlib's connectors build the module batches by iterating these sets (e.g.
+    return sorted_result
+
+
+for _name in (
+    *("__or__", "__ror__", "__and__", "__rand__", "__sub__", "__rsub__", "__xor__", "__rxor__"),
+    *("union", "intersection", "difference", "symmetric_difference", "copy"),
+):
+    setattr(SortedAgentSet, _name, _keeps_sorted(getattr(set, _name)))
+
+
+class SortedAgentsEpisode(MultiAgentEpisode):
+    """A ``MultiAgentEpisode`` whose agent sets iterate in sorted order and whose slices
+    keep their infos; its cuts and slices are of this class too. The package's env
+    runners start every episode as one (``env_runners.StartsSortedAgentsEpisodes``) and
+    its learners read RLlib's (replayed) episodes as ones
+    (``learners.ReadsEpisodesAsSortedAgents``); RLlib's own class is left as it is.
+
+    Why sorted: RLlib's connectors build the module batches by iterating
+    ``agent_ids``, ``get_agents_to_act()`` and ``get_agents_that_stepped()`` (e.g.
     ``ConnectorV2.single_agent_episode_iterator``, ``AgentToModuleMapping``). A set of
     strings iterates in an order that depends on Python's per-process hash seed, so the
     rows of a shared policy's batch, and with them which agent gets which action
-    sample, differed between two processes run with the same ``--seed``.
+    sample, would differ between two processes run with the same ``--seed``.
 
-    Relies on: RLlib 2.60 builds those three sets in ``MultiAgentEpisode`` (two methods
-    and a property) and its callers only iterate them, test membership or combine them
-    with set operations."""
-    if getattr(MultiAgentEpisode, "_marllib_sorted_agents", False):
-        return
-    agents_to_act = MultiAgentEpisode.get_agents_to_act
-    agents_that_stepped = MultiAgentEpisode.get_agents_that_stepped
-    agent_ids = MultiAgentEpisode.agent_ids.fget
+    Why infos: RLlib 2.60's ``MultiAgentEpisode.slice`` builds the new episode without
+    its infos, so every info of a slice is ``{}``. Data-parallel learners get their
+    share of a batch through ``ShardEpisodesIterator``, which slices any episode that
+    straddles two learners; the central critics read the global state from those infos.
 
-    @functools.wraps(agents_to_act)
-    def get_agents_to_act(self):
-        return SortedAgentSet(agents_to_act(self))
+    Relies on: RLlib 2.60 builds the three agent sets in ``MultiAgentEpisode`` (two
+    methods and a property) and its callers only iterate them, test membership or
+    combine them with set operations; ``cut()`` and ``slice()`` (``episode[a:b]``) build
+    a new ``MultiAgentEpisode``; in a slice each agent's episode starts at agent step
+    ``t_started`` and its observations buffer (lookback included) covers the agent steps
+    whose infos it needs, which the source agent episode holds; ``MultiAgentEpisode``
+    has ``__slots__``, so this class adds none (an episode's class can be switched)."""
 
-    @functools.wraps(agents_that_stepped)
-    def get_agents_that_stepped(self):
-        return SortedAgentSet(agents_that_stepped(self))
+    __slots__ = ()
 
-    MultiAgentEpisode.get_agents_to_act = get_agents_to_act
-    MultiAgentEpisode.get_agents_that_stepped = get_agents_that_stepped
-    MultiAgentEpisode.agent_ids = property(
-        functools.wraps(agent_ids)(lambda self: SortedAgentSet(agent_ids(self)))
-    )
-    MultiAgentEpisode._marllib_sorted_agents = True
+    @property
+    def agent_ids(self) -> SortedAgentSet:
+        return SortedAgentSet(super().agent_ids)
 
+    @override(MultiAgentEpisode)
+    def get_agents_to_act(self) -> SortedAgentSet:
+        return SortedAgentSet(super().get_agents_to_act())
 
-def keep_infos_when_slicing() -> None:
-    """``MultiAgentEpisode.slice`` (and ``episode[a:b]``) keeps every agent's infos.
-    Idempotent.
+    @override(MultiAgentEpisode)
+    def get_agents_that_stepped(self) -> SortedAgentSet:
+        return SortedAgentSet(super().get_agents_that_stepped())
 
-    Why: RLlib 2.60's ``MultiAgentEpisode.slice`` builds the new episode without its
-    infos, so every info of a slice is ``{}``. Data-parallel learners get their share of
-    a batch through ``ShardEpisodesIterator``, which slices any episode that straddles
-    two learners; the central critics read the global state from those infos.
+    @override(MultiAgentEpisode)
+    def cut(self, len_lookback_buffer: int = 0) -> SortedAgentsEpisode:
+        return as_sorted_agents_episode(super().cut(len_lookback_buffer=len_lookback_buffer))
 
-    Relies on: in the slice, each agent's episode starts at agent step ``t_started`` and
-    its observations buffer (lookback included) covers the agent steps whose infos it
-    needs; the source agent episode holds those infos."""
-    if getattr(MultiAgentEpisode, "_marllib_slices_keep_infos", False):
-        return
-    slice_without_infos = MultiAgentEpisode.slice
-
-    @functools.wraps(slice_without_infos)
-    def slice_with_infos(self, slice_, *, len_lookback_buffer=None):
-        sliced = slice_without_infos(self, slice_, len_lookback_buffer=len_lookback_buffer)
+    @override(MultiAgentEpisode)
+    def slice(self, slice_: slice, *, len_lookback_buffer: int | None = None):
+        sliced = super().slice(slice_, len_lookback_buffer=len_lookback_buffer)
         for agent_id, part in sliced.agent_episodes.items():
             source = self.agent_episodes[agent_id]
             lookback = part.observations.lookback
@@ -106,7 +118,11 @@ def keep_infos_when_slicing() -> None:
                 slice(first, first + len(part.observations.data)), neg_index_as_lookback=True
             )
             part.infos = InfiniteLookbackBuffer(data=list(infos), lookback=lookback)
-        return sliced
+        return as_sorted_agents_episode(sliced)
 
-    MultiAgentEpisode.slice = slice_with_infos
-    MultiAgentEpisode._marllib_slices_keep_infos = True
+
+def as_sorted_agents_episode(episode: MultiAgentEpisode) -> SortedAgentsEpisode:
+    """``episode`` itself, now a ``SortedAgentsEpisode`` (the subclass adds no state)."""
+    if not isinstance(episode, SortedAgentsEpisode):
+        episode.__class__ = SortedAgentsEpisode
+    return episode

@@ -1,10 +1,15 @@
-"""RLlib internals of the off-policy fast path (``algos/roer``): one ``Learner.update``
-over K minibatches, with SAC's target nets and the replay priorities handled per
-gradient step."""
+"""RLlib internals of the off-policy algorithms: the fast path (``algos/roer``), one
+``Learner.update`` over K minibatches with SAC's target nets and the replay priorities
+handled per gradient step; the priorities a learner hands the replay buffer; the buffer
+an algorithm builds, and a prioritized buffer's sum trees."""
 
 from __future__ import annotations
 
+import functools
+
+import numpy as np
 import torch
+from ray.rllib.algorithms.algorithm import Algorithm
 from ray.rllib.core.learner.learner import Learner
 from ray.rllib.utils.annotations import override
 from ray.rllib.utils.metrics import ALL_MODULES, TD_ERROR_KEY
@@ -98,3 +103,56 @@ class ActorBackwardApart:
                     grads.update({pid: p.grad for pid, p in params.items()})
         assert not self._temp_losses
         return grads
+
+
+def hand_priorities_to_replay(metrics, module_id: str, priorities) -> None:
+    """Makes ``priorities`` the per-sample values that RLlib's (SAC/DQN)
+    ``training_step`` passes to the replay buffer's ``update_priorities``.
+
+    Relies on: the training step reads ``learner_results[module_id][TD_ERROR_KEY]``, an
+    ``item_series`` the learner logs, as the new priorities."""
+    metrics.delete(module_id, TD_ERROR_KEY, key_error=False)
+    metrics.log_value(key=(module_id, TD_ERROR_KEY), value=priorities, reduce="item_series")
+
+
+def priorities_from_learner(learner_results, module_id: str) -> np.ndarray:
+    """The priorities a learner handed over with ``hand_priorities_to_replay`` in its
+    last update, taken out of one learner's results (so they are not aggregated as a
+    metric).
+
+    Relies on: ``LearnerGroup.update`` returns each learner's ``MetricsLogger`` stats
+    (not reduced), and an ``item_series`` stat's ``peek()`` lists its items."""
+    logged = learner_results[module_id].pop(TD_ERROR_KEY)
+    return np.asarray(logged.peek()[-1])
+
+
+class BuildsReplayBuffer:
+    """Algorithm mixin (list it before the RLlib algorithm): ``replay_buffer(build_default,
+    buffer_config)`` returns the buffer, RLlib's (``build_default()``), another, or None.
+
+    Relies on: off-policy ``Algorithm.setup`` builds its local buffer in
+    ``_create_local_replay_buffer_if_necessary(config)``."""
+
+    @override(Algorithm)
+    def _create_local_replay_buffer_if_necessary(self, config):
+        build_default = functools.partial(super()._create_local_replay_buffer_if_necessary, config)
+        return self.replay_buffer(build_default, dict(config["replay_buffer_config"]))
+
+    def replay_buffer(self, build_default, buffer_config: dict):
+        return build_default()
+
+
+def priority_trees(buffer, module_id: str | None = None):
+    """``(sum_tree, last_sampled_indices, alpha)`` of a prioritized episode buffer.
+
+    Relies on: ``PrioritizedEpisodeReplayBuffer`` keeps ``p ** alpha`` in
+    ``_sum_segment`` and the indices of the last ``sample()`` in
+    ``_last_sampled_indices``; the multi-agent buffer keeps one of each per module in
+    ``_module_to_sum_segment`` / ``_module_to_last_sampled_indices``."""
+    if module_id is None:
+        return buffer._sum_segment, buffer._last_sampled_indices, buffer._alpha
+    return (
+        buffer._module_to_sum_segment[module_id],
+        buffer._module_to_last_sampled_indices[module_id],
+        buffer._alpha,
+    )

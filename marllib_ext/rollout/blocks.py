@@ -1,54 +1,12 @@
-"""What a batched simulator hands the batched rollout for all of its worlds at once (no
-Ray); the block's math is in ``ops.rollout``."""
+"""A ``sample()`` call of the batched rollout as ``(T, B, ...)`` arrays (no Ray); what a
+simulator hands out at each step is ``envs.arrays.WorldArrays``; the block's math is in
+``ops.rollout``."""
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 
 import numpy as np
-
-
-@dataclass
-class WorldArrays:
-    """What a batched simulator hands out for all of its ``B`` worlds at once, after a
-    reset (``observations`` and what goes with them) or a step (all fields).
-
-    Attributes:
-        observations: ``{agent: (B, obs_dim)}``; rows of absent agents are ignored.
-        action_masks: ``{agent: (B, n_actions)}`` legal actions, or ``None``.
-        state: ``(B, state_dim)`` global state, or ``None`` (every observation joined).
-        rewards: ``{agent: (B,)}``.
-        terminated, truncated: ``(B,)`` the world's episode ended at this step.
-        died: ``{agent: (B,)}`` the agent terminated at this step while its world goes
-            on (a unit killed), or ``None`` where agents never leave.
-        success: ``(B,)`` the env's ``info["success"]`` where an episode ended, or ``None``.
-    """
-
-    observations: dict[str, np.ndarray]
-    action_masks: dict[str, np.ndarray] | None = None
-    state: np.ndarray | None = None
-    rewards: dict[str, np.ndarray] | None = None
-    terminated: np.ndarray | None = None
-    truncated: np.ndarray | None = None
-    died: dict[str, np.ndarray] | None = None
-    success: np.ndarray | None = None
-
-    def where(self, rows: np.ndarray, other: WorldArrays) -> WorldArrays:
-        """The reset part (``observations``, ``action_masks``, ``state``) with ``other``'s
-        rows where ``rows`` (``(B,)`` bool) and this one's elsewhere."""
-
-        def pick(mine, theirs):
-            if mine is None:
-                return None
-            if isinstance(mine, dict):
-                return {k: pick(v, theirs[k]) for k, v in mine.items()}
-            return np.where(rows.reshape((-1,) + (1,) * (mine.ndim - 1)), theirs, mine)
-
-        return WorldArrays(
-            observations=pick(self.observations, other.observations),
-            action_masks=pick(self.action_masks, other.action_masks),
-            state=pick(self.state, other.state),
-        )
 
 
 @dataclass

@@ -22,8 +22,8 @@ from marllib_ext.envs.adapter import (
     STEP_REWARDS_KEY,
     SUCCESS_KEY,
 )
+from marllib_ext.envs.arrays import WorldArrays
 from marllib_ext.rllib_compat.env_runners import episode_from_agent_chunks
-from marllib_ext.rollout.blocks import WorldArrays
 
 
 @dataclass
@@ -47,23 +47,34 @@ class Block:
     acted: list[WorldArrays] | None = None  # the worlds each step acted on
 
 
-class ChunkArrays:
-    """The block's per-step lists stacked into ``(T, B, ...)`` arrays, and each step's
-    rewards as the adapter reports them in the infos."""
+def stacked_arrays(arrays: list[WorldArrays], agents: list[str]):
+    """``(observations, action_masks, states)`` of per-step arrays stacked over time
+    (``(T, B, ...)``; the state is every observation joined where the simulator has
+    none)."""
+    observations = {a: np.stack([s.observations[a] for s in arrays]) for a in agents}
+    masks = None
+    if arrays[0].action_masks is not None:
+        masks = {a: np.stack([s.action_masks[a] for s in arrays]) for a in agents}
+    if arrays[0].state is not None:
+        states = np.stack([s.state for s in arrays])
+    else:
+        states = np.concatenate([observations[a] for a in agents], axis=-1)
+    return observations, masks, states
+
+
+class StepArrays:
+    """A block's per-step lists stacked into ``(T, B, ...)`` arrays, once: what each
+    step returned (``obs``, ``masks``, ``state`` after the step; ``rewards``,
+    ``terminated``, ``truncated``, ``died``, ``success``), the actions taken and the
+    module outputs kept. Both forms a sampler hands over are built from it: episode
+    chunks (``build_chunk``) and rollout blocks (``direct.rollout_block``)."""
 
     def __init__(self, block: Block) -> None:
         agents, steps = block.agents, block.steps
         self.block = block
         self.terminated = np.stack([s.terminated for s in steps])  # (T, B)
         self.truncated = np.stack([s.truncated for s in steps])
-        self.obs = {a: np.stack([s.observations[a] for s in steps]) for a in agents}
-        self.masks = None
-        if steps[0].action_masks is not None:
-            self.masks = {a: np.stack([s.action_masks[a] for s in steps]) for a in agents}
-        if steps[0].state is not None:
-            self.state = np.stack([s.state for s in steps])
-        else:
-            self.state = np.concatenate([self.obs[a] for a in agents], axis=-1)
+        self.obs, self.masks, self.state = stacked_arrays(steps, agents)
         self.actions = {a: np.stack([step[a] for step in block.actions]) for a in agents}
         self.rewards = np.stack([np.stack([s.rewards[a] for a in agents], -1) for s in steps])
         self.died = np.zeros_like(block.alive)
@@ -76,14 +87,18 @@ class ChunkArrays:
             a: {k: np.stack([out[a][k] for out in block.outputs]) for k in block.outputs[0][a]}
             for a in agents
         }
-        # {agent: reward} of the agents present at each step, per (t, world).
-        self.step_rewards = [
+
+    def step_rewards(self) -> list[list[dict[str, float]]]:
+        """``{agent: reward}`` of the agents present at each step, per ``(t, world)``,
+        as the adapter reports them in the infos."""
+        agents = self.block.agents
+        return [
             [
                 {a: r for a, r, here in zip(agents, rewards, present, strict=True) if here}
                 for rewards, present in zip(step_rewards, step_alive, strict=True)
             ]
             for step_rewards, step_alive in zip(
-                self.rewards.tolist(), block.alive.tolist(), strict=True
+                self.rewards.tolist(), self.block.alive.tolist(), strict=True
             )
         ]
 
@@ -97,8 +112,9 @@ class ChunkArrays:
 
 
 def build_chunk(
-    arrays: ChunkArrays,
+    arrays: StepArrays,
     *,
+    step_rewards: list[list[dict[str, float]]],
     world: int,
     start: int,
     stop: int,
@@ -110,13 +126,14 @@ def build_chunk(
     mapping_fn: Any,
     seq_no: int,
 ) -> MultiAgentEpisode:
-    """The chunk of world ``world``'s episode over block steps ``start .. stop - 1``."""
+    """The chunk of world ``world``'s episode over block steps ``start .. stop - 1``
+    (``step_rewards``: ``arrays.step_rewards()``)."""
     block = arrays.block
     first = arrays.first_of(start)
     world_terminated = done and bool(arrays.terminated[stop - 1, world])
     world_truncated = done and not world_terminated
     states = [arrays.state_of(first, world), *arrays.state[start:stop, world]]
-    rewards = [first_rewards, *(arrays.step_rewards[t][world] for t in range(start, stop))]
+    rewards = [first_rewards, *(step_rewards[t][world] for t in range(start, stop))]
     infos = [{STATE_KEY: s, STEP_REWARDS_KEY: r} for s, r in zip(states, rewards, strict=True)]
     if done and arrays.success is not None:
         infos[-1][SUCCESS_KEY] = bool(arrays.success[stop - 1, world])

@@ -2,10 +2,12 @@
 instead of RLlib episode chunks, and the runner's episode metrics kept per world
 without episode objects.
 
-A learner declares that it builds its train batch from such blocks
-(``TAKES_ROLLOUT_BLOCKS`` on its class, not inherited: a subclass that changes what
-its connectors compute must declare it again); ``rollout_block_refusal`` says why a
-runner hands episode chunks instead."""
+A learner takes blocks when it builds the same batch from them as from episodes: its
+class's ``rollout_block_refusal()`` is ``None`` (for the PPO family: RLlib's GAE on
+each module's own value head, or an advantage connector whose class has a block form,
+``postprocessing.block_batch.block_batch_options``); a new family built on those gets
+blocks as it is. ``rollout_block_refusal`` here says why a runner hands episode chunks
+instead."""
 
 from __future__ import annotations
 
@@ -13,29 +15,21 @@ import numpy as np
 
 from marllib_ext.rllib_compat import env_runner_callbacks
 from marllib_ext.rllib_compat.env_runners import episode_metrics_window, log_episode_metrics
-from marllib_ext.rollout.blocks import RolloutBlock, WorldArrays
-from marllib_ext.rollout.chunks import Block
+from marllib_ext.rollout.blocks import RolloutBlock
+from marllib_ext.rollout.chunks import StepArrays, stacked_arrays
 from marllib_ext.rollout.eligibility import runner_callbacks
 
-# The env-contract check every algorithm runs at episode ends (by name: the algos
-# package imports this one).
-CONTRACT_CHECK = ("marllib_ext.algos.env_checks", "log_contract_breaches")
-# The learner class attribute that says it takes ``RolloutBlock`` lists as episodes.
-TAKES_ROLLOUT_BLOCKS = "TAKES_ROLLOUT_BLOCKS"
+
+def needs_no_episode_objects(function):
+    """Marks an ``on_episode_end`` callback that has nothing to report on arrays (e.g.
+    the env-contract check: no adapter reports there, the learner checks the rewards),
+    so that it does not keep a runner from handing rollout blocks."""
+    function.needs_no_episode_objects = True
+    return function
 
 
-def takes_rollout_blocks(learner_class: type | None) -> bool:
-    """Whether ``learner_class`` itself (not a base class) declares that it builds its
-    batch from ``RolloutBlock`` lists."""
-    return bool(learner_class is not None and vars(learner_class).get(TAKES_ROLLOUT_BLOCKS))
-
-
-def _is_contract_check(function) -> bool:
-    """The env-contract check every algorithm runs at episode ends; it never fires on
-    arrays (no adapter reports there; rewards are checked by the learner)."""
-    return (getattr(function, "__module__", None), getattr(function, "__name__", None)) == (
-        CONTRACT_CHECK
-    )
+def _needs_no_episode_objects(function) -> bool:
+    return getattr(function, "needs_no_episode_objects", False)
 
 
 def rollout_block_refusal(env_runner) -> str | None:
@@ -49,63 +43,48 @@ def block_refusal(config, callback_objects: list) -> str | None:
     objects it calls."""
     if config.in_evaluation:
         return "an evaluation runner"
-    if not takes_rollout_blocks(config.learner_class):
-        return f"the learner ({getattr(config.learner_class, '__name__', None)}) reads episodes"
+    learner_class = config.learner_class
+    name = getattr(learner_class, "__name__", None)
+    learner_refusal = getattr(learner_class, "rollout_block_refusal", None)
+    if learner_refusal is None:
+        return f"the learner ({name}) reads episodes"
+    reason = learner_refusal()
+    if reason is not None:
+        return f"the learner ({name}) reads episodes: {reason}"
     if (config.num_learners or 0) > 1:
         return "data-parallel learners shard episodes"
     sample_end = runner_callbacks(config, callback_objects, "on_sample_end")
     if sample_end:
         return f"an on_sample_end callback reads the episodes: {sample_end}"
-    others = runner_callbacks(config, callback_objects, "on_episode_end", skip=_is_contract_check)
+    others = runner_callbacks(
+        config, callback_objects, "on_episode_end", skip=_needs_no_episode_objects
+    )
     if others:
         return f"on_episode_end callbacks read episodes: {others}"
     return None
 
 
-def _stacked(arrays: list[WorldArrays], agents: list[str]):
-    """``(observations, action_masks, states)`` of a list of per-step arrays, stacked
-    over time (the state is every observation joined where the simulator has none)."""
-    observations = {a: np.stack([s.observations[a] for s in arrays]) for a in agents}
-    masks = None
-    if arrays[0].action_masks is not None:
-        masks = {a: np.stack([s.action_masks[a] for s in arrays]) for a in agents}
-    if arrays[0].state is not None:
-        states = np.stack([s.state for s in arrays])
-    else:
-        states = np.concatenate([observations[a] for a in agents], axis=-1)
-    return observations, masks, states
-
-
-def rollout_block(block: Block, module_of: dict[str, str]) -> RolloutBlock:
+def rollout_block(arrays: StepArrays, module_of: dict[str, str]) -> RolloutBlock:
     """The learner's view of a block: what each step acted on, its outputs, rewards
     and ends, and the state after each step."""
-    agents, steps = block.agents, block.steps
-    observations, masks, states = _stacked(block.acted, agents)
-    next_observations, next_masks, next_states = _stacked(steps, agents)
-    outputs = {
-        a: {k: np.stack([out[a][k] for out in block.outputs]) for k in block.outputs[0][a]}
-        for a in agents
-    }
+    block = arrays.block
+    observations, masks, states = stacked_arrays(block.acted, block.agents)
     return RolloutBlock(
-        agents=list(agents),
+        agents=list(block.agents),
         module_of=dict(module_of),
         observations=observations,
         action_masks=masks,
-        actions={a: np.stack([step[a] for step in block.actions]) for a in agents},
-        outputs=outputs,
+        actions=arrays.actions,
+        outputs=arrays.outputs,
         states=states.astype(np.float32, copy=False),
-        next_states=next_states.astype(np.float32, copy=False),
-        next_observations=next_observations,
-        next_action_masks=next_masks,
-        rewards=np.stack([np.stack([s.rewards[a] for a in agents], -1) for s in steps]),
-        terminated=np.stack([s.terminated for s in steps]),
-        truncated=np.stack([s.truncated for s in steps]),
+        next_states=arrays.state.astype(np.float32, copy=False),
+        next_observations=arrays.obs,
+        next_action_masks=arrays.masks,
+        rewards=arrays.rewards,
+        terminated=arrays.terminated,
+        truncated=arrays.truncated,
         alive=block.alive.copy(),
-        died=(
-            np.stack([np.stack([s.died[a] for a in agents], -1) for s in steps])
-            if steps[0].died is not None
-            else np.zeros_like(block.alive)
-        ),
+        died=arrays.died,
     )
 
 

@@ -4,42 +4,22 @@ through RLlib's per-world path, and ``array_rollout_refusal`` says why."""
 
 from __future__ import annotations
 
-from typing import Protocol
-
-import numpy as np
 from ray.rllib.callbacks.callbacks import RLlibCallback
 
 from marllib_ext.envs.adapter import has_action_mask
 from marllib_ext.rllib_compat import env_runner_callbacks
 from marllib_ext.rllib_compat.env_runners import custom_connectors
-from marllib_ext.rollout.blocks import WorldArrays
 
 # Per-step episode callbacks need an episode object at every step, which this path
 # builds only at the end of a call.
 PER_STEP_CALLBACKS = ("on_episode_created", "on_episode_start", "on_episode_step")
 
 
-class ArrayWorld(Protocol):
-    """A simulator of ``num_envs`` worlds whose agents all act at every step until they
-    die. ``provides_state`` / ``provides_action_masks``: its arrays carry a global state
-    / action masks."""
-
-    num_envs: int
-    agents: list[str]
-
-    def reset_arrays(self, seed: int | None = None) -> WorldArrays:
-        """Resets every world."""
-
-    def reset_worlds(self, indices: np.ndarray) -> WorldArrays:
-        """Resets the worlds ``indices``; the rows of those worlds are their starts."""
-
-    def step_arrays(self, actions: dict[str, np.ndarray]) -> WorldArrays:
-        """One step of every world; ``actions[agent]``: ``(B, ...)``."""
-
-
 def array_rollout_refusal(env_runner) -> str | None:
     """Why ``env_runner`` samples through RLlib's per-world path (``None``: it can take
     the batched one)."""
+    if getattr(env_runner, "module", None) is None:
+        return "the runner has no module (it does not sample)"
     env = env_runner.env
     world = getattr(env, "world", None)
     if world is None or not hasattr(world, "step_arrays"):

@@ -47,6 +47,7 @@ from ray.rllib.utils.metrics import (
 )
 
 from marllib_ext.envs.adapter import ACTION_MASK_KEY, OBSERVATION_KEY
+from marllib_ext.envs.arrays import ArrayWorld, WorldArrays
 from marllib_ext.ops.rollout import clip_actions, episode_pieces, unsquash_actions
 from marllib_ext.rllib_compat import env_runner_callbacks
 from marllib_ext.rllib_compat.env_runners import (
@@ -60,10 +61,9 @@ from marllib_ext.rllib_compat.env_runners import (
     time_after_sampling,
     weights_seq_no,
 )
-from marllib_ext.rollout.blocks import RolloutBlock, WorldArrays
-from marllib_ext.rollout.chunks import Block, ChunkArrays, build_chunk
+from marllib_ext.rollout.blocks import RolloutBlock
+from marllib_ext.rollout.chunks import Block, StepArrays, build_chunk
 from marllib_ext.rollout.direct import EpisodeTally, rollout_block, rollout_block_refusal
-from marllib_ext.rollout.eligibility import ArrayWorld
 
 
 class ArrayRollout:
@@ -256,7 +256,7 @@ class ArrayRollout:
     def _block(self, block: Block) -> RolloutBlock:
         """The block as arrays for the learner; the episodes that ended in it are
         logged from each world's tally."""
-        arrays = rollout_block(block, self.module_of)
+        arrays = rollout_block(StepArrays(block), self.module_of)
         self.tally.add(arrays, self.started, block.times)
         ended = arrays.terminated | arrays.truncated
         self._log_counts(len(ended), int(ended.sum()), block.alive.sum(axis=(0, 1)))
@@ -271,7 +271,8 @@ class ArrayRollout:
     def _episodes(self, block: Block) -> list[MultiAgentEpisode]:
         runner = self.runner
         horizon = len(block.steps)
-        arrays = ChunkArrays(block)
+        arrays = StepArrays(block)
+        step_rewards = arrays.step_rewards()
         ended = arrays.terminated | arrays.truncated
         done_cache, ongoing_cache = metrics_episode_caches(runner)
         done_episodes, ongoing_episodes = [], []
@@ -279,6 +280,7 @@ class ArrayRollout:
             continuing = start == 0  # the world's running episode goes on
             episode = build_chunk(
                 arrays,
+                step_rewards=step_rewards,
                 world=world,
                 start=start,
                 stop=stop,
@@ -317,7 +319,7 @@ class ArrayRollout:
                 self.episode_ids[world] = episode.id_
                 self.env_t[world] = episode.env_t
                 self.started[world] = began
-                self.last_rewards[world] = arrays.step_rewards[stop - 1][world]
+                self.last_rewards[world] = step_rewards[stop - 1][world]
         self._log_counts(horizon, int(ended.sum()), block.alive.sum(axis=(0, 1)))
         done_cache.extend(done_episodes)
         return done_episodes + ongoing_episodes

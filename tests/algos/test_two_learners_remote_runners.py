@@ -12,9 +12,9 @@ import torch
 from ray.rllib.core.columns import Columns
 
 from marllib_ext import algos
-from marllib_ext.envs.whole_episodes import WholeEpisodeEnvRunner
 from marllib_ext.policies.joint_critic import is_critic_module
 from marllib_ext.rllib_compat import plain_module
+from marllib_ext.rollout.whole_episodes import WholeEpisodeEnvRunner
 from tests.data_parallel import assert_learners_identical
 
 pytestmark = pytest.mark.slow  # remote runners and DDP learners: tens of seconds each

@@ -8,7 +8,8 @@ import sys
 import pytest
 
 from marllib_ext import algos, make_env
-from marllib_ext.envs.batched import BatchedEnvRunner, BatchedVectorEnv
+from marllib_ext.envs.batched import BatchedVectorEnv
+from marllib_ext.rollout.env_runner import BatchedEnvRunner
 
 pytest.importorskip("vmas", reason="the vmas extra is not installed")
 pytestmark = pytest.mark.filterwarnings("ignore::UserWarning")

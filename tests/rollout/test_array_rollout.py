@@ -95,7 +95,7 @@ def _sample(runner, steps_per_world, batched):
     if not batched:  # RLlib's own path, as a runner that cannot take the batched one
         runner.array_rollout, runner.array_rollout_refusal = None, "test"
     else:  # episode chunks, as for a learner that reads episodes
-        runner._array_rollout().blocks_refusal = "test"
+        runner.array_rollout.blocks_refusal = "test"
     reset_before_next_sample(runner)
     chunks = []
     for _ in range(2):  # two calls: the second continues the first's episodes

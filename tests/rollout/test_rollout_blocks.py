@@ -1,7 +1,8 @@
-"""A batched runner hands ``mappo``'s, ``vdppo``'s and ``ippo``'s learners ``RolloutBlock`` arrays;
-the batch a learner builds from them (``postprocessing.block_batch``) is the one its
-connectors build from the same steps as episode chunks, without the chunks' bootstrap
-rows."""
+"""A batched runner hands ``RolloutBlock`` arrays to every learner that builds the same
+batch from them as from episodes (the own-value family, and the joint-critic family
+whose advantage connector has a block form); the batch a learner builds from them
+(``postprocessing.block_batch``) is the one its connectors build from the same steps as
+episode chunks, without the chunks' bootstrap rows."""
 
 import math
 from types import SimpleNamespace
@@ -10,13 +11,15 @@ import numpy as np
 import pytest
 from ray.rllib.callbacks.callbacks import RLlibCallback
 from ray.rllib.core.columns import Columns
+from ray.rllib.core.learner.learner import Learner
 from ray.rllib.core.learner.training_data import TrainingData
 
 from marllib_ext import algos, make_env
+from marllib_ext.algos.coma.learner import COMALearner
 from marllib_ext.algos.env_checks import log_contract_breaches
-from marllib_ext.algos.happo.learner import HAPPOLearner
 from marllib_ext.algos.ppo.learners import JointCriticPPOLearner
 from marllib_ext.policies.joint_critic import STATE
+from marllib_ext.postprocessing.block_batch import TEAM_ROW
 from marllib_ext.rllib_compat import learner_batch, reset_before_next_sample
 from marllib_ext.rollout.blocks import RolloutBlock
 from marllib_ext.rollout.direct import EpisodeTally, block_refusal
@@ -30,6 +33,8 @@ WORLDS = 4
 def _algorithm(name="mappo", env="vmas:navigation", share_policy="all", **settings):
     source = {"hyperparam_source": "vmas"} if env.startswith("vmas:") else {}
     small = {"train_batch_size": 400, "minibatch_size": 200, "num_epochs": 1, **settings}
+    ignored = algos.get(name).spec.ignored_keys()  # e.g. trust-region actors' minibatches
+    small = {key: value for key, value in small.items() if key not in ignored}
     config = algos.get(name, **source, **small).rllib_config(
         make_env(env, max_steps=20),
         share_policy=share_policy,
@@ -58,15 +63,15 @@ def _rows(columns, keys):
     return out
 
 
-def _both_batches(name, env, **settings):
+def _both_batches(name, env, share_policy="all", **settings):
     """``(block arrays, block batch, connector batch)`` of one 30-step block sampled
     with worlds mid-episode when it starts (every world ends one episode inside it)."""
     if env.startswith("smax:"):
         pytest.importorskip("jaxmarl", reason="the smax extra is not installed")
-    algorithm = _algorithm(name, env=env, **settings)
+    algorithm = _algorithm(name, env=env, share_policy=share_policy, **settings)
     try:
         runner = algorithm.env_runner
-        rollout = runner._array_rollout()
+        rollout = runner.array_rollout
         assert rollout.blocks_refusal is None
         reset_before_next_sample(runner)
         runner.sample(num_timesteps=WORLDS * 15)
@@ -102,6 +107,7 @@ def _real_rows(columns):
         ("mappo", "smax:3m", {}),  # action masks, units that die, SMAX's own state
         ("vdppo", "vmas:navigation", {}),  # the VD critic reads each agent's observation
         ("vdppo", "smax:3m", {}),
+        ("happo", "vmas:navigation", {"share_policy": "individual"}),  # TEAM_ROW
     ],
 )
 def test_block_batch_is_the_connectors_batch(ray_session, name, env, settings):
@@ -123,11 +129,73 @@ def test_block_batch_is_the_connectors_batch(ray_session, name, env, settings):
         assert ours_rows.keys() == their_rows.keys()
         for key, values in ours_rows.items():
             np.testing.assert_allclose(values, their_rows[key], rtol=1e-4, atol=1e-5)
+        if TEAM_ROW in theirs:  # each actor row points at its team step's critic row
+            for batch in (direct, connectors):
+                actor, critic = batch.policy_batches[module_id], batch["joint_critic"]
+                rows = actor[TEAM_ROW].long()
+                np.testing.assert_allclose(
+                    actor[Columns.VALUE_TARGETS], critic[Columns.VALUE_TARGETS][rows], atol=1e-5
+                )
 
 
-@pytest.mark.parametrize("name", ["mappo", "vdppo", "ippo"])
+TAKE_BLOCKS = ["ippo", "ia2c", "ipg", "itrpo", "mappo", "maa2c", "matrpo", "vdppo", "vda2c"]
+TAKE_BLOCKS_INDIVIDUAL = ["happo", "hatrpo"]  # one policy per agent
+READ_EPISODES = {  # algorithm -> its advantage connector
+    "efx_mappo": "EFXJointAdvantageConnector",
+    "efx_vdppo": "EFXVDJointAdvantageConnector",
+    "efx_happo": "EFXHAPPOAdvantageConnector",
+    "efx_hatrpo": "EFXHAPPOAdvantageConnector",
+    "coma": "COMAAdvantageConnector",
+    "mappo_lag": "CostJointAdvantageConnector",
+    "mappo_pid_lag": "CostJointAdvantageConnector",
+    "mappo_cup": "CostJointAdvantageConnector",
+    "mappo_focops": "CostJointAdvantageConnector",
+}
+
+
+def test_which_learners_take_blocks():
+    """Every on-policy learner either builds the same batch from blocks (the own-value
+    family, and advantage connectors with a block form) or names the connector that
+    has none; a connector subclass does not inherit its base's block form."""
+    on_policy = [n for n in algos.ALGORITHMS if algos.get(n).spec.schedule is not None]
+    assert sorted(on_policy) == sorted([*TAKE_BLOCKS, *TAKE_BLOCKS_INDIVIDUAL, *READ_EPISODES])
+    for name in on_policy:
+        env = "toy:continuous_target" if name != "coma" else "toy:coordination"
+        learner_class = algos.get(name).rllib_config(env, share_policy="individual").learner_class
+        refusal = learner_class.rollout_block_refusal()
+        if name in READ_EPISODES:
+            assert refusal == f"its advantage connector ({READ_EPISODES[name]}) has no block form"
+        else:
+            assert refusal is None, name
+
+
+def test_each_runner_decides_how_it_samples_when_it_is_built(ray_session):
+    """Decided once, with the reason a cheaper path is refused: rollout blocks, episode
+    chunks built from arrays (a learner without a block batch), or RLlib's per-world
+    episodes (an env-to-module connector)."""
+    expected = {
+        "mappo": "sampling: rollout blocks",
+        "mappo_lag": "sampling: episode chunks built from arrays (the learner "
+        "(SafeJointCriticLearner) reads episodes: its advantage connector "
+        "(CostJointAdvantageConnector) has no block form)",
+        "efx_mappo": "sampling: RLlib's per-world episodes (the algorithm adds "
+        "env-to-module connectors (e.g. EFX's budget))",
+    }
+    for name, sampling in expected.items():
+        algorithm = _algorithm(name)
+        try:
+            assert algorithm.env_runner.sampling == sampling
+        finally:
+            algorithm.stop()
+
+
+@pytest.mark.parametrize("name", TAKE_BLOCKS + TAKE_BLOCKS_INDIVIDUAL)
 def test_trains_on_blocks_and_reports_episodes(ray_session, name):
-    algorithm = _algorithm(name)
+    share_policy = "individual" if name in TAKE_BLOCKS_INDIVIDUAL else "all"
+    one_step = {"minibatch_size": None} if name in ("ia2c", "ipg", "maa2c", "vda2c") else {}
+    if "trpo" in name:
+        one_step = {"critic_minibatch_size": 200}
+    algorithm = _algorithm(name, share_policy=share_policy, **one_step)
     try:
         for _ in range(2):
             result = algorithm.train()
@@ -140,7 +208,12 @@ def test_trains_on_blocks_and_reports_episodes(ray_session, name):
         assert set(runners["agent_episode_returns_mean"]) == set(
             make_env("vmas:navigation").layout.agents
         )
-        losses = [m["total_loss"] for m in result["learners"].values() if "total_loss" in m]
+        losses = [
+            value
+            for metrics in result["learners"].values()
+            for key, value in metrics.items()
+            if key in ("total_loss", "policy_loss", "vf_loss")
+        ]
         assert losses and all(math.isfinite(loss) for loss in losses)
         assert result["learners"]["__all_modules__"]["block_batch_timer"] > 0
         samples = algorithm.env_runner.sample(num_timesteps=40)
@@ -169,19 +242,6 @@ def test_own_value_block_batch_is_rllibs_gae(ray_session, env):
         slope, intercept = np.polyfit(other[:, 2], mine[:, 2], 1)
         np.testing.assert_allclose(mine[:, 2], slope * other[:, 2] + intercept, atol=1e-3)
         assert slope > 0
-
-
-def test_a_learner_subclass_does_not_inherit_blocks(ray_session):
-    """``happo``'s learner subclasses ``mappo``'s, and its phases need a column a block
-    batch does not build: it gets episode chunks."""
-    reason = "reads episodes"
-    algorithm = _algorithm("happo", share_policy="individual")
-    try:
-        algorithm.train()
-        rollout = algorithm.env_runner.array_rollout
-        assert rollout is not None and reason in rollout.blocks_refusal
-    finally:
-        algorithm.stop()
 
 
 @pytest.mark.slow  # starts a remote env runner
@@ -273,7 +333,11 @@ def test_who_refuses_blocks():
     assert block_refusal(_config(), [RLlibCallback()]) is None
     refusals = {
         "an evaluation runner": (_config(in_evaluation=True), []),
-        "(HAPPOLearner) reads episodes": (_config(learner_class=HAPPOLearner), []),
+        "(COMALearner) reads episodes: its advantage connector (COMAAdvantageConnector)": (
+            _config(learner_class=COMALearner),
+            [],
+        ),
+        "(Learner) reads episodes": (_config(learner_class=Learner), []),
         "data-parallel": (_config(num_learners=2), []),
         "on_sample_end callback reads the episodes: ['count_samples']": (
             _config(callbacks_on_sample_end=count_samples),

@@ -7,8 +7,9 @@ from marllib_ext.algos.happo.learner import (
     HAPPOLearner,
     TeamRowColumn,
 )
-from marllib_ext.algos.ppo.phased import FACTOR_MEAN, TEAM_ROW
+from marllib_ext.algos.ppo.phased import FACTOR_MEAN
 from marllib_ext.algos.ppo.schedule import HAPPO_FACTOR
+from marllib_ext.postprocessing.block_batch import TEAM_ROW
 
 __all__ = [
     "FACTOR_MEAN",

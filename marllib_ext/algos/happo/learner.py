@@ -13,8 +13,9 @@ from ray.rllib.core.columns import Columns
 from ray.rllib.utils.annotations import override
 
 from marllib_ext.algos.ppo.learners import JointCriticPPOLearner
-from marllib_ext.algos.ppo.phased import FACTOR_MEAN, TEAM_ROW
+from marllib_ext.algos.ppo.phased import FACTOR_MEAN
 from marllib_ext.algos.ppo.schedule import HAPPO_FACTOR
+from marllib_ext.postprocessing.block_batch import TEAM_ROW
 from marllib_ext.postprocessing.joint_advantage import JointAdvantageConnector
 
 
@@ -30,6 +31,8 @@ class TeamRowColumn:
 
 class HAPPOAdvantageConnector(TeamRowColumn, JointAdvantageConnector):
     """MAPPO's team GAE plus the team-row column."""
+
+    BLOCK_BATCH_OPTIONS: dict = {"team_rows": True}
 
 
 class HAPPOLearner(JointCriticPPOLearner):

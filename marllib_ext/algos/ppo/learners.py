@@ -20,6 +20,7 @@ from marllib_ext.ops.value_loss import value_loss
 from marllib_ext.policies.joint_critic import ACTOR_MODULES, OLD_VALUES, is_critic_module
 from marllib_ext.policies.vd_critic import AGENT_VALUE_SPREAD
 from marllib_ext.postprocessing.block_batch import (
+    block_batch_options,
     joint_critic_block_batch,
     own_value_block_batch,
 )
@@ -110,8 +111,10 @@ class PPOLearner(PhasedLearner):
     """RLlib's PPO learner (``ippo``) on its schedule (``minibatch_size: null``: one
     step on the whole batch per epoch)."""
 
-    # Builds its batch from batched-rollout arrays (rollout.direct); not inherited.
-    TAKES_ROLLOUT_BLOCKS = True
+    @classmethod
+    @override(PhasedLearner)
+    def rollout_block_refusal(cls) -> str | None:
+        return None  # RLlib's GAE on each module's own value head: own_value_block_batch
 
     @override(PhasedLearner)
     def block_batch(self, blocks: list[RolloutBlock]) -> MultiAgentBatch:
@@ -148,10 +151,14 @@ class JointCriticPPOLearner(ObservesBatchBeforeLoss, PhasedLearner):
     """
 
     advantage_connector_class: type[JointAdvantageConnector] = JointAdvantageConnector
-    # Builds its batch from batched-rollout arrays (rollout.direct); not inherited.
-    TAKES_ROLLOUT_BLOCKS = True
-    # Its critic also reads every agent's observation and presence (value decomposition).
-    BLOCK_CRITIC_AGENT_OBS = False
+
+    @classmethod
+    @override(PhasedLearner)
+    def rollout_block_refusal(cls) -> str | None:
+        if block_batch_options(cls.advantage_connector_class) is None:
+            name = cls.advantage_connector_class.__name__
+            return f"its advantage connector ({name}) has no block form"
+        return None
 
     @override(PPOTorchLearner)
     def build(self) -> None:
@@ -192,7 +199,7 @@ class JointCriticPPOLearner(ObservesBatchBeforeLoss, PhasedLearner):
                     settings=self.settings,
                     device=self.device,
                     metrics=self.metrics,
-                    agent_obs=self.BLOCK_CRITIC_AGENT_OBS,
+                    **block_batch_options(self.advantage_connector_class),
                 )
             )
         return self.batch_of_columns(columns, blocks, start)
@@ -279,5 +286,3 @@ class VDPPOLearner(JointCriticPPOLearner):
     """PPO with team GAE on ``V_tot`` from the value-decomposition critic."""
 
     advantage_connector_class = VDJointAdvantageConnector
-    TAKES_ROLLOUT_BLOCKS = True
-    BLOCK_CRITIC_AGENT_OBS = True

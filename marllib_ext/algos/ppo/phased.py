@@ -29,7 +29,9 @@ from marllib_ext.algos.ppo.schedule import (
 from marllib_ext.ops.happo import team_row_log_ratio
 from marllib_ext.policies.initialization import HIDDEN_GAINS, orthogonal_init, set_initial_std
 from marllib_ext.policies.joint_critic import is_critic_module
+from marllib_ext.postprocessing.block_batch import TEAM_ROW
 from marllib_ext.rllib_compat import (
+    ReadsEpisodesAsSortedAgents,
     SameModuleOrderOnEveryLearner,
     first_learners_array,
     learner_batch,
@@ -46,8 +48,8 @@ from marllib_ext.rollout.blocks import RolloutBlock
 BLOCK_BATCH_TIMER = "block_batch_timer"
 # learner_config_dict entry that carries the algorithm's schedule.
 SCHEDULE_KEY = "marllib_ext_schedule"
-# Actor batch columns: each row's env-step index in its team batch, and the row's M.
-TEAM_ROW = "happo_team_row"
+# Actor batch column: the mean of each module's factor M (TEAM_ROW: each actor row's
+# index in its team's critic batch).
 FACTOR_MEAN = "happo_factor_mean"
 
 
@@ -75,7 +77,12 @@ def with_schedule(config, settings: Any, schedule: Schedule):
     return with_learner_value(config, SCHEDULE_KEY, schedule)
 
 
-class PhasedLearner(SameModuleOrderOnEveryLearner, EqualPassesMinibatches, PPOTorchLearner):
+class PhasedLearner(
+    ReadsEpisodesAsSortedAgents,
+    SameModuleOrderOnEveryLearner,
+    EqualPassesMinibatches,
+    PPOTorchLearner,
+):
     """Runs the schedule its config carries. A phase's step kind ``k`` is the method
     ``k_step(phase, module_batches, context)``; a family with a new kind of step adds
     that method, not an ``update`` override."""
@@ -132,9 +139,15 @@ class PhasedLearner(SameModuleOrderOnEveryLearner, EqualPassesMinibatches, PPOTo
         # A schedule that ends without an RLlib update reduces the metrics itself.
         return result if result is not None else self.metrics.reduce()
 
+    @classmethod
+    def rollout_block_refusal(cls) -> str | None:
+        """Why this learner builds its batch from episodes rather than from rollout
+        blocks (``None``: it builds the same batch from either; ``rollout.direct``)."""
+        return "it builds its batch from episodes"
+
     def block_batch(self, blocks: list[RolloutBlock]) -> MultiAgentBatch:
-        """The train batch built from batched-rollout arrays (a learner that declares
-        ``TAKES_ROLLOUT_BLOCKS`` builds it; see ``rollout.direct``)."""
+        """The train batch built from batched-rollout arrays (where
+        ``rollout_block_refusal()`` is ``None``)."""
         raise TypeError(f"{type(self).__name__} builds its batch from episodes, not arrays")
 
     def batch_of_columns(

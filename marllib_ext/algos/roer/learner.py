@@ -15,6 +15,7 @@ from marllib_ext.ops.roer import (
 )
 from marllib_ext.rllib_compat import (
     ActorBackwardApart,
+    ReadsEpisodesAsSortedAgents,
     SameModuleOrderOnEveryLearner,
     TargetUpdateEveryGradientStep,
     hand_priorities_to_replay,
@@ -31,6 +32,7 @@ REPLAY_INDEX = "replay_index"
 
 
 class ROERSACLearner(
+    ReadsEpisodesAsSortedAgents,
     ActorBackwardApart,
     TargetUpdateEveryGradientStep,
     SameModuleOrderOnEveryLearner,

@@ -8,7 +8,7 @@ from pettingzoo import ParallelEnv
 
 from marllib_ext import algos
 from marllib_ext.envs import register_env
-from marllib_ext.envs.whole_episodes import WholeEpisodeEnvRunner
+from marllib_ext.rollout.whole_episodes import WholeEpisodeEnvRunner
 
 LONG, SHORT = 24, 1
 

@@ -23,8 +23,8 @@ from ray.rllib.env.multi_agent_env_runner import MultiAgentEnvRunner
 from ray.rllib.env.utils.infinite_lookback_buffer import InfiniteLookbackBuffer
 from ray.rllib.utils.annotations import override
 
-from marllib_ext.envs.batched import BatchedEnvRunner
 from marllib_ext.rllib_compat.episodes import concat_episode_chunk
+from marllib_ext.rollout.env_runner import BatchedEnvRunner
 
 COMPLETE_EPISODES = "complete_episodes"
 

@@ -1,0 +1,108 @@
+"""Every on-policy algorithm on one batched simulator, in one run: end-to-end env steps
+per second as a share of `mappo`'s, and how each one's env runner samples (its
+`sampling` line: rollout blocks, episode chunks built from arrays, or RLlib's per-world
+episodes, with the reason a cheaper path was refused).
+
+Each algorithm trains `--iterations` timed iterations after one warm-up, with
+`--num-envs` worlds in one env runner in the driver and `--num-envs * --steps-per-world`
+env steps per iteration (`num_epochs` 5, 4 minibatches where the schedule takes
+minibatches); the rest of each algorithm's settings are its own for the env's source.
+
+    python benchmarks/onpolicy_paths.py --env vmas:navigation --num-envs 400 \
+        --steps-per-world 100 --iterations 3
+"""
+
+from __future__ import annotations
+
+import argparse
+import time
+import warnings
+
+import ray
+
+from marllib_ext import algos, make_env
+from marllib_ext.errors import ConfigError
+
+# One policy per agent: the heterogeneous-agent algorithms update them one after another.
+INDIVIDUAL = ("happo", "hatrpo", "efx_happo", "efx_hatrpo")
+
+
+def on_policy_algorithms() -> list[str]:
+    return [name for name in algos.ALGORITHMS if algos.get(name).spec.schedule is not None]
+
+
+def settings_for(name: str, batch: int) -> dict:
+    """The batch size and SGD passes every algorithm is timed at, where it reads them."""
+    wanted = {
+        "train_batch_size": batch,
+        "minibatch_size": batch // 4,
+        "critic_minibatch_size": batch // 4,
+        "num_epochs": 5,
+    }
+    spec = algos.get(name).spec
+    ignored = spec.ignored_keys()
+    fields = set(spec.settings_class.__dataclass_fields__)
+    settings = {k: v for k, v in wanted.items() if k in fields and k not in ignored}
+    if name in ("ia2c", "ipg", "maa2c", "vda2c", "coma"):  # one step on the whole batch
+        settings["minibatch_size"] = None
+    return settings
+
+
+def time_algorithm(name: str, env_name: str, num_envs: int, steps: int, iterations: int):
+    """``(env steps/s end to end, sampling line)`` of ``name``, or ``(None, reason)``."""
+    source = env_name.split(":")[0]
+    try:
+        algorithm = (
+            algos.get(name, hyperparam_source=source, **settings_for(name, steps))
+            .rllib_config(
+                make_env(env_name),
+                share_policy="individual" if name in INDIVIDUAL else "all",
+                seed=0,
+                num_env_runners=0,
+                num_envs_per_env_runner=num_envs,
+            )
+            .build_algo()
+        )
+    except ConfigError as e:
+        return None, f"not run: {e}"
+    try:
+        sampling = getattr(algorithm.env_runner, "sampling", "sampling: (not reported)")
+        algorithm.train()  # warm-up
+        sampled, start = 0, time.perf_counter()
+        for _ in range(iterations):
+            sampled += algorithm.train()["env_runners"]["num_env_steps_sampled"]
+        return sampled / (time.perf_counter() - start), sampling
+    finally:
+        algorithm.stop()
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--env", default="vmas:navigation")
+    parser.add_argument("--num-envs", type=int, default=400)
+    parser.add_argument("--steps-per-world", type=int, default=100)
+    parser.add_argument("--iterations", type=int, default=3)
+    parser.add_argument("--algos", nargs="*", default=None, help="default: every on-policy one")
+    args = parser.parse_args()
+    warnings.filterwarnings("ignore")
+    ray.init(num_cpus=2, include_dashboard=False, configure_logging=False, log_to_driver=False)
+    steps = args.num_envs * args.steps_per_world
+    names = args.algos or on_policy_algorithms()
+    if "mappo" in names:  # the reference first
+        names = ["mappo", *[n for n in names if n != "mappo"]]
+    print(f"{args.env}, {args.num_envs} worlds, {steps} env steps per iteration, "
+          f"{args.iterations} timed iterations after one warm-up")  # fmt: skip
+    reference = None
+    for name in names:
+        speed, sampling = time_algorithm(name, args.env, args.num_envs, steps, args.iterations)
+        if speed is None:
+            print(f"{name:14s} {sampling}", flush=True)
+            continue
+        reference = speed if name == "mappo" else reference
+        share = f"{speed / reference:5.2f} of mappo" if reference else ""
+        print(f"{name:14s} {speed:9,.0f} env steps/s {share}  {sampling}", flush=True)
+    ray.shutdown()
+
+
+if __name__ == "__main__":
+    main()
