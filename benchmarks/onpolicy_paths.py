@@ -1,12 +1,13 @@
-"""Every on-policy algorithm on one batched simulator, in one run: end-to-end env steps
-per second as a share of `mappo`'s, and how each one's env runner samples (its
-`sampling` line: rollout blocks, episode chunks built from arrays, or RLlib's per-world
-episodes, with the reason a cheaper path was refused).
+"""Every on-policy algorithm on one batched simulator, in one run: end-to-end and
+collection env steps per second as shares of `mappo`'s, and how each one's env runner
+samples (its `sampling` line: rollout blocks, episode chunks built from arrays, or
+RLlib's per-world episodes, with the reason a cheaper path was refused).
 
 Each algorithm trains `--iterations` timed iterations after one warm-up, with
 `--num-envs` worlds in one env runner in the driver and `--num-envs * --steps-per-world`
-env steps per iteration (`num_epochs` 5, 4 minibatches where the schedule takes
-minibatches); the rest of each algorithm's settings are its own for the env's source.
+env steps per iteration (`num_epochs` 5 and 4 minibatches where the schedule takes
+them; A2C and COMA: one step on the whole batch); the rest of each algorithm's
+settings are its own for the env's source.
 
     python benchmarks/onpolicy_paths.py --env vmas:navigation --num-envs 400 \
         --steps-per-world 100 --iterations 3
@@ -44,12 +45,13 @@ def settings_for(name: str, batch: int) -> dict:
     fields = set(spec.settings_class.__dataclass_fields__)
     settings = {k: v for k, v in wanted.items() if k in fields and k not in ignored}
     if name in ("ia2c", "ipg", "maa2c", "vda2c", "coma"):  # one step on the whole batch
-        settings["minibatch_size"] = None
+        settings.update(minibatch_size=None, num_epochs=1)
     return settings
 
 
 def time_algorithm(name: str, env_name: str, num_envs: int, steps: int, iterations: int):
-    """``(env steps/s end to end, sampling line)`` of ``name``, or ``(None, reason)``."""
+    """``((env steps/s end to end, collection env steps/s), sampling line)`` of ``name``,
+    or ``(None, reason)``; collection counts the env runner's ``sample()`` calls."""
     source = env_name.split(":")[0]
     try:
         algorithm = (
@@ -67,11 +69,16 @@ def time_algorithm(name: str, env_name: str, num_envs: int, steps: int, iteratio
         return None, f"not run: {e}"
     try:
         sampling = getattr(algorithm.env_runner, "sampling", "sampling: (not reported)")
-        algorithm.train()  # warm-up
-        sampled, start = 0, time.perf_counter()
+        try:
+            algorithm.train()  # warm-up
+        except ValueError as e:  # e.g. a safe learner on an env that reports no cost
+            return None, f"not run: {str(e).splitlines()[0]}"
+        sampled, sampling_s, start = 0, 0.0, time.perf_counter()
         for _ in range(iterations):
-            sampled += algorithm.train()["env_runners"]["num_env_steps_sampled"]
-        return sampled / (time.perf_counter() - start), sampling
+            result = algorithm.train()
+            sampled += result["env_runners"]["num_env_steps_sampled"]
+            sampling_s += result["timers"]["env_runner_sampling_timer"]
+        return (sampled / (time.perf_counter() - start), sampled / sampling_s), sampling
     finally:
         algorithm.stop()
 
@@ -92,15 +99,20 @@ def main() -> None:
         names = ["mappo", *[n for n in names if n != "mappo"]]
     print(f"{args.env}, {args.num_envs} worlds, {steps} env steps per iteration, "
           f"{args.iterations} timed iterations after one warm-up")  # fmt: skip
+    print("algorithm      end to end (share of mappo's) | collection (share) | sampling")
     reference = None
     for name in names:
-        speed, sampling = time_algorithm(name, args.env, args.num_envs, steps, args.iterations)
-        if speed is None:
+        speeds, sampling = time_algorithm(name, args.env, args.num_envs, steps, args.iterations)
+        if speeds is None:
             print(f"{name:14s} {sampling}", flush=True)
             continue
-        reference = speed if name == "mappo" else reference
-        share = f"{speed / reference:5.2f} of mappo" if reference else ""
-        print(f"{name:14s} {speed:9,.0f} env steps/s {share}  {sampling}", flush=True)
+        reference = speeds if name == "mappo" else reference
+        shares = [s / r for s, r in zip(speeds, reference, strict=True)] if reference else [0, 0]
+        print(
+            f"{name:14s} {speeds[0]:7,.0f} env steps/s ({shares[0]:.2f}) | "
+            f"{speeds[1]:7,.0f} ({shares[1]:.2f}) | {sampling}",
+            flush=True,
+        )
     ray.shutdown()
 
 

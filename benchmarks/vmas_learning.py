@@ -39,8 +39,20 @@ TEAMS = {
     # The learner fed episode chunks through its connectors instead of rollout blocks.
     "ippo_chunks": ("ippo", {}),
     "vdppo_chunks": ("vdppo", {}),
+    # Families that take rollout blocks since issue 58 (HAPPO: one policy per agent).
+    "happo": ("happo", {}),
+    "happo_chunks": ("happo", {}),
+    "maa2c": ("maa2c", {}),
+    "maa2c_chunks": ("maa2c", {}),
+    # Whole-batch steps: the two data paths' batches give the same update up to float
+    # rounding, whatever the rows' order.
+    "happo_whole": ("happo", {"minibatch_size": None}),
+    "happo_whole_chunks": ("happo", {"minibatch_size": None}),
 }
-CHUNK_LABELS = {"ippo_chunks", "vdppo_chunks"}
+CHUNK_LABELS = {
+    "ippo_chunks", "vdppo_chunks", "happo_chunks", "maa2c_chunks", "happo_whole_chunks"
+}  # fmt: skip
+INDIVIDUAL = {"happo"}  # algorithms trained with one policy per agent
 
 
 def random_team_return(task: str, episodes: int, seed: int = 10_000) -> float:
@@ -68,8 +80,11 @@ def train(task: str, label: str, seed: int, steps: int, path: Path) -> None:
     if finished_run(path, steps):
         return
     name, settings = TEAMS[label]
+    share_policy = "individual" if name in INDIVIDUAL else "all"
     algo = (
-        algos.get(name, **settings).rllib_config(make_env(f"vmas:{task}"), seed=seed).build_algo()
+        algos.get(name, **settings)
+        .rllib_config(make_env(f"vmas:{task}"), share_policy=share_policy, seed=seed)
+        .build_algo()
     )
     if label in CHUNK_LABELS:
         algo.env_runner.array_rollout.blocks_refusal = "benchmark"

@@ -83,6 +83,17 @@ def seed_learners(algorithm, seed: int) -> None:
     algorithm.learner_group.foreach_learner(seed_all)
 
 
+def as_runner_episodes(episodes: list) -> list:
+    """The recorded episodes as the package's env runner starts them
+    (``SortedAgentsEpisode``, whose slices keep their infos), where the code has that
+    class; older code changed RLlib's own class at import."""
+    try:
+        from marllib_ext.rllib_compat.episodes import as_sorted_agents_episode
+    except ImportError:
+        return episodes
+    return [as_sorted_agents_episode(episode) for episode in episodes]
+
+
 def update(algorithm, episodes) -> None:
     config = algorithm.config
     algorithm.learner_group.update(
@@ -125,6 +136,7 @@ def main() -> None:
                     path.write_bytes(pickle.dumps((state, episodes)))
                     continue
                 state, episodes = pickle.loads(path.read_bytes())
+                episodes = as_runner_episodes(episodes)
                 algorithm.learner_group.set_state(state)
                 before = weights_digest(algorithm)
                 seed_learners(algorithm, args.seed)
