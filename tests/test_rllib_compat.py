@@ -292,6 +292,30 @@ def test_the_package_runner_and_learners_read_sorted_agents_episodes(ray_session
         algorithm.stop()
 
 
+def test_rllib_counts_and_carries_rollout_blocks_as_episodes(ray_session):
+    """``CountedAsEpisodes``: RLlib's synchronous sampling counts a runner's rollout
+    blocks toward its target with ``env_steps()`` and hands them on untouched."""
+    pytest.importorskip("vmas", reason="the vmas extra is not installed")
+    from marllib_ext import make_env
+    from marllib_ext.rllib_compat import sample_episodes
+    from marllib_ext.rollout.blocks import RolloutBlock
+
+    config = algos.mappo(
+        hyperparam_source="vmas", train_batch_size=160, minibatch_size=80, num_epochs=1
+    ).rllib_config(
+        make_env("vmas:navigation", max_steps=10), seed=0, num_env_runners=0,
+        num_envs_per_env_runner=4,
+    )  # fmt: skip
+    algorithm = config.build_algo()
+    try:
+        blocks, _ = sample_episodes(algorithm.env_runner_group, None)
+    finally:
+        algorithm.stop()
+    assert blocks and all(isinstance(block, RolloutBlock) for block in blocks)
+    assert sum(len(block) for block in blocks) == sum(b.env_steps() for b in blocks) >= 160
+    assert all(block.agent_steps() == block.alive.sum() for block in blocks)
+
+
 UNCHANGED_BY_IMPORT = """
 import sys, inspect
 import ray.rllib.algorithms.ppo, ray.rllib.algorithms.sac, ray.rllib.env.multi_agent_env_runner

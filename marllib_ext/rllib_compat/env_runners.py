@@ -235,3 +235,26 @@ class StartsSortedAgentsEpisodes:
         super()._new_episode(env_index, episodes)
         started = self._ongoing_episodes if episodes is None else episodes
         as_sorted_agents_episode(started[env_index])
+
+
+class CountedAsEpisodes:
+    """Mixin for what a package env runner's ``sample()`` returns in place of episodes
+    (``rollout.blocks.RolloutBlock``): RLlib counts and carries it as it does episodes.
+    A subclass gives ``env_steps()`` and ``agent_steps()``.
+
+    Relies on: ``synchronous_parallel_sample`` (RLlib's PPO ``training_step``) counts
+    each item a runner returns with ``env_steps()`` / ``agent_steps()`` toward the
+    sample target and hands the list, untouched, to ``LearnerGroup.update(episodes=)``;
+    with one learner (in the driver or remote) ``TrainingData`` passes the list to
+    ``Learner.update`` as it is. ``len()`` is what ``ShardEpisodesIterator`` (several
+    learners, which slice episodes: blocks are refused there) and the async-update
+    drop count read."""
+
+    def env_steps(self) -> int:
+        raise NotImplementedError
+
+    def agent_steps(self) -> int:
+        raise NotImplementedError
+
+    def __len__(self) -> int:
+        return self.env_steps()

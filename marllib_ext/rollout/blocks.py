@@ -1,6 +1,7 @@
-"""A ``sample()`` call of the batched rollout as ``(T, B, ...)`` arrays (no Ray); what a
+"""A ``sample()`` call of the batched rollout as ``(T, B, ...)`` arrays; what a
 simulator hands out at each step is ``envs.arrays.WorldArrays``; the block's math is in
-``ops.rollout``."""
+``ops.rollout``. RLlib carries a block from the runner to the learner as it carries
+episodes (``rllib_compat.env_runners.CountedAsEpisodes``)."""
 
 from __future__ import annotations
 
@@ -8,9 +9,11 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from marllib_ext.rllib_compat.env_runners import CountedAsEpisodes
+
 
 @dataclass
-class RolloutBlock:
+class RolloutBlock(CountedAsEpisodes):
     """One ``sample()`` call of a batched env runner as ``(T, B, ...)`` arrays, handed
     to a learner that builds its train batch from them directly (no episode chunks).
 
@@ -44,9 +47,6 @@ class RolloutBlock:
     truncated: np.ndarray
     alive: np.ndarray
     died: np.ndarray
-
-    def __len__(self) -> int:
-        return self.terminated.size
 
     def env_steps(self) -> int:
         return self.terminated.size
