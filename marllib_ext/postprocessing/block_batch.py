@@ -147,8 +147,8 @@ def _actor_columns(
     """Numpy columns of one actor module: its agents' rows, block by block; with
     ``team_rows``, each row's index in the critic's rows (``TEAM_ROW``)."""
     parts: dict[str, list[np.ndarray]] = {}
-    offsets = np.cumsum([0] + [t.acting.size for t in teams])
-    for team, advantages, offset in zip(teams, standardized, offsets, strict=False):
+    offsets = np.cumsum([0] + [t.acting.size for t in teams])[:-1]  # each block's first row
+    for team, advantages, offset in zip(teams, standardized, offsets, strict=True):
         block = team.block
         for i in team.team:
             agent = block.agents[i]
