@@ -48,10 +48,15 @@ TEAMS = {
     # rounding, whatever the rows' order.
     "happo_whole": ("happo", {"minibatch_size": None}),
     "happo_whole_chunks": ("happo", {"minibatch_size": None}),
+    # EFX on rollout blocks (its budget in the rollout) and on RLlib's per-world path
+    # with the budget connector, as before issue 58.
+    "efx_mappo": ("efx_mappo", {}),
+    "efx_mappo_per_world": ("efx_mappo", {}),
 }
 CHUNK_LABELS = {
     "ippo_chunks", "vdppo_chunks", "happo_chunks", "maa2c_chunks", "happo_whole_chunks"
 }  # fmt: skip
+PER_WORLD_LABELS = {"efx_mappo_per_world"}
 INDIVIDUAL = {"happo"}  # algorithms trained with one policy per agent
 
 
@@ -88,6 +93,9 @@ def train(task: str, label: str, seed: int, steps: int, path: Path) -> None:
     )
     if label in CHUNK_LABELS:
         algo.env_runner.array_rollout.blocks_refusal = "benchmark"
+    if label in PER_WORLD_LABELS:
+        runner = algo.env_runner
+        runner.array_rollout, runner.array_rollout_refusal = None, "benchmark"
     path.parent.mkdir(parents=True, exist_ok=True)
     with open(path, "w", newline="") as f:
         writer = csv.writer(f)

@@ -28,7 +28,9 @@ from marllib_ext.envs.adapter import ACTION_MASK_KEY, OBSERVATION_KEY
 from marllib_ext.ops.advantages import block_gae, standardize_valid
 from marllib_ext.policies.joint_critic import OLD_VALUES, STATE
 from marllib_ext.policies.vd_critic import AGENT_OBS, AGENT_PRESENT
+from marllib_ext.postprocessing.block_hooks import BlockHooks
 from marllib_ext.postprocessing.joint_advantage import TEAM_ADVANTAGE_MEAN, TEAM_VALUE_MEAN
+from marllib_ext.rllib_compat import plain_module
 from marllib_ext.rollout.blocks import RolloutBlock
 
 # Actor batch column: each row's index in its team's critic batch (HAPPO's factor M is
@@ -58,6 +60,7 @@ class TeamBlock:
     advantages: np.ndarray
     value_targets: np.ndarray
     acting: np.ndarray  # bool, an agent of the team acted
+    rewards: np.ndarray  # the team reward
 
 
 def present_rewards(block: RolloutBlock, agents: list[int]) -> np.ndarray:
@@ -77,13 +80,14 @@ def present_rewards(block: RolloutBlock, agents: list[int]) -> np.ndarray:
 
 
 def critic_inputs(
-    block: RolloutBlock, team: list[int], *, after: bool, agent_obs: bool
+    block: RolloutBlock, team: list[int], *, after: bool, agent_obs: bool, hooks: BlockHooks
 ) -> dict[str, np.ndarray]:
     """The joint critic's inputs per ``(step, world)``, ``(T, B, ...)``: the global
-    state acted on (``after``: the state after each step); with ``agent_obs`` (the
-    value-decomposition critic) also each team agent's observation, zero-padded to the
-    largest, and whether it is present (after a step: still there, not dead)."""
-    out = {STATE: block.next_states if after else block.states}
+    state acted on (``after``: the state after each step), as ``hooks`` give it; with
+    ``agent_obs`` (the value-decomposition critic) also each team agent's observation,
+    zero-padded to the largest, and whether it is present (after a step: still there,
+    not dead)."""
+    out = {STATE: hooks.block_critic_state(block, team, after=after)}
     if agent_obs:
         observations = block.next_observations if after else block.observations
         present = block.alive[:, :, team]
@@ -115,26 +119,29 @@ def _values(critic, columns: dict[str, np.ndarray], device) -> np.ndarray:
 
 def team_block(
     block: RolloutBlock, critic, team_modules: set[str] | None, *, gamma: float, lambda_: float,
-    device, agent_obs: bool = False,
+    device, agent_obs: bool = False, hooks: BlockHooks | None = None,
 ) -> TeamBlock:  # fmt: skip
     """Team GAE on one block (``team_modules``: the team's actor modules, ``None``:
-    every agent)."""
+    every agent; ``hooks``: the advantage connector's block hooks)."""
+    hooks = hooks or BlockHooks()
     team = [
         i for i, a in enumerate(block.agents)
         if team_modules is None or block.module_of[a] in team_modules
     ]  # fmt: skip
     alive = block.alive[:, :, team]
     rewards = present_rewards(block, team)
-    inputs = critic_inputs(block, team, after=False, agent_obs=agent_obs)
+    inputs = critic_inputs(block, team, after=False, agent_obs=agent_obs, hooks=hooks)
     values = _values(critic, inputs, device)
-    next_values = _values(
-        critic, critic_inputs(block, team, after=True, agent_obs=agent_obs), device
-    )
+    after = critic_inputs(block, team, after=True, agent_obs=agent_obs, hooks=hooks)
+    next_values = _values(critic, after, device)
+    team_rewards = rewards.sum(-1)
     advantages, value_targets = block_gae(
-        rewards.sum(-1), values, next_values, block.terminated, block.truncated,
+        team_rewards, values, next_values, block.terminated, block.truncated,
         gamma=gamma, lambda_=lambda_,
     )  # fmt: skip
-    return TeamBlock(block, team, inputs, values, advantages, value_targets, alive.any(-1))
+    return TeamBlock(
+        block, team, inputs, values, advantages, value_targets, alive.any(-1), team_rewards
+    )
 
 
 def _tensor(array: np.ndarray, device, dtype=None) -> torch.Tensor:
@@ -142,13 +149,20 @@ def _tensor(array: np.ndarray, device, dtype=None) -> torch.Tensor:
 
 
 def _actor_columns(
-    teams: list[TeamBlock], standardized: list[np.ndarray], module_id: str, team_rows: bool
+    teams: list[TeamBlock],
+    standardized: list[np.ndarray],
+    module_id: str,
+    team_rows: bool,
+    agent_terms: dict[tuple[int, int], np.ndarray],
+    terms_column: str | None,
 ):
     """Numpy columns of one actor module: its agents' rows, block by block; with
-    ``team_rows``, each row's index in the critic's rows (``TEAM_ROW``)."""
+    ``team_rows``, each row's index in the critic's rows (``TEAM_ROW``);
+    ``agent_terms`` (``BlockHooks.block_agent_terms``) added to the advantages or
+    written to ``terms_column``."""
     parts: dict[str, list[np.ndarray]] = {}
     offsets = np.cumsum([0] + [t.acting.size for t in teams])[:-1]  # each block's first row
-    for team, advantages, offset in zip(teams, standardized, offsets, strict=True):
+    for k, (team, advantages, offset) in enumerate(zip(teams, standardized, offsets, strict=True)):
         block = team.block
         for i in team.team:
             agent = block.agents[i]
@@ -160,8 +174,13 @@ def _actor_columns(
                 Columns.ACTIONS: block.actions[agent][rows],
                 Columns.ADVANTAGES: advantages[rows],
                 Columns.VALUE_TARGETS: team.value_targets[rows],
-                **{k: v[rows] for k, v in block.outputs[agent].items()},
+                **{key: v[rows] for key, v in block.outputs[agent].items()},
             }
+            terms = agent_terms.get((k, i))
+            if terms is not None and terms_column is not None:
+                columns[terms_column] = terms
+            elif terms is not None:
+                columns[Columns.ADVANTAGES] = columns[Columns.ADVANTAGES] + terms
             if block.action_masks is not None:
                 columns[ACTION_MASK_KEY] = block.action_masks[agent][rows]
             if team_rows:  # critic rows are (step, world), row-major
@@ -173,40 +192,32 @@ def _actor_columns(
 
 
 def joint_critic_block_batch(
-    blocks: list[RolloutBlock],
-    *,
-    critic,
-    critic_module_id: str,
-    actor_module_ids: list[str] | None,
-    settings: Any,
-    device,
-    metrics=None,
-    agent_obs: bool = False,
-    team_rows: bool = False,
+    blocks: list[RolloutBlock], *, connector, rl_module, device, metrics=None
 ) -> dict[str, dict[str, Any]]:
     """``{module_id: {column: tensor}}`` for one joint critic and its team's actor
-    modules, as ``JointAdvantageConnector`` writes them (without bootstrap rows); with
-    ``agent_obs``, as ``VDJointAdvantageConnector`` writes them (the value-decomposition
-    critic's per-agent observations and presence, ``critic_inputs``); with
-    ``team_rows``, with HAPPO's ``TEAM_ROW`` column."""
-    team_modules = None if actor_module_ids is None else set(actor_module_ids)
+    modules, as ``connector`` (a ``JointAdvantageConnector`` whose class has a block
+    form, ``block_batch_options``) writes them from chunks, without bootstrap rows:
+    with the option ``agent_obs``, the value-decomposition critic's per-agent
+    observations and presence (``critic_inputs``); with ``team_rows``, HAPPO's
+    ``TEAM_ROW`` column; the connector's ``BlockHooks`` change the critic's state, the
+    raw advantages and the per-agent terms (EFX)."""
+    options = block_batch_options(type(connector))
+    if options is None:
+        raise ValueError(f"{type(connector).__name__} has no block form")
+    settings = connector.settings
+    critic_module_id = connector.critic_module_id
+    critic = plain_module(rl_module, critic_module_id)
     teams = [
         team_block(
-            block, critic, team_modules, gamma=float(settings.gamma),
-            lambda_=float(settings.lambda_), device=device, agent_obs=agent_obs,
+            block, critic, connector.actor_module_ids, gamma=float(settings.gamma),
+            lambda_=float(settings.lambda_), device=device,
+            agent_obs=options.get("agent_obs", False), hooks=connector,
         )
         for block in blocks
     ]  # fmt: skip
-    acting = np.concatenate([t.acting.ravel() for t in teams])
-    raw = np.concatenate([t.advantages.ravel() for t in teams])
-    standardized = np.where(acting, standardize_valid(raw, acting), 0.0)
-    splits = np.cumsum([t.acting.size for t in teams])[:-1]
-    per_block = [
-        part.reshape(t.acting.shape)
-        for part, t in zip(np.split(standardized, splits), teams, strict=True)
-    ]
+    raw = np.concatenate([t.advantages[t.acting] for t in teams])
     if metrics is not None:
-        values = np.concatenate([t.values.ravel() for t in teams])
+        values = np.concatenate([t.values[t.acting] for t in teams])
         metrics.log_dict(
             {
                 TEAM_VALUE_MEAN: float(values.mean()),
@@ -215,10 +226,27 @@ def joint_critic_block_batch(
             key=critic_module_id,
             window=1,
         )
+    adjusted = connector.adjust_block_advantages(teams, metrics)
+    acting = np.concatenate([t.acting.ravel() for t in teams])
+    flat = np.concatenate([a.ravel() for a in adjusted])
+    standardized = np.where(acting, standardize_valid(flat, acting), 0.0)
+    splits = np.cumsum([t.acting.size for t in teams])[:-1]
+    per_block = [
+        part.reshape(t.acting.shape)
+        for part, t in zip(np.split(standardized, splits), teams, strict=True)
+    ]
+    agent_terms = connector.block_agent_terms(rl_module, teams, metrics)
     modules = sorted({b.module_of[b.agents[i]] for t in teams for b in [t.block] for i in t.team})
     batch: dict[str, dict[str, Any]] = {}
     for module_id in modules:
-        columns = _actor_columns(teams, per_block, module_id, team_rows)
+        columns = _actor_columns(
+            teams,
+            per_block,
+            module_id,
+            options.get("team_rows", False),
+            agent_terms,
+            connector.agent_terms_column,
+        )
         batch[module_id] = _module_tensors(columns, device)
     inputs = [_rows(t.inputs) for t in teams]
     value_targets = np.concatenate([t.value_targets.ravel() for t in teams])

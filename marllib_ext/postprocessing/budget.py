@@ -20,6 +20,7 @@ from marllib_ext.ops.efx import (
     budget_step,
     sample_initial_budget,
 )
+from marllib_ext.postprocessing.budget_arrays import BudgetArrays
 from marllib_ext.postprocessing.budget_input import BudgetInput, plain_observation
 
 
@@ -133,6 +134,15 @@ class BudgetObservationConnector(MultiAgentObservationPreprocessor):
         )
 
     def initial_budgets(self, episode) -> dict[str, float]:
+        deploy, z0 = self.draw_initial_budgets()
+        episode.custom_data[Z0_KEY] = z0
+        episode.custom_data[DEPLOY_KEY] = deploy
+        return z0
+
+    def draw_initial_budgets(self) -> tuple[bool, dict[str, float]]:
+        """A new episode's ``(deploy, {team: z_0})``: a deployment episode (probability
+        ``z_deploy_fraction``) starts every team at its controller's budget, any other
+        draws each team's ``z_0`` by ``z_sampling``."""
         deploy = bool(self._rng.random() < self.deploy_fraction)
         z0 = {
             team: controller.z
@@ -147,9 +157,12 @@ class BudgetObservationConnector(MultiAgentObservationPreprocessor):
             )
             for team, controller in self.controllers.items()
         }
-        episode.custom_data[Z0_KEY] = z0
-        episode.custom_data[DEPLOY_KEY] = deploy
-        return z0
+        return deploy, z0
+
+    def array_form(self, agents: list[str], num_envs: int):
+        """This connector on a batched rollout (``rollout.extensions``): each world's
+        team budgets as arrays, drawn and stepped as here, from these controllers."""
+        return BudgetArrays(self, agents, num_envs)
 
     def next_budget(self, episode, team: str, agent_ids: list[str]) -> float:
         """``z_T`` at this step from the team's previous z and log-probs.

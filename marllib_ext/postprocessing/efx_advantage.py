@@ -23,6 +23,7 @@ from marllib_ext.ops.efx import (
 )
 from marllib_ext.policies.joint_critic import STATE
 from marllib_ext.postprocessing.budget_input import team_of_critic
+from marllib_ext.postprocessing.efx_block import EFXBlockHooks
 from marllib_ext.postprocessing.joint_advantage import JointAdvantageConnector, TeamBatch
 from marllib_ext.postprocessing.vd_advantage import VDJointAdvantageConnector
 from marllib_ext.rllib_compat import plain_module
@@ -53,8 +54,9 @@ REWARDED_ADVANTAGE_FINAL = "efx_rewarded_advantage_final"
 ZERO_BUDGET_ROW_FRACTION = "efx_zero_budget_row_fraction"
 
 
-class EFXJointAdvantageConnector(JointAdvantageConnector):
-    """Team GAE on the joint critic, then EFX's conservative advantage per segment.
+class EFXJointAdvantageConnector(EFXBlockHooks, JointAdvantageConnector):
+    """Team GAE on the joint critic, then EFX's conservative advantage per segment
+    (on rollout blocks: ``EFXBlockHooks``).
 
     On a mixed env each team's critic has its own connector, budget range and
     intrinsic reward (its own agents' log-probs only).
@@ -77,6 +79,8 @@ class EFXJointAdvantageConnector(JointAdvantageConnector):
     ``z_high - z_low``, or with ``budget_range: tracked`` the controller's
     ``demand_range`` as last broadcast.
     """
+
+    BLOCK_BATCH_OPTIONS: dict = {}
 
     def __init__(self, *args, settings: Any, **kwargs) -> None:
         """``settings``: EFX settings with the budget resolved (``intrinsic_coef``,
@@ -166,12 +170,16 @@ class EFXJointAdvantageConnector(JointAdvantageConnector):
             self._push_slack = np.zeros(team.layout.n_rows)
             self._push_slack[valid] = slack
         if metrics is not None:
+            first_rows = team.valid & (team.env_steps == 0)
             metrics.log_dict(
-                self.metrics(team, valid, a_ext, a_final, binding, slack, delta, z, z_all)
+                self.metrics(
+                    a_ext, a_final, binding, slack, delta, z,
+                    ends=ends, episode_ends=team.episode_ends[valid], z0=z_all[first_rows],
+                )
                 | self.extrinsic_metrics(team.rewards[valid], a_ext, a_final, binding, z),
                 key=self.critic_module_id,
                 window=1,
-            )
+            )  # fmt: skip
         return out
 
     @override(JointAdvantageConnector)
@@ -197,20 +205,23 @@ class EFXJointAdvantageConnector(JointAdvantageConnector):
             )
         if metrics is not None:
             valid = team.valid
-            weight = shortfall_weight(slack, kappa=self.kappa, z_range=self.demand_range)
             agent_valid = {mid: valid[rows] for mid, rows in team.layout.team_row_of.items()}
             pushed = np.concatenate([terms[mid][agent_valid[mid]] for mid in terms])
             metrics.log_dict(
-                {
-                    UNMET_ROW_FRACTION: float((weight[valid] > 0).mean()),
-                    PUSH_WEIGHT_MEAN: float(weight[valid].mean()),
-                    PUSH_TERM_MEAN: float(pushed.mean()),
-                    PUSH_TERM_ABS_MEAN: float(np.abs(pushed).mean()),
-                },
-                key=self.critic_module_id,
-                window=1,
+                self.push_metrics(slack[valid], pushed), key=self.critic_module_id, window=1
             )
         return terms
+
+    def push_metrics(self, slack: np.ndarray, pushed: np.ndarray) -> dict:
+        """The push's metrics from the slack of the team rows and the terms of the agent
+        rows (bootstrap rows left out)."""
+        weight = shortfall_weight(slack, kappa=self.kappa, z_range=self.demand_range)
+        return {
+            UNMET_ROW_FRACTION: float((weight > 0).mean()),
+            PUSH_WEIGHT_MEAN: float(weight.mean()),
+            PUSH_TERM_MEAN: float(pushed.mean()),
+            PUSH_TERM_ABS_MEAN: float(np.abs(pushed).mean()),
+        }
 
     def extrinsic_metrics(self, rewards, a_ext, a_final, binding, z) -> dict:
         """How much extrinsic signal the cap removed (valid rows; see the metric names)."""
@@ -228,13 +239,15 @@ class EFXJointAdvantageConnector(JointAdvantageConnector):
             )
         return values
 
-    def metrics(self, team, valid, a_ext, a_final, binding, slack, delta, z, z_all) -> dict:
-        """Learner metrics of one batch (``efx_*`` under the critic module's results)."""
+    def metrics(self, a_ext, a_final, binding, slack, delta, z, *, ends, episode_ends, z0) -> dict:
+        """Learner metrics of one batch (``efx_*`` under the critic module's results),
+        from its rows in segment order: ``ends`` marks each segment's last row,
+        ``episode_ends`` the rows where an episode really ended (not a sampler cut);
+        ``z0``: the budgets of the rows where an episode began."""
         # Episodes ending in this batch met their demand when the segment that ends
         # there collected the budget it started with: S >= 0 on its first row.
-        segment_ends = (team.terminateds | team.truncateds)[valid]
-        segment_starts = np.concatenate([[0], np.flatnonzero(segment_ends)[:-1] + 1])
-        really_ended = team.episode_ends[valid][segment_ends]
+        segment_starts = np.concatenate([[0], np.flatnonzero(ends)[:-1] + 1])
+        really_ended = episode_ends[ends]
         met = slack[segment_starts[really_ended]] >= 0
         values = {
             A_EXT_MEAN: float(a_ext.mean()),
@@ -246,9 +259,8 @@ class EFXJointAdvantageConnector(JointAdvantageConnector):
         }
         if met.size:
             values[DEMAND_MET_FRACTION] = float(met.mean())
-        first_rows = team.valid & (team.env_steps == 0)
-        if first_rows.any():
-            values[Z0_MEAN] = float(z_all[first_rows].mean())
+        if z0.size:
+            values[Z0_MEAN] = float(z0.mean())
         if self.budget is not None:
             values[BUDGET] = float(self.budget)
         return values
@@ -256,3 +268,5 @@ class EFXJointAdvantageConnector(JointAdvantageConnector):
 
 class EFXVDJointAdvantageConnector(EFXJointAdvantageConnector, VDJointAdvantageConnector):
     """Conservative advantage on ``A_ext`` from ``V_tot``; mixer inputs carry z."""
+
+    BLOCK_BATCH_OPTIONS: dict = {"agent_obs": True}

@@ -19,6 +19,7 @@ from marllib_ext.envs.adapter import (
 )
 from marllib_ext.ops.advantages import standardize_valid, team_gae
 from marllib_ext.policies.joint_critic import CRITIC_MODULE_ID, OLD_VALUES, STATE
+from marllib_ext.postprocessing.block_hooks import BlockHooks
 from marllib_ext.postprocessing.episode_steps import (
     agent_env_offsets,
     chunk_env_steps,
@@ -75,7 +76,7 @@ def numpy_columns(module_batch: dict[str, Any], columns: tuple[str, ...]) -> dic
     return out
 
 
-class JointAdvantageConnector(ConnectorV2):
+class JointAdvantageConnector(BlockHooks, ConnectorV2):
     """Team GAE on a joint critic, written to every agent's rows.
 
     Preconditions: runs last in a PPO learner pipeline (``GeneralAdvantageEstimation``
@@ -104,7 +105,8 @@ class JointAdvantageConnector(ConnectorV2):
        team advantage (EFX's exploration push); none here.
     """
 
-    # What ``postprocessing.block_batch.joint_critic_block_batch`` builds from a block.
+    # What ``postprocessing.block_batch.joint_critic_block_batch`` builds from a block,
+    # with this class's ``BlockHooks``.
     BLOCK_BATCH_OPTIONS: dict = {}
 
     def __init__(
@@ -159,10 +161,6 @@ class JointAdvantageConnector(ConnectorV2):
         """Hook 5: the advantages the actors train on, from the standardized team advantages and
         the extra actor columns; identity for MAPPO."""
         return advantages
-
-    # Where hook 6's terms go: None adds them to ADVANTAGES; a column name keeps them
-    # apart for a learner that trains on them separately.
-    agent_terms_column: str | None = None
 
     def agent_advantage_terms(
         self, rl_module, team: TeamBatch, metrics: MetricsLogger | None

@@ -37,3 +37,20 @@ def replace_connector(
     pipeline.remove(old_class)
     pipeline.append(new)
     return pipeline
+
+
+def added_pieces(pipeline: ConnectorPipelineV2 | None) -> list[ConnectorV2]:
+    """The pieces of ``pipeline`` that are not RLlib's own (the connectors an algorithm
+    added, e.g. with ``env_runners(env_to_module_connector=...)``), in order.
+
+    Relies on: ``ConnectorPipelineV2.connectors`` lists a pipeline's pieces (nested
+    pipelines as pieces); RLlib's own pieces are defined under ``ray.rllib``."""
+    if pipeline is None:
+        return []
+    found = []
+    for piece in pipeline.connectors:
+        if isinstance(piece, ConnectorPipelineV2):
+            found.extend(added_pieces(piece))
+        elif not type(piece).__module__.startswith("ray.rllib."):
+            found.append(piece)
+    return found

@@ -29,7 +29,8 @@ class RolloutBlock(CountedAsEpisodes):
         rewards: ``(T, B, n_agents)``; ``terminated``, ``truncated``: ``(T, B)`` the
             world's episode ended at that step; ``alive``: ``(T, B, n_agents)`` the
             agents present (acting) at each step; ``died``: ``(T, B, n_agents)`` the
-            agent terminated at that step while its world went on.
+            agent terminated at that step while its world went on; ``starts``: ``(T, B)``
+            the world's episode began at that step (``None``: not recorded).
     """
 
     agents: list[str]
@@ -47,6 +48,7 @@ class RolloutBlock(CountedAsEpisodes):
     truncated: np.ndarray
     alive: np.ndarray
     died: np.ndarray
+    starts: np.ndarray | None = None
 
     def env_steps(self) -> int:
         return self.terminated.size

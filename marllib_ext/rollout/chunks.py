@@ -45,6 +45,7 @@ class Block:
     outputs: list[dict[str, dict[str, np.ndarray]]]
     times: np.ndarray
     acted: list[WorldArrays] | None = None  # the worlds each step acted on
+    starts: np.ndarray | None = None  # (T, B) the world's episode began at step t
 
 
 def stacked_arrays(arrays: list[WorldArrays], agents: list[str]):

@@ -18,6 +18,7 @@ from marllib_ext.rllib_compat.env_runners import episode_metrics_window, log_epi
 from marllib_ext.rollout.blocks import RolloutBlock
 from marllib_ext.rollout.chunks import StepArrays, stacked_arrays
 from marllib_ext.rollout.eligibility import runner_callbacks
+from marllib_ext.rollout.extensions import is_logged_by_array_form
 
 
 def needs_no_episode_objects(function):
@@ -29,7 +30,7 @@ def needs_no_episode_objects(function):
 
 
 def _needs_no_episode_objects(function) -> bool:
-    return getattr(function, "needs_no_episode_objects", False)
+    return getattr(function, "needs_no_episode_objects", False) or is_logged_by_array_form(function)
 
 
 def rollout_block_refusal(env_runner) -> str | None:
@@ -85,6 +86,7 @@ def rollout_block(arrays: StepArrays, module_of: dict[str, str]) -> RolloutBlock
         truncated=arrays.truncated,
         alive=block.alive.copy(),
         died=arrays.died,
+        starts=None if block.starts is None else block.starts.copy(),
     )
 
 

@@ -1,5 +1,6 @@
 """Which batched env runners can sample through ``rollout.ArrayRollout``: the env must be
-an ``ArrayWorld`` and the pipeline RLlib's default one; otherwise the runner samples
+an ``ArrayWorld`` and the pipeline RLlib's default one, or one whose added env-to-module
+connectors have an array form (``rollout.extensions``); otherwise the runner samples
 through RLlib's per-world path, and ``array_rollout_refusal`` says why."""
 
 from __future__ import annotations
@@ -7,8 +8,10 @@ from __future__ import annotations
 from ray.rllib.callbacks.callbacks import RLlibCallback
 
 from marllib_ext.envs.adapter import has_action_mask
-from marllib_ext.rllib_compat import env_runner_callbacks
+from marllib_ext.rllib_compat import env_runner_callbacks, env_to_module
+from marllib_ext.rllib_compat.connectors import added_pieces
 from marllib_ext.rllib_compat.env_runners import custom_connectors
+from marllib_ext.rollout.extensions import has_array_form
 
 # Per-step episode callbacks need an episode object at every step, which this path
 # builds only at the end of a call.
@@ -27,9 +30,14 @@ def array_rollout_refusal(env_runner) -> str | None:
     config = env_runner.config
     if config.batch_mode != "truncate_episodes":
         return "whole episodes are joined from RLlib's own chunks"
-    env_to_module, module_to_env = custom_connectors(config)
-    if env_to_module is not None:
-        return "the algorithm adds env-to-module connectors (e.g. EFX's budget)"
+    _, module_to_env = custom_connectors(config)
+    without_array_form = [
+        type(piece).__name__
+        for piece in added_pieces(env_to_module(env_runner))
+        if not has_array_form(piece)
+    ]
+    if without_array_form:
+        return f"env-to-module connectors without an array form: {without_array_form}"
     if module_to_env is not None:
         return "the algorithm adds module-to-env connectors"
     adapter = env.envs[0]

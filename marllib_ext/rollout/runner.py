@@ -49,7 +49,8 @@ from ray.rllib.utils.metrics import (
 from marllib_ext.envs.adapter import ACTION_MASK_KEY, OBSERVATION_KEY
 from marllib_ext.envs.arrays import ArrayWorld, WorldArrays
 from marllib_ext.ops.rollout import clip_actions, episode_pieces, unsquash_actions
-from marllib_ext.rllib_compat import env_runner_callbacks
+from marllib_ext.rllib_compat import env_runner_callbacks, env_to_module
+from marllib_ext.rllib_compat.connectors import added_pieces
 from marllib_ext.rllib_compat.env_runners import (
     mark_sampling_done,
     metrics_episode_caches,
@@ -64,6 +65,7 @@ from marllib_ext.rllib_compat.env_runners import (
 from marllib_ext.rollout.blocks import RolloutBlock
 from marllib_ext.rollout.chunks import Block, StepArrays, build_chunk
 from marllib_ext.rollout.direct import EpisodeTally, rollout_block, rollout_block_refusal
+from marllib_ext.rollout.extensions import ExtensionChain, is_logged_by_array_form
 
 
 class ArrayRollout:
@@ -87,12 +89,31 @@ class ArrayRollout:
         self.random = np.random.default_rng(runner_seed(env_runner))
         self.current: WorldArrays | None = None
         self.alive = np.ones((self.num_envs, len(self.agents)), bool)
+        self.starting = np.ones(self.num_envs, bool)  # each world's episode starts now
         self.episode_ids: list[str] = []
         self.env_t = np.zeros(self.num_envs, dtype=np.int64)
         self.started = np.zeros(self.num_envs)  # perf_counter time each episode began
         self.last_rewards: list[dict[str, float]] = []  # rewards behind the current obs
         self._blocks_refusal = rollout_block_refusal(env_runner)
         self.tally = EpisodeTally(env_runner, self.agents, self.module_of, self.num_envs)
+        # The algorithm's env-to-module connectors, in their array form.
+        self.extensions = ExtensionChain(
+            [
+                piece.array_form(self.agents, self.num_envs)
+                for piece in added_pieces(env_to_module(env_runner))
+            ],
+            self.agents,
+        )
+
+    @property
+    def episode_end_functions(self) -> list:
+        """The config's ``on_episode_end`` functions this path calls: not those whose
+        results an extension logs from the arrays."""
+        functions = self.runner.config.callbacks_on_episode_end or []
+        functions = functions if isinstance(functions, list) else [functions]
+        if not self.extensions:
+            return functions
+        return [f for f in functions if not is_logged_by_array_form(f)]
 
     @property
     def blocks_refusal(self) -> str | None:
@@ -112,9 +133,11 @@ class ArrayRollout:
     def reset(self) -> None:
         runner = self.runner
         seed = runner_seed(runner) if needs_initial_reset(runner) else None
-        self.current = self.world.reset_arrays(seed)
+        every_world = np.arange(self.num_envs)
+        self.current = self.extensions.restarted(self.world.reset_arrays(seed), every_world)
         set_needs_initial_reset(runner, False)
         self.alive[:] = True
+        self.starting[:] = True
         self.episode_ids = [""] * self.num_envs
         self.last_rewards = [{}] * self.num_envs
         self.tally.reset()
@@ -227,14 +250,19 @@ class ArrayRollout:
             agents=self.agents, first=self.current, steps=[], resets=[],
             alive=np.zeros((horizon, self.num_envs, len(self.agents)), bool),
             actions=[], outputs=[], times=np.zeros(horizon), acted=[],
+            starts=np.zeros((horizon, self.num_envs), bool),
         )  # fmt: skip
         current, alive = self.current, self.alive
         for t in range(horizon):
             block.alive[t] = alive
+            block.starts[t] = self.starting
             block.acted.append(current)
             actions, outputs = self._act(current, explore, random_actions)
             step = self.world.step_arrays(self._env_actions(actions))
             ended = step.terminated | step.truncated
+            self.starting = ended
+            if self.extensions:
+                step = self.extensions.stepped(step, outputs, alive, ended, self.runner.metrics)
             block.steps.append(step)
             block.actions.append(actions)
             block.outputs.append(outputs)
@@ -244,6 +272,7 @@ class ArrayRollout:
             reset = None
             if ended.any():
                 reset = self.world.reset_worlds(np.flatnonzero(ended))
+                reset = self.extensions.restarted(reset, np.flatnonzero(ended))
                 alive = np.where(ended[:, None], True, alive)
                 current = step.where(ended, reset)
             else:
@@ -298,7 +327,7 @@ class ArrayRollout:
                 make_callback(
                     "on_episode_end",
                     callbacks_objects=env_runner_callbacks(runner),
-                    callbacks_functions=runner.config.callbacks_on_episode_end,
+                    callbacks_functions=self.episode_end_functions,
                     kwargs=dict(
                         episode=episode,
                         env_runner=runner,

@@ -11,6 +11,7 @@ from ray.rllib.core.columns import Columns
 from marllib_ext.ops import standardize_valid, team_gae
 from marllib_ext.policies.joint_critic import STATE
 from marllib_ext.postprocessing.block_batch import joint_critic_block_batch, own_value_block_batch
+from marllib_ext.postprocessing.joint_advantage import JointAdvantageConnector
 from marllib_ext.rollout.blocks import RolloutBlock
 
 SETTINGS = SimpleNamespace(gamma=0.9, lambda_=0.8, value_clip=None)
@@ -23,6 +24,19 @@ class SumCritic:
 
     def compute_values(self, batch):
         return batch[STATE].sum(-1)
+
+    def unwrapped(self):
+        return self
+
+
+def team_batch(blocks, actor_module_ids=None, connector_class=JointAdvantageConnector):
+    """``joint_critic_block_batch`` of ``SumCritic`` as the team's joint critic."""
+    connector = connector_class(
+        settings=SETTINGS, critic_module_id="joint_critic", actor_module_ids=actor_module_ids
+    )
+    return joint_critic_block_batch(
+        blocks, connector=connector, rl_module={"joint_critic": SumCritic()}, device="cpu"
+    )
 
 
 def make_block(seed=0, masked=True):
@@ -75,10 +89,7 @@ def reference(block):
 
 def test_rows_match_the_per_world_reference():
     block = make_block()
-    batch = joint_critic_block_batch(
-        [block], critic=SumCritic(), critic_module_id="joint_critic", actor_module_ids=None,
-        settings=SETTINGS, device="cpu",
-    )  # fmt: skip
+    batch = team_batch([block])
     advantages, targets = reference(block)
     assert sorted(batch) == ["blue", "joint_critic", "red"]
     # red holds a's rows then b's (b without its 3 dead steps); blue holds c's.
@@ -110,10 +121,7 @@ def test_rows_match_the_per_world_reference():
 
 def test_two_blocks_standardize_together():
     blocks = [make_block(0, masked=False), make_block(1, masked=False)]
-    batch = joint_critic_block_batch(
-        blocks, critic=SumCritic(), critic_module_id="joint_critic", actor_module_ids=["blue"],
-        settings=SETTINGS, device="cpu",
-    )  # fmt: skip
+    batch = team_batch(blocks, actor_module_ids=["blue"])
     assert sorted(batch) == ["blue", "joint_critic"]  # the team of blue's agents only
     advantages = batch["blue"][Columns.ADVANTAGES].numpy()
     assert advantages.mean() == pytest.approx(0.0, abs=1e-5)
@@ -125,10 +133,7 @@ def test_a_nan_reward_names_the_module_and_agent():
     block = make_block()
     block.rewards[1, 2, 2] = np.nan
     with pytest.raises(ValueError, match="module 'blue'.*agent 'c'.*world 2, step 1"):
-        joint_critic_block_batch(
-            [block], critic=SumCritic(), critic_module_id="joint_critic",
-            actor_module_ids=None, settings=SETTINGS, device="cpu",
-        )  # fmt: skip
+        team_batch([block])
 
 
 class ObsSumValues:

@@ -5,6 +5,7 @@ import math
 
 import numpy as np
 import pytest
+from ray.rllib.connectors.connector_v2 import ConnectorV2
 from ray.rllib.core.columns import Columns
 
 from marllib_ext import algos, make_env
@@ -162,12 +163,28 @@ def test_trains_and_reports_episodes(ray_session):
         algorithm.stop()
 
 
-def test_an_algorithm_with_its_own_connectors_samples_as_rllib_does(ray_session):
-    algorithm = _algorithm("efx_mappo")
+class PassThrough(ConnectorV2):
+    """An env-to-module connector without an array form."""
+
+    def __call__(self, *, batch, **kwargs):
+        return batch
+
+
+def test_a_connector_without_an_array_form_samples_as_rllib_does(ray_session):
+    config = algos.get("mappo", hyperparam_source="vmas", **SMALL).rllib_config(
+        make_env("vmas:navigation", max_steps=20), seed=3, num_env_runners=0,
+        num_envs_per_env_runner=WORLDS,
+    )  # fmt: skip
+    config.env_runners(env_to_module_connector=lambda env, spaces, device: [PassThrough()])
+    algorithm = config.build_algo()
     try:
-        algorithm.train()
+        result = algorithm.train()
         runner = algorithm.env_runner
         assert runner.array_rollout is None
-        assert "env-to-module" in runner.array_rollout_refusal
+        assert runner.sampling == (
+            "sampling: RLlib's per-world episodes (env-to-module connectors without an "
+            "array form: ['PassThrough'])"
+        )
+        assert result["env_runners"]["num_env_steps_sampled"] == 400
     finally:
         algorithm.stop()

@@ -20,6 +20,7 @@ from marllib_ext.algos.env_checks import log_contract_breaches
 from marllib_ext.algos.ppo.learners import JointCriticPPOLearner
 from marllib_ext.policies.joint_critic import STATE
 from marllib_ext.postprocessing.block_batch import TEAM_ROW
+from marllib_ext.postprocessing.efx_advantage import PUSH_ADVANTAGES
 from marllib_ext.rllib_compat import learner_batch, reset_before_next_sample
 from marllib_ext.rollout.blocks import RolloutBlock
 from marllib_ext.rollout.direct import EpisodeTally, block_refusal
@@ -108,6 +109,27 @@ def _real_rows(columns):
         ("vdppo", "vmas:navigation", {}),  # the VD critic reads each agent's observation
         ("vdppo", "smax:3m", {}),
         ("happo", "vmas:navigation", {"share_policy": "individual"}),  # TEAM_ROW
+        # EFX: the budget in the observations and the critic's state, the conservative
+        # advantage over each world's segments
+        ("efx_mappo", "vmas:navigation", {}),
+        ("efx_mappo", "vmas:navigation", {"efx_advantage": "seed_dp"}),
+        ("efx_mappo", "smax:3m", {}),
+        ("efx_vdppo", "vmas:navigation", {}),
+        ("efx_happo", "vmas:navigation", {"share_policy": "individual"}),
+        # the push on each agent's rows, in the advantages or in its own column
+        *[
+            (
+                "efx_mappo",
+                "vmas:navigation",
+                {
+                    "efx_advantage": "demand_push",
+                    "push_gradient": push,
+                    "z_low": 0.0,
+                    "z_high": 1000.0,
+                },
+            )
+            for push in ("policy", "temperature")
+        ],
     ],
 )
 def test_block_batch_is_the_connectors_batch(ray_session, name, env, settings):
@@ -115,6 +137,9 @@ def test_block_batch_is_the_connectors_batch(ray_session, name, env, settings):
     keys = [Columns.ADVANTAGES, Columns.VALUE_TARGETS, Columns.ACTION_LOGP]
     for module_id, theirs in connectors.policy_batches.items():
         ours = direct.policy_batches[module_id]
+        if PUSH_ADVANTAGES in theirs:
+            keys = [*keys, PUSH_ADVANTAGES]
+            assert np.abs(theirs[PUSH_ADVANTAGES].numpy()).max() > 0  # the push acted
         mask = theirs[Columns.LOSS_MASK]
         if module_id == "joint_critic":
             assert len(ours) == int(mask.sum()) == len(arrays)
@@ -138,13 +163,12 @@ def test_block_batch_is_the_connectors_batch(ray_session, name, env, settings):
                 )
 
 
-TAKE_BLOCKS = ["ippo", "ia2c", "ipg", "itrpo", "mappo", "maa2c", "matrpo", "vdppo", "vda2c"]
-TAKE_BLOCKS_INDIVIDUAL = ["happo", "hatrpo"]  # one policy per agent
+TAKE_BLOCKS = [
+    "ippo", "ia2c", "ipg", "itrpo", "mappo", "maa2c", "matrpo", "vdppo", "vda2c", "efx_mappo",
+    "efx_vdppo",
+]  # fmt: skip
+TAKE_BLOCKS_INDIVIDUAL = ["happo", "hatrpo", "efx_happo", "efx_hatrpo"]  # one policy per agent
 READ_EPISODES = {  # algorithm -> its advantage connector
-    "efx_mappo": "EFXJointAdvantageConnector",
-    "efx_vdppo": "EFXVDJointAdvantageConnector",
-    "efx_happo": "EFXHAPPOAdvantageConnector",
-    "efx_hatrpo": "EFXHAPPOAdvantageConnector",
     "coma": "COMAAdvantageConnector",
     "mappo_lag": "CostJointAdvantageConnector",
     "mappo_pid_lag": "CostJointAdvantageConnector",
@@ -170,16 +194,15 @@ def test_which_learners_take_blocks():
 
 
 def test_each_runner_decides_how_it_samples_when_it_is_built(ray_session):
-    """Decided once, with the reason a cheaper path is refused: rollout blocks, episode
-    chunks built from arrays (a learner without a block batch), or RLlib's per-world
-    episodes (an env-to-module connector)."""
+    """Decided once, with the reason a cheaper path is refused: rollout blocks (EFX's
+    budget connector included: it has an array form), or episode chunks built from
+    arrays (a learner without a block batch)."""
     expected = {
         "mappo": "sampling: rollout blocks",
         "mappo_lag": "sampling: episode chunks built from arrays (the learner "
         "(SafeJointCriticLearner) reads episodes: its advantage connector "
         "(CostJointAdvantageConnector) has no block form)",
-        "efx_mappo": "sampling: RLlib's per-world episodes (the algorithm adds "
-        "env-to-module connectors (e.g. EFX's budget))",
+        "efx_mappo": "sampling: rollout blocks",  # its budget connector has an array form
     }
     for name, sampling in expected.items():
         algorithm = _algorithm(name)

@@ -18,24 +18,25 @@ from marllib_ext.postprocessing.budget import (
     BudgetObservationConnector,
     budget_controllers,
 )
+from marllib_ext.postprocessing.budget_arrays import (
+    DEPLOY_EPISODES_DONE,
+    DEPLOY_EXTRINSIC_RETURN_SUM,
+    DEPLOY_INTRINSIC_RETURN_SUM,
+    EPISODES_DONE,
+    INTRINSIC_MEAN_WINDOW,
+    LOW_EPISODES_DONE,
+    LOW_INTRINSIC_RETURN_SUM,
+    PER_TEAM,
+    TEAM_EXTRINSIC_RETURN_SUM,
+    TEAM_INTRINSIC_RETURN_MEAN,
+    TEAM_INTRINSIC_RETURN_SUM,
+)
 from marllib_ext.postprocessing.efx_advantage import EFXJointAdvantageConnector
 from marllib_ext.postprocessing.episode_steps import per_env_step
 from marllib_ext.postprocessing.episode_sums import sum_over_env_steps
 from marllib_ext.rllib_compat import connectors_of, env_to_module, settings_of
+from marllib_ext.rollout.extensions import logged_by_array_form
 
-# Per-iteration sums logged by env runners at episode end.
-TEAM_EXTRINSIC_RETURN_SUM = "efx_team_extrinsic_return_sum"
-TEAM_INTRINSIC_RETURN_SUM = "efx_team_intrinsic_return_sum"
-EPISODES_DONE = "efx_episodes_done"
-# The same for the episodes played at the controller's (deployment) budget.
-DEPLOY_EXTRINSIC_RETURN_SUM = "efx_deploy_extrinsic_return_sum"
-DEPLOY_INTRINSIC_RETURN_SUM = "efx_deploy_intrinsic_return_sum"
-DEPLOY_EPISODES_DONE = "efx_deploy_episodes_done"
-# Per team: the intrinsic return of episodes started at z_low (budget_range: tracked).
-LOW_INTRINSIC_RETURN_SUM = "efx_low_intrinsic_return_sum"
-LOW_EPISODES_DONE = "efx_low_episodes_done"
-# Smoothed over the last 100 episodes, for display.
-TEAM_INTRINSIC_RETURN_MEAN = "efx_team_intrinsic_return_mean"
 RESULT_KEY = "efx"
 
 PROGRESS_COLUMNS = (
@@ -52,10 +53,6 @@ def progress(result: Mapping[str, Any]) -> dict[str, float]:
         "budget_z": read_number(result, RESULT_KEY, "budget_z"),
         "deploy_return_mean": read_number(result, RESULT_KEY, "team_extrinsic_return_mean"),
     }
-
-
-# Per-team sums of the deployment episodes, under env_runners/<PER_TEAM>/<team>/.
-PER_TEAM = "efx_per_team"
 
 
 def _chunk_team_logp(chunk, agents=None) -> np.ndarray:
@@ -89,6 +86,7 @@ def _team_return(chunks, agents) -> float:
     )
 
 
+@logged_by_array_form  # BudgetArrays logs the same sums on the batched rollout
 def log_episode_returns(
     *, episode, prev_episode_chunks=None, env_runner=None, metrics_logger=None, **kwargs
 ) -> None:
@@ -103,7 +101,7 @@ def log_episode_returns(
     metrics_logger.log_value(TEAM_EXTRINSIC_RETURN_SUM, extrinsic, reduce="sum")
     metrics_logger.log_value(TEAM_INTRINSIC_RETURN_SUM, intrinsic, reduce="sum")
     metrics_logger.log_value(EPISODES_DONE, 1, reduce="sum")
-    metrics_logger.log_value(TEAM_INTRINSIC_RETURN_MEAN, intrinsic, window=100)
+    metrics_logger.log_value(TEAM_INTRINSIC_RETURN_MEAN, intrinsic, window=INTRINSIC_MEAN_WINDOW)
     deploy = episode.custom_data.get(DEPLOY_KEY, False)
     z0 = episode.custom_data.get(Z0_KEY, {})
     for budget in settings.team_budgets:

@@ -193,13 +193,10 @@ class JointCriticPPOLearner(ObservesBatchBeforeLoss, PhasedLearner):
             columns.update(
                 joint_critic_block_batch(
                     blocks,
-                    critic=plain_module(self.module, connector.critic_module_id),
-                    critic_module_id=connector.critic_module_id,
-                    actor_module_ids=connector.actor_module_ids,
-                    settings=self.settings,
+                    connector=connector,
+                    rl_module=self.module,
                     device=self.device,
                     metrics=self.metrics,
-                    **block_batch_options(self.advantage_connector_class),
                 )
             )
         return self.batch_of_columns(columns, blocks, start)

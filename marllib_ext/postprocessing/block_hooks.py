@@ -1,0 +1,38 @@
+"""The joint-critic advantage connector's hooks on rollout blocks: what a subclass
+changes in ``block_batch.joint_critic_block_batch`` (the team batch built from
+``(T, B)`` arrays) as its chunk hooks change the batch built from episodes. A connector
+class declares that these hooks build from a block what its chunk hooks build from
+episodes with ``BLOCK_BATCH_OPTIONS`` (``block_batch.block_batch_options``)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+
+class BlockHooks:
+    """Defaults: MAPPO's team GAE as it is."""
+
+    # Where the per-agent terms go: None adds them to ADVANTAGES; a column name keeps
+    # them apart for a learner that trains on them separately (both forms).
+    agent_terms_column: str | None = None
+
+    def block_critic_state(self, block, team: list[int], *, after: bool) -> np.ndarray:
+        """``(T, B, d)`` the critic's state input per ``(step, world)``: the state acted
+        on (``after``: the state after each step); ``team``: the team's agent indices
+        in ``block.agents``."""
+        return block.next_states if after else block.states
+
+    def adjust_block_advantages(self, teams: list, metrics: Any) -> list[np.ndarray]:
+        """The raw team advantages ``(T, B)`` of each ``block_batch.TeamBlock`` before
+        they are standardized (as the chunk hook ``adjust_before_standardizing``)."""
+        return [team.advantages for team in teams]
+
+    def block_agent_terms(
+        self, rl_module, teams: list, metrics: Any
+    ) -> dict[tuple[int, int], np.ndarray]:
+        """``{(block index, agent index): (n_rows,)}`` added to that agent's rows (where it
+        was alive, in ``(step, world)`` order) after the team advantage is copied there
+        (as the chunk hook ``agent_advantage_terms``); none here."""
+        return {}
