@@ -275,13 +275,19 @@ def test_the_package_runner_and_learners_read_sorted_agents_episodes(ray_session
     from ray.rllib.core.learner.training_data import TrainingData
     from ray.rllib.env.multi_agent_episode import MultiAgentEpisode
 
-    from marllib_ext.rllib_compat import local_learner
+    from marllib_ext.rllib_compat import local_learner, reset_before_next_sample
     from marllib_ext.rllib_compat.episodes import SortedAgentsEpisode
 
     algorithm = algos.mappo(**SMALL).rllib_config("mpe:simple_spread", seed=0).build_algo()
     try:
         runner = algorithm.env_runner
+        runner.array_rollout.blocks_refusal = "test"  # episode chunks built from arrays
         for _ in range(2):  # the second call continues the first's episodes (cut)
+            episodes = runner.sample(num_timesteps=40, random_actions=False)
+            assert {type(e) for e in episodes} == {SortedAgentsEpisode}
+        runner.array_rollout, runner.array_rollout_refusal = None, "test"  # RLlib's path
+        reset_before_next_sample(runner)
+        for _ in range(2):
             episodes = runner.sample(num_timesteps=40, random_actions=False)
             assert {type(e) for e in episodes} == {SortedAgentsEpisode}
         replayed = episodes[0]
@@ -409,7 +415,9 @@ def test_episode_slices_keep_every_agents_infos(ray_session, env):
 
     algorithm = algos.mappo(**SMALL).rllib_config(env, seed=0).build_algo()
     try:
-        episodes = algorithm.env_runner.sample(num_timesteps=60, random_actions=False)
+        runner = algorithm.env_runner
+        runner.array_rollout, runner.array_rollout_refusal = None, "test"  # RLlib's slices
+        episodes = runner.sample(num_timesteps=60, random_actions=False)
     finally:
         algorithm.stop()
     episode = max(episodes, key=len)

@@ -15,7 +15,12 @@ from typing import Any
 from ray.rllib.algorithms.algorithm_config import AlgorithmConfig
 from ray.rllib.env.multi_agent_episode import MultiAgentEpisode
 
-from marllib_ext.envs.adapter import EMPTY_ACTION_MASK_KEY, NONFINITE_REWARD_KEY
+from marllib_ext.envs.adapter import (
+    EMPTY_ACTION_MASK_KEY,
+    NONFINITE_REWARD_KEY,
+    breach_metric,
+    log_contract_report,
+)
 from marllib_ext.errors import EnvError
 from marllib_ext.rollout.direct import needs_no_episode_objects
 
@@ -24,11 +29,6 @@ CONTRACT_BREACHES = {
     NONFINITE_REWARD_KEY: "got a non-finite reward (NaN or inf)",
     EMPTY_ACTION_MASK_KEY: "has no legal action (an all-zero action mask)",
 }
-
-
-def breach_metric(key: str, field: str) -> str:
-    """Env-runner metric name of one report field, e.g. ``env_nonfinite_reward_episodes``."""
-    return f"env_{key}_{field}"
 
 
 NONFINITE_EPISODES = breach_metric(NONFINITE_REWARD_KEY, "episodes")
@@ -41,7 +41,7 @@ def with_episode_end_callback(config: AlgorithmConfig, callback) -> AlgorithmCon
     return config.callbacks(on_episode_end=[*existing, callback])
 
 
-@needs_no_episode_objects
+@needs_no_episode_objects  # the batched rollout logs the reports its arrays carry
 def log_contract_breaches(*, episode, metrics_logger=None, **kwargs) -> None:
     """``on_episode_end``: the adapter's reports of a broken env contract, if any."""
     if not isinstance(episode, MultiAgentEpisode):
@@ -51,9 +51,7 @@ def log_contract_breaches(*, episode, metrics_logger=None, **kwargs) -> None:
             report = (info or {}).get(key)
             if report is None:
                 continue
-            metrics_logger.log_value(breach_metric(key, "episodes"), 1, reduce="sum")
-            for field in ("agent_index", "env_step"):
-                metrics_logger.log_value(breach_metric(key, field), report[field], reduce="min")
+            log_contract_report(metrics_logger, key, report)
         return
 
 

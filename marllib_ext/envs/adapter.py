@@ -44,6 +44,19 @@ NONFINITE_REWARD_KEY = "nonfinite_reward"
 EMPTY_ACTION_MASK_KEY = "empty_action_mask"
 
 
+def breach_metric(key: str, field: str) -> str:
+    """Env-runner metric name of one report field, e.g. ``env_nonfinite_reward_episodes``."""
+    return f"env_{key}_{field}"
+
+
+def log_contract_report(metrics_logger, key: str, report: dict) -> None:
+    """One episode's report of a broken env contract (``key``: the info key) as the
+    env-runner metrics the driver raises on (``algos.env_checks``)."""
+    metrics_logger.log_value(breach_metric(key, "episodes"), 1, reduce="sum")
+    for field in ("agent_index", "env_step"):
+        metrics_logger.log_value(breach_metric(key, field), report[field], reduce="min")
+
+
 def has_action_mask(space: gym.Space) -> bool:
     """Whether ``space`` is the adapter's masked observation space."""
     return isinstance(space, gym.spaces.Dict) and ACTION_MASK_KEY in space.spaces

@@ -23,7 +23,14 @@ class WorldArrays:
         terminated, truncated: ``(B,)`` the world's episode ended at this step.
         died: ``{agent: (B,)}`` the agent terminated at this step while its world goes
             on (a unit killed), or ``None`` where agents never leave.
-        success: ``(B,)`` the env's ``info["success"]`` where an episode ended, or ``None``.
+        success: ``(B,)`` the env's ``info["success"]`` where an episode ended (as 1/0,
+            NaN where a world reported none), or ``None``.
+        costs: ``{agent: (B,)}`` the env's ``info["cost"]`` after the step, and
+            ``team_costs``: each agent's ``info["team_cost"]`` (its team's sum), or
+            ``None`` where the env reports no cost.
+        reports: ``(info key, report)`` of each episode the adapter ended at this
+            step for a broken env contract (a non-finite reward, an empty action
+            mask), or ``None``.
     """
 
     observations: dict[str, np.ndarray]
@@ -34,6 +41,9 @@ class WorldArrays:
     truncated: np.ndarray | None = None
     died: dict[str, np.ndarray] | None = None
     success: np.ndarray | None = None
+    costs: dict[str, np.ndarray] | None = None
+    team_costs: dict[str, np.ndarray] | None = None
+    reports: list[tuple[str, dict]] | None = None
 
     def where(self, rows: np.ndarray, other: WorldArrays) -> WorldArrays:
         """The reset part (``observations``, ``action_masks``, ``state``) with ``other``'s

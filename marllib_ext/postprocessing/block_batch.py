@@ -56,6 +56,7 @@ class TeamBlock:
     block: RolloutBlock
     team: list[int]  # indices of the team's agents in block.agents
     inputs: dict[str, np.ndarray]  # the critic's inputs, (T, B, ...)
+    next_inputs: dict[str, np.ndarray]  # its inputs after each step
     values: np.ndarray
     advantages: np.ndarray
     value_targets: np.ndarray
@@ -109,11 +110,12 @@ def _rows(columns: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
     return {k: v.reshape(-1, *v.shape[2:]) for k, v in columns.items()}
 
 
-def _values(critic, columns: dict[str, np.ndarray], device) -> np.ndarray:
+def block_values(compute, columns: dict[str, np.ndarray], device) -> np.ndarray:
+    """``(T, B)`` ``compute(rows)`` (a critic's value head) of ``(T, B, ...)`` inputs."""
     shape = columns[STATE].shape[:2]
     inputs = {k: _tensor(v, device, np.float32) for k, v in _rows(columns).items()}
     with torch.no_grad():
-        values = critic.compute_values(inputs)
+        values = compute(inputs)
     return values.cpu().numpy().astype(np.float64).reshape(shape)
 
 
@@ -131,17 +133,18 @@ def team_block(
     alive = block.alive[:, :, team]
     rewards = present_rewards(block, team)
     inputs = critic_inputs(block, team, after=False, agent_obs=agent_obs, hooks=hooks)
-    values = _values(critic, inputs, device)
+    values = block_values(critic.compute_values, inputs, device)
     after = critic_inputs(block, team, after=True, agent_obs=agent_obs, hooks=hooks)
-    next_values = _values(critic, after, device)
+    next_values = block_values(critic.compute_values, after, device)
     team_rewards = rewards.sum(-1)
     advantages, value_targets = block_gae(
         team_rewards, values, next_values, block.terminated, block.truncated,
         gamma=gamma, lambda_=lambda_,
     )  # fmt: skip
     return TeamBlock(
-        block, team, inputs, values, advantages, value_targets, alive.any(-1), team_rewards
-    )
+        block, team, inputs, after, values, advantages, value_targets, alive.any(-1),
+        team_rewards,
+    )  # fmt: skip
 
 
 def _tensor(array: np.ndarray, device, dtype=None) -> torch.Tensor:
@@ -155,6 +158,7 @@ def _actor_columns(
     team_rows: bool,
     agent_terms: dict[tuple[int, int], np.ndarray],
     terms_column: str | None,
+    extra: list[dict[str, np.ndarray]],
 ):
     """Numpy columns of one actor module: its agents' rows, block by block; with
     ``team_rows``, each row's index in the critic's rows (``TEAM_ROW``);
@@ -175,6 +179,7 @@ def _actor_columns(
                 Columns.ADVANTAGES: advantages[rows],
                 Columns.VALUE_TARGETS: team.value_targets[rows],
                 **{key: v[rows] for key, v in block.outputs[agent].items()},
+                **{column: values[rows] for column, values in extra[k].items()},
             }
             terms = agent_terms.get((k, i))
             if terms is not None and terms_column is not None:
@@ -231,9 +236,10 @@ def joint_critic_block_batch(
     flat = np.concatenate([a.ravel() for a in adjusted])
     standardized = np.where(acting, standardize_valid(flat, acting), 0.0)
     splits = np.cumsum([t.acting.size for t in teams])[:-1]
+    actor_extra, critic_extra = connector.block_extra_columns(critic, teams, device, metrics)
     per_block = [
-        part.reshape(t.acting.shape)
-        for part, t in zip(np.split(standardized, splits), teams, strict=True)
+        connector.combine_after_standardizing(part.reshape(t.acting.shape), extra)
+        for part, t, extra in zip(np.split(standardized, splits), teams, actor_extra, strict=True)
     ]
     agent_terms = connector.block_agent_terms(rl_module, teams, metrics)
     modules = sorted({b.module_of[b.agents[i]] for t in teams for b in [t.block] for i in t.team})
@@ -246,6 +252,7 @@ def joint_critic_block_batch(
             options.get("team_rows", False),
             agent_terms,
             connector.agent_terms_column,
+            actor_extra,
         )
         batch[module_id] = _module_tensors(columns, device)
     inputs = [_rows(t.inputs) for t in teams]
@@ -256,6 +263,12 @@ def joint_critic_block_batch(
             for column in inputs[0]
         },
         Columns.VALUE_TARGETS: _tensor(value_targets, device, np.float32),
+        **{
+            column: _tensor(
+                np.concatenate([e[column].ravel() for e in critic_extra]), device, np.float32
+            )
+            for column in critic_extra[0]
+        },
         Columns.LOSS_MASK: torch.ones(len(value_targets), dtype=torch.bool).to(device),
     }
     if getattr(settings, "value_clip", None) is not None:

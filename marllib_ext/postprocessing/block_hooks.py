@@ -29,6 +29,15 @@ class BlockHooks:
         they are standardized (as the chunk hook ``adjust_before_standardizing``)."""
         return [team.advantages for team in teams]
 
+    def block_extra_columns(
+        self, critic, teams: list, device, metrics: Any
+    ) -> tuple[list[dict[str, np.ndarray]], list[dict[str, np.ndarray]]]:
+        """Per block, further ``(actor_columns, critic_columns)`` of ``(T, B)`` arrays
+        after the team advantages (the chunk hook ``extra_columns``); actor columns go
+        to every agent's rows, and ``combine_after_standardizing`` reads them. None
+        here."""
+        return [{} for _ in teams], [{} for _ in teams]
+
     def block_agent_terms(
         self, rl_module, teams: list, metrics: Any
     ) -> dict[tuple[int, int], np.ndarray]:

@@ -8,7 +8,9 @@ from ray.rllib.utils.annotations import override
 from ray.rllib.utils.metrics.metrics_logger import MetricsLogger
 
 from marllib_ext.envs.adapter import TEAM_COST_KEY
+from marllib_ext.ops.advantages import block_gae, standardize_valid
 from marllib_ext.ops.lagrange import lagrangian_advantage
+from marllib_ext.postprocessing.block_batch import block_values
 from marllib_ext.postprocessing.joint_advantage import JointAdvantageConnector, TeamBatch
 
 # Actor batch column: standardized team cost advantage A_c.
@@ -18,6 +20,11 @@ COST_VALUE_TARGETS = "cost_value_targets"
 TEAM_COST_VALUE_MEAN = "team_cost_value_mean"
 TEAM_COST_MEAN = "team_cost_per_step_mean"
 ADVANTAGE_MODES = ("lagrangian", "reward")
+NO_COSTS = (
+    "this algorithm needs per-agent costs in info['cost'] (summed into "
+    "info['team_cost'] by the env adapter); the env reports none -- see "
+    "marllib_ext.envs.costs"
+)
 
 
 def team_costs(team: TeamBatch) -> np.ndarray:
@@ -30,13 +37,20 @@ def team_costs(team: TeamBatch) -> np.ndarray:
         try:
             chunk = [info[TEAM_COST_KEY] for info in infos[1:]]
         except (KeyError, TypeError) as e:
-            raise ValueError(
-                "this algorithm needs per-agent costs in info['cost'] (summed into "
-                "info['team_cost'] by the env adapter); the env reports none -- see "
-                "marllib_ext.envs.costs"
-            ) from e
+            raise ValueError(NO_COSTS) from e
         costs[start : start + len(chunk)] = chunk
     return costs
+
+
+def block_team_costs(team) -> np.ndarray:
+    """``(T, B)`` the team cost of each step of a ``block_batch.TeamBlock`` (the same
+    ``team_cost`` for every agent of the team present there; 0 where none was)."""
+    block = team.block
+    if block.team_costs is None:
+        raise ValueError(NO_COSTS)
+    present = block.alive[:, :, team.team]
+    costs = np.where(present, block.team_costs[:, :, team.team], -np.inf).max(axis=-1)
+    return np.where(present.any(axis=-1), costs, 0.0)
 
 
 class CostJointAdvantageConnector(JointAdvantageConnector):
@@ -51,6 +65,8 @@ class CostJointAdvantageConnector(JointAdvantageConnector):
 
     The critic batch gets ``cost_value_targets``.
     """
+
+    BLOCK_BATCH_OPTIONS: dict = {}
 
     def __init__(self, *args, advantage_mode: str = "lagrangian", **kwargs) -> None:
         super().__init__(*args, **kwargs)
@@ -84,6 +100,44 @@ class CostJointAdvantageConnector(JointAdvantageConnector):
         return {COST_ADVANTAGES: self.standardized(cost_advantages, team)}, {
             COST_VALUE_TARGETS: cost_targets
         }
+
+    @override(JointAdvantageConnector)
+    def block_extra_columns(self, critic, teams, device, metrics):
+        """``extra_columns`` on blocks: cost GAE per world on ``V_c`` of the states
+        acted on and after each step, ``A_c`` standardized over every block's rows
+        where the team acted."""
+        advantages, targets, cost_values, costs = [], [], [], []
+        for team in teams:
+            block_costs = block_team_costs(team)
+            values = block_values(critic.compute_cost_values, team.inputs, device)
+            next_values = block_values(critic.compute_cost_values, team.next_inputs, device)
+            block = team.block
+            cost_advantages, cost_targets = block_gae(
+                block_costs, values, next_values, block.terminated, block.truncated,
+                gamma=self.gamma, lambda_=self.lambda_,
+            )  # fmt: skip
+            advantages.append(cost_advantages)
+            targets.append(cost_targets)
+            cost_values.append(values[team.acting])
+            costs.append(block_costs[team.acting])
+        acting = np.concatenate([t.acting.ravel() for t in teams])
+        flat = np.concatenate([a.ravel() for a in advantages])
+        standardized = np.where(acting, standardize_valid(flat, acting), 0.0)
+        splits = np.cumsum([t.acting.size for t in teams])[:-1]
+        if metrics is not None:
+            metrics.log_dict(
+                {
+                    TEAM_COST_VALUE_MEAN: float(np.concatenate(cost_values).mean()),
+                    TEAM_COST_MEAN: float(np.concatenate(costs).mean()),
+                },
+                key=self.critic_module_id,
+                window=1,
+            )
+        actor = [
+            {COST_ADVANTAGES: part.reshape(t.acting.shape)}
+            for part, t in zip(np.split(standardized, splits), teams, strict=True)
+        ]
+        return actor, [{COST_VALUE_TARGETS: target} for target in targets]
 
     @override(JointAdvantageConnector)
     def combine_after_standardizing(

@@ -12,6 +12,8 @@ import time
 from collections.abc import Iterator
 from typing import Any
 
+from ray.rllib.callbacks.callbacks import RLlibCallback
+
 from marllib_ext.rllib_compat.episodes import SortedAgentsEpisode, as_sorted_agents_episode
 
 
@@ -258,3 +260,22 @@ class CountedAsEpisodes:
 
     def __len__(self) -> int:
         return self.env_steps()
+
+
+def runner_callbacks(
+    config, callback_objects: list, name: str, skip=lambda function: False
+) -> list[str]:
+    """What a runner with ``config`` and ``callback_objects`` calls at callback ``name``
+    (e.g. ``"on_sample_end"``): the config's functions by name (but those ``skip``
+    accepts), and ``Class.name`` for each callback object whose class overrides it.
+
+    Relies on: ``AlgorithmConfig.callbacks(on_...=...)`` stores the functions in
+    ``callbacks_on_...`` (one or a list); an ``RLlibCallback`` subclass that does not
+    override a method inherits its no-op."""
+    functions = getattr(config, f"callbacks_{name}") or []
+    functions = functions if isinstance(functions, list) else [functions]
+    labels = [getattr(f, "__name__", repr(f)) for f in functions if not skip(f)]
+    for callback in callback_objects:
+        if getattr(type(callback), name) is not getattr(RLlibCallback, name):
+            labels.append(f"{type(callback).__name__}.{name}")
+    return labels

@@ -30,7 +30,10 @@ class RolloutBlock(CountedAsEpisodes):
             world's episode ended at that step; ``alive``: ``(T, B, n_agents)`` the
             agents present (acting) at each step; ``died``: ``(T, B, n_agents)`` the
             agent terminated at that step while its world went on; ``starts``: ``(T, B)``
-            the world's episode began at that step (``None``: not recorded).
+            the world's episode began at that step (``None``: not recorded);
+            ``costs`` / ``team_costs``: ``(T, B, n_agents)`` each agent's
+            ``info["cost"]`` after the step and its team's summed cost (0 where absent),
+            or ``None`` where the env reports no cost.
     """
 
     agents: list[str]
@@ -49,6 +52,8 @@ class RolloutBlock(CountedAsEpisodes):
     alive: np.ndarray
     died: np.ndarray
     starts: np.ndarray | None = None
+    costs: np.ndarray | None = None
+    team_costs: np.ndarray | None = None
 
     def env_steps(self) -> int:
         return self.terminated.size

@@ -2,7 +2,8 @@
 piece from ``(T, B, ...)`` arrays, as RLlib's per-world path would have recorded them
 through ``envs.adapter``: each present agent's observations (with its action mask),
 actions, rewards and model outputs; the global state and every present agent's step
-reward in each info; ``success`` in the last step's infos; an agent that died
+reward in each info; each agent's cost and its team's where the env reports them;
+``success`` in the last step's infos; an agent that died
 terminated at its death step and absent afterwards."""
 
 from __future__ import annotations
@@ -17,10 +18,12 @@ from ray.rllib.utils.metrics import WEIGHTS_SEQ_NO
 
 from marllib_ext.envs.adapter import (
     ACTION_MASK_KEY,
+    COST_KEY,
     OBSERVATION_KEY,
     STATE_KEY,
     STEP_REWARDS_KEY,
     SUCCESS_KEY,
+    TEAM_COST_KEY,
 )
 from marllib_ext.envs.arrays import WorldArrays
 from marllib_ext.rllib_compat.env_runners import episode_from_agent_chunks
@@ -81,9 +84,16 @@ class StepArrays:
         self.died = np.zeros_like(block.alive)
         if steps[0].died is not None:
             self.died = np.stack([np.stack([s.died[a] for a in agents], -1) for s in steps])
-        self.success = None
-        if steps[0].success is not None:
-            self.success = np.stack([s.success for s in steps])
+        self.success = None  # (T, B) 1/0 where the env reported success, NaN elsewhere
+        if any(s.success is not None for s in steps):
+            unreported = np.full(len(self.terminated[0]), np.nan)
+            self.success = np.stack(
+                [unreported if s.success is None else s.success.astype(float) for s in steps]
+            )
+        self.costs = self.team_costs = None  # {agent: (T, B)}
+        if any(s.costs is not None for s in steps):
+            self.costs = _stacked_per_agent([s.costs for s in steps], agents)
+            self.team_costs = _stacked_per_agent([s.team_costs for s in steps], agents)
         self.outputs = {
             a: {k: np.stack([out[a][k] for out in block.outputs]) for k in block.outputs[0][a]}
             for a in agents
@@ -112,6 +122,27 @@ class StepArrays:
         return np.concatenate([first.observations[a][world] for a in self.block.agents])
 
 
+def _stacked_per_agent(per_step: list, agents: list[str]) -> dict[str, np.ndarray]:
+    """``{agent: (T, B)}`` from per-step ``{agent: (B,)}`` (0 where a step has none)."""
+    width = next(len(step[agents[0]]) for step in per_step if step is not None)
+    zeros = np.zeros(width)
+    return {
+        agent: np.stack([zeros if step is None else step[agent] for step in per_step])
+        for agent in agents
+    }
+
+
+def _agent_infos(arrays: StepArrays, infos: list[dict], agent: str, world: int, start: int):
+    """One agent's infos over a chunk's steps: the shared ones, with the agent's cost
+    and its team's after each step where the env reports costs."""
+    infos = [dict(info) for info in infos]
+    if arrays.costs is not None:
+        for k, info in enumerate(infos[1:]):
+            info[COST_KEY] = float(arrays.costs[agent][start + k, world])
+            info[TEAM_COST_KEY] = float(arrays.team_costs[agent][start + k, world])
+    return infos
+
+
 def build_chunk(
     arrays: StepArrays,
     *,
@@ -136,7 +167,7 @@ def build_chunk(
     states = [arrays.state_of(first, world), *arrays.state[start:stop, world]]
     rewards = [first_rewards, *(step_rewards[t][world] for t in range(start, stop))]
     infos = [{STATE_KEY: s, STEP_REWARDS_KEY: r} for s, r in zip(states, rewards, strict=True)]
-    if done and arrays.success is not None:
+    if done and arrays.success is not None and not np.isnan(arrays.success[stop - 1, world]):
         infos[-1][SUCCESS_KEY] = bool(arrays.success[stop - 1, world])
     agent_episodes = {}
     for index, agent in enumerate(block.agents):
@@ -157,13 +188,16 @@ def build_chunk(
         outputs[WEIGHTS_SEQ_NO] = np.full(end - start, seq_no)
         at_end = end == stop
         agent_episodes[agent] = SingleAgentEpisode(
+            # The same id in every chunk of the episode, as RLlib's cut() keeps it (a
+            # replay buffer joins the chunks by it).
+            id_=f"{episode_id}-{agent}",
             agent_id=agent,
             module_id=module_of[agent],
             multi_agent_episode_id=episode_id,
             observations=observations,
             actions=arrays.actions[agent][start:end, world],
             rewards=arrays.rewards[start:end, world, index],
-            infos=[dict(info) for info in infos[: end - start + 1]],
+            infos=_agent_infos(arrays, infos[: end - start + 1], agent, world, start),
             extra_model_outputs=outputs,
             terminated=died or (at_end and world_terminated),
             truncated=not died and at_end and world_truncated,

@@ -11,14 +11,19 @@ instead."""
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 import numpy as np
 
 from marllib_ext.rllib_compat import env_runner_callbacks
-from marllib_ext.rllib_compat.env_runners import episode_metrics_window, log_episode_metrics
+from marllib_ext.rllib_compat.env_runners import (
+    episode_metrics_window,
+    log_episode_metrics,
+    runner_callbacks,
+)
 from marllib_ext.rollout.blocks import RolloutBlock
 from marllib_ext.rollout.chunks import StepArrays, stacked_arrays
-from marllib_ext.rollout.eligibility import runner_callbacks
-from marllib_ext.rollout.extensions import is_logged_by_array_form
+from marllib_ext.rollout.extensions import episode_end_array_form, is_logged_by_array_form
 
 
 def needs_no_episode_objects(function):
@@ -30,7 +35,11 @@ def needs_no_episode_objects(function):
 
 
 def _needs_no_episode_objects(function) -> bool:
-    return getattr(function, "needs_no_episode_objects", False) or is_logged_by_array_form(function)
+    return (
+        getattr(function, "needs_no_episode_objects", False)
+        or is_logged_by_array_form(function)
+        or episode_end_array_form(function) is not None
+    )
 
 
 def rollout_block_refusal(env_runner) -> str | None:
@@ -87,7 +96,29 @@ def rollout_block(arrays: StepArrays, module_of: dict[str, str]) -> RolloutBlock
         alive=block.alive.copy(),
         died=arrays.died,
         starts=None if block.starts is None else block.starts.copy(),
+        costs=_per_agent(arrays.costs, block.agents),
+        team_costs=_per_agent(arrays.team_costs, block.agents),
     )
+
+
+def _per_agent(columns: dict[str, np.ndarray] | None, agents: list[str]):
+    """``{agent: (T, B)}`` as ``(T, B, n_agents)`` (``None`` stays ``None``)."""
+    return None if columns is None else np.stack([columns[a] for a in agents], axis=-1)
+
+
+@dataclass
+class EndedEpisodes:
+    """The episodes that ended in one block, for an ``on_episode_end`` callback's
+    array form (``extensions.with_episode_end_array_form``): per episode and agent
+    (``agents`` order), the return, the steps it was present, and its team's cost
+    summed over those steps (``None`` where the env reports no cost; agents leave
+    and never come back, so a team's agent present longest has its team's episode
+    cost)."""
+
+    agents: list[str]
+    returns: np.ndarray
+    agent_steps: np.ndarray
+    team_costs: np.ndarray | None
 
 
 class EpisodeTally:
@@ -109,11 +140,18 @@ class EpisodeTally:
         self.length = np.zeros(num_envs, dtype=np.int64)
         self.returns = np.zeros((num_envs, len(agents)))
         self.agent_steps = np.zeros((num_envs, len(agents)), dtype=np.int64)
+        # Per agent, its team's cost summed over the steps it was present.
+        self.team_costs = np.zeros((num_envs, len(agents)))
+        config = getattr(env_runner, "config", None)
+        functions = getattr(config, "callbacks_on_episode_end", None) or []
+        functions = functions if isinstance(functions, list) else [functions]
+        self.array_forms = [f for f in map(episode_end_array_form, functions) if f is not None]
 
     def reset(self) -> None:
         self.length[:] = 0
         self.returns[:] = 0.0
         self.agent_steps[:] = 0
+        self.team_costs[:] = 0.0
 
     def add(self, block: RolloutBlock, started: np.ndarray, times: np.ndarray) -> None:
         """Adds the block's steps; logs and restarts every episode that ended in it.
@@ -121,12 +159,20 @@ class EpisodeTally:
         ends); ``times``: ``(T,)`` when each step was taken."""
         ended = block.terminated | block.truncated
         rewards = np.where(block.alive, block.rewards, 0.0)
+        team_costs = getattr(block, "team_costs", None)
+        if team_costs is not None:
+            team_costs = np.where(block.alive, team_costs, 0.0)
         finished = []  # (length, duration, per-agent returns, per-agent steps), in order
+        ended_team_costs = []  # (n_agents,) of each finished episode, in order
         for t in range(len(ended)):
             self.length += 1
             self.returns += rewards[t]
             self.agent_steps += block.alive[t]
+            if team_costs is not None:
+                self.team_costs += team_costs[t]
             for world in np.flatnonzero(ended[t]):
+                ended_team_costs.append(self.team_costs[world].copy())
+                self.team_costs[world] = 0.0
                 finished.append(
                     (
                         int(self.length[world]),
@@ -141,6 +187,19 @@ class EpisodeTally:
                 self.agent_steps[world] = 0
         for episode in finished[-self.window :]:
             self._log(*episode)
+        if finished and self.array_forms:
+            ended_episodes = EndedEpisodes(
+                agents=self.agents,
+                returns=np.array([episode[2] for episode in finished]),
+                agent_steps=np.array([episode[3] for episode in finished]),
+                team_costs=np.array(ended_team_costs) if team_costs is not None else None,
+            )
+            for array_form in self.array_forms:
+                array_form(
+                    episodes=ended_episodes,
+                    env_runner=self.runner,
+                    metrics_logger=self.runner.metrics,
+                )
 
     def _log(self, length: int, duration_s: float, returns: list, steps: list) -> None:
         present = [i for i, n in enumerate(steps) if n > 0]

@@ -5,12 +5,11 @@ through RLlib's per-world path, and ``array_rollout_refusal`` says why."""
 
 from __future__ import annotations
 
-from ray.rllib.callbacks.callbacks import RLlibCallback
-
 from marllib_ext.envs.adapter import has_action_mask
 from marllib_ext.rllib_compat import env_runner_callbacks, env_to_module
 from marllib_ext.rllib_compat.connectors import added_pieces
-from marllib_ext.rllib_compat.env_runners import custom_connectors
+from marllib_ext.rllib_compat.env_runners import custom_connectors, runner_callbacks, runner_seed
+from marllib_ext.rollout.direct import rollout_block_refusal
 from marllib_ext.rollout.extensions import has_array_form
 
 # Per-step episode callbacks need an episode object at every step, which this path
@@ -38,9 +37,14 @@ def array_rollout_refusal(env_runner) -> str | None:
     ]
     if without_array_form:
         return f"env-to-module connectors without an array form: {without_array_form}"
+    if added_pieces(env_to_module(env_runner)):
+        # Their array forms write nothing into episodes (e.g. EFX's z_0 in custom_data).
+        blocks_refusal = rollout_block_refusal(env_runner)
+        if blocks_refusal is not None:
+            return f"env-to-module connectors run on rollout blocks only ({blocks_refusal})"
     if module_to_env is not None:
         return "the algorithm adds module-to-env connectors"
-    adapter = env.envs[0]
+    adapter = env.envs[0].unwrapped
     if adapter.par_env is not world.slots[0]:
         return "an env wrapper (e.g. time_feature) changes the observations"
     if adapter.state_source == "env" and not getattr(world, "provides_state", False):
@@ -50,23 +54,11 @@ def array_rollout_refusal(env_runner) -> str | None:
         return "the env has action masks and the simulator's arrays carry none"
     if any(module.is_stateful() for module in env_runner.module.values()):
         return "a module is recurrent"
+    world_refusal = getattr(world, "refusal", None)
+    if world_refusal is not None and (reason := world_refusal(runner_seed(env_runner))):
+        return reason
     for name in PER_STEP_CALLBACKS:
         callbacks = runner_callbacks(config, env_runner_callbacks(env_runner), name)
         if callbacks:
             return f"an {name} callback ({callbacks[0]})"
     return None
-
-
-def runner_callbacks(
-    config, callback_objects: list, name: str, skip=lambda function: False
-) -> list[str]:
-    """What a runner with ``config`` and ``callback_objects`` calls at callback ``name``
-    (e.g. ``"on_sample_end"``): the config's functions by name (but those ``skip``
-    accepts), and ``Class.name`` for each callback object whose class overrides it."""
-    functions = getattr(config, f"callbacks_{name}") or []
-    functions = functions if isinstance(functions, list) else [functions]
-    labels = [getattr(f, "__name__", repr(f)) for f in functions if not skip(f)]
-    for callback in callback_objects:
-        if getattr(type(callback), name) is not getattr(RLlibCallback, name):
-            labels.append(f"{type(callback).__name__}.{name}")
-    return labels

@@ -12,6 +12,8 @@ from ray.rllib.env.env_context import EnvContext
 from ray.rllib.env.multi_agent_env_runner import MultiAgentEnvRunner
 from ray.rllib.utils.annotations import override
 
+from marllib_ext.envs.adapter import ParallelEnvAdapter
+from marllib_ext.envs.copies import CopiesWorld
 from marllib_ext.rllib_compat import (
     env_runner_callbacks,
     registered_env_creator,
@@ -68,7 +70,21 @@ class BatchedEnvRunner(StartsSortedAgentsEpisodes, MultiAgentEnvRunner):
         creator = registered_env_creator(self.config.env)
         spec = getattr(creator, "spec", None)
         if getattr(spec, "batched_creator", None) is None:
-            return super().make_env()
+            super().make_env()
+            adapters = [env.unwrapped for env in getattr(self.env, "envs", [])]
+            if adapters and all(isinstance(a, ParallelEnvAdapter) for a in adapters):
+                # The same copies, also reachable as one array world.
+                env_context = EnvContext(
+                    dict(self.config.env_config),
+                    worker_index=self.worker_index,
+                    num_workers=self.config.num_env_runners,
+                )
+                self.env.world = CopiesWorld(
+                    adapters,
+                    turn_based=getattr(spec, "turn_based", False),
+                    make_probe=lambda: creator(env_context),
+                )
+            return
         if self.env is not None:
             self.env.close()
         env_context = EnvContext(

@@ -60,6 +60,23 @@ def is_logged_by_array_form(function) -> bool:
     return getattr(function, "logged_by_array_form", False)
 
 
+def with_episode_end_array_form(array_form):
+    """Gives an ``on_episode_end`` callback its form on rollout blocks:
+    ``array_form(episodes=direct.EndedEpisodes, env_runner=..., metrics_logger=...)``
+    logs from each block's ended episodes what the callback logs from one episode's
+    chunks; the callback then does not keep a runner from handing blocks."""
+
+    def mark(function):
+        function.episode_end_array_form = array_form
+        return function
+
+    return mark
+
+
+def episode_end_array_form(function):
+    return getattr(function, "episode_end_array_form", None)
+
+
 class ExtensionChain:
     """A rollout's extensions, applied in the order of their connectors."""
 

@@ -46,7 +46,7 @@ from ray.rllib.utils.metrics import (
     WEIGHTS_SEQ_NO,
 )
 
-from marllib_ext.envs.adapter import ACTION_MASK_KEY, OBSERVATION_KEY
+from marllib_ext.envs.adapter import ACTION_MASK_KEY, OBSERVATION_KEY, log_contract_report
 from marllib_ext.envs.arrays import ArrayWorld, WorldArrays
 from marllib_ext.ops.rollout import clip_actions, episode_pieces, unsquash_actions
 from marllib_ext.rllib_compat import env_runner_callbacks, env_to_module
@@ -65,7 +65,7 @@ from marllib_ext.rllib_compat.env_runners import (
 from marllib_ext.rollout.blocks import RolloutBlock
 from marllib_ext.rollout.chunks import Block, StepArrays, build_chunk
 from marllib_ext.rollout.direct import EpisodeTally, rollout_block, rollout_block_refusal
-from marllib_ext.rollout.extensions import ExtensionChain, is_logged_by_array_form
+from marllib_ext.rollout.extensions import ExtensionChain
 
 
 class ArrayRollout:
@@ -76,7 +76,7 @@ class ArrayRollout:
     def __init__(self, env_runner) -> None:
         self.runner = env_runner
         self.world: ArrayWorld = env_runner.env.world
-        adapter = env_runner.env.envs[0]
+        adapter = env_runner.env.envs[0].unwrapped
         self.agents = sorted(self.world.agents)
         self.num_envs = self.world.num_envs
         mapping = env_runner.config.policy_mapping_fn
@@ -104,16 +104,6 @@ class ArrayRollout:
             ],
             self.agents,
         )
-
-    @property
-    def episode_end_functions(self) -> list:
-        """The config's ``on_episode_end`` functions this path calls: not those whose
-        results an extension logs from the arrays."""
-        functions = self.runner.config.callbacks_on_episode_end or []
-        functions = functions if isinstance(functions, list) else [functions]
-        if not self.extensions:
-            return functions
-        return [f for f in functions if not is_logged_by_array_form(f)]
 
     @property
     def blocks_refusal(self) -> str | None:
@@ -263,6 +253,8 @@ class ArrayRollout:
             self.starting = ended
             if self.extensions:
                 step = self.extensions.stepped(step, outputs, alive, ended, self.runner.metrics)
+            for key, report in step.reports or ():
+                log_contract_report(self.runner.metrics, key, report)
             block.steps.append(step)
             block.actions.append(actions)
             block.outputs.append(outputs)
@@ -327,7 +319,7 @@ class ArrayRollout:
                 make_callback(
                     "on_episode_end",
                     callbacks_objects=env_runner_callbacks(runner),
-                    callbacks_functions=self.episode_end_functions,
+                    callbacks_functions=runner.config.callbacks_on_episode_end,
                     kwargs=dict(
                         episode=episode,
                         env_runner=runner,

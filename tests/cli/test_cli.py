@@ -39,10 +39,7 @@ def test_train_prints_progress_and_checkpoint(tmp_path):
     )
     assert result.returncode == 0, result.stderr[-3000:]
     sampling = [line for line in result.stdout.splitlines() if line.startswith("sampling:")]
-    assert sampling == [
-        "sampling: RLlib's per-world episodes "
-        "(the env is not a batched simulator with an array interface)"
-    ]
+    assert sampling == ["sampling: rollout blocks"]  # copies of the env, as one array world
     progress = [line for line in result.stdout.splitlines() if line.startswith("iter")]
     assert len(progress) == 2
     assert "env steps" in progress[0] and "episode return" in progress[0]

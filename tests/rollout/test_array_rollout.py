@@ -22,8 +22,9 @@ MASKED = [False]  # whether the env under test has action masks
 
 def _algorithm(name="mappo", env="vmas:navigation", **env_args):
     source = {"hyperparam_source": "vmas"} if env.startswith("vmas:") else {}
+    length = {"max_cycles": 20} if env.startswith("mpe:") else {"max_steps": 20}
     config = algos.get(name, **source, **SMALL).rllib_config(
-        make_env(env, max_steps=20, **env_args),
+        make_env(env, **length, **env_args),
         seed=3,
         num_env_runners=0,
         num_envs_per_env_runner=WORLDS,
@@ -113,9 +114,10 @@ def _assert_same_step_rewards(ours, theirs):
         assert ours_step == pytest.approx(theirs_step)
 
 
-@pytest.mark.parametrize("env", ["vmas:navigation", "smax:3m"])
+@pytest.mark.parametrize("env", ["vmas:navigation", "smax:3m", "mpe:simple_spread"])
 def test_same_episodes_as_rllibs_path(ray_session, env):
-    """On SMAX (masks, units that die, SMAX's state) and on VMAS. RLlib's path spends
+    """On SMAX (masks, units that die, SMAX's state), on VMAS, and on copies of a plain
+    PettingZoo env (MPE, its collision costs in the infos). RLlib's path spends
     a vector step on each reset, so the two cut their chunks at different steps; the
     ended episodes, joined from their chunks, must be the same."""
     if env.startswith("smax:"):

@@ -20,6 +20,7 @@ from marllib_ext.algos.env_checks import log_contract_breaches
 from marllib_ext.algos.ppo.learners import JointCriticPPOLearner
 from marllib_ext.policies.joint_critic import STATE
 from marllib_ext.postprocessing.block_batch import TEAM_ROW
+from marllib_ext.postprocessing.cost_advantage import COST_ADVANTAGES, COST_VALUE_TARGETS
 from marllib_ext.postprocessing.efx_advantage import PUSH_ADVANTAGES
 from marllib_ext.rllib_compat import learner_batch, reset_before_next_sample
 from marllib_ext.rollout.blocks import RolloutBlock
@@ -36,8 +37,9 @@ def _algorithm(name="mappo", env="vmas:navigation", share_policy="all", **settin
     small = {"train_batch_size": 400, "minibatch_size": 200, "num_epochs": 1, **settings}
     ignored = algos.get(name).spec.ignored_keys()  # e.g. trust-region actors' minibatches
     small = {key: value for key, value in small.items() if key not in ignored}
+    length = {"max_cycles": 20} if env.startswith("mpe:") else {"max_steps": 20}
     config = algos.get(name, **source, **small).rllib_config(
-        make_env(env, max_steps=20),
+        make_env(env, **length),
         share_policy=share_policy,
         seed=3,
         num_env_runners=0,
@@ -116,6 +118,10 @@ def _real_rows(columns):
         ("efx_mappo", "smax:3m", {}),
         ("efx_vdppo", "vmas:navigation", {}),
         ("efx_happo", "vmas:navigation", {"share_policy": "individual"}),
+        # safe MARL: the cost GAE on V_c and the Lagrangian (or CUP's reward-only)
+        # advantage, from costs in the arrays of copies of MPE
+        ("mappo_lag", "mpe:simple_spread", {}),
+        ("mappo_cup", "mpe:simple_spread", {}),
         # the push on each agent's rows, in the advantages or in its own column
         *[
             (
@@ -140,6 +146,9 @@ def test_block_batch_is_the_connectors_batch(ray_session, name, env, settings):
         if PUSH_ADVANTAGES in theirs:
             keys = [*keys, PUSH_ADVANTAGES]
             assert np.abs(theirs[PUSH_ADVANTAGES].numpy()).max() > 0  # the push acted
+        if COST_ADVANTAGES in theirs:
+            keys = [*keys, COST_ADVANTAGES]
+            assert np.abs(theirs[COST_ADVANTAGES].numpy()).max() > 0  # costs were there
         mask = theirs[Columns.LOSS_MASK]
         if module_id == "joint_critic":
             assert len(ours) == int(mask.sum()) == len(arrays)
@@ -148,6 +157,12 @@ def test_block_batch_is_the_connectors_batch(ray_session, name, env, settings):
                 ours_targets, sorted(theirs[Columns.VALUE_TARGETS][mask].tolist()), atol=1e-5
             )
             assert ours[STATE].shape[1] == theirs[STATE].shape[1]
+            if COST_VALUE_TARGETS in theirs:
+                np.testing.assert_allclose(
+                    sorted(ours[COST_VALUE_TARGETS].tolist()),
+                    sorted(theirs[COST_VALUE_TARGETS][mask].tolist()),
+                    atol=1e-5,
+                )
             continue
         ours_rows, their_rows = _rows(ours, keys), _rows(_real_rows(theirs), keys)
         assert len(ours) == int(mask.sum()) == len(ours_rows) == len(their_rows)
@@ -168,13 +183,8 @@ TAKE_BLOCKS = [
     "efx_vdppo",
 ]  # fmt: skip
 TAKE_BLOCKS_INDIVIDUAL = ["happo", "hatrpo", "efx_happo", "efx_hatrpo"]  # one policy per agent
-READ_EPISODES = {  # algorithm -> its advantage connector
-    "coma": "COMAAdvantageConnector",
-    "mappo_lag": "CostJointAdvantageConnector",
-    "mappo_pid_lag": "CostJointAdvantageConnector",
-    "mappo_cup": "CostJointAdvantageConnector",
-    "mappo_focops": "CostJointAdvantageConnector",
-}
+SAFE = ["mappo_lag", "mappo_pid_lag", "mappo_cup", "mappo_focops"]  # need an env with costs
+READ_EPISODES = {"coma": "COMAAdvantageConnector"}  # algorithm -> its advantage connector
 
 
 def test_which_learners_take_blocks():
@@ -182,7 +192,9 @@ def test_which_learners_take_blocks():
     family, and advantage connectors with a block form) or names the connector that
     has none; a connector subclass does not inherit its base's block form."""
     on_policy = [n for n in algos.ALGORITHMS if algos.get(n).spec.schedule is not None]
-    assert sorted(on_policy) == sorted([*TAKE_BLOCKS, *TAKE_BLOCKS_INDIVIDUAL, *READ_EPISODES])
+    assert sorted(on_policy) == sorted(
+        [*TAKE_BLOCKS, *TAKE_BLOCKS_INDIVIDUAL, *SAFE, *READ_EPISODES]
+    )
     for name in on_policy:
         env = "toy:continuous_target" if name != "coma" else "toy:coordination"
         learner_class = algos.get(name).rllib_config(env, share_policy="individual").learner_class
@@ -195,21 +207,46 @@ def test_which_learners_take_blocks():
 
 def test_each_runner_decides_how_it_samples_when_it_is_built(ray_session):
     """Decided once, with the reason a cheaper path is refused: rollout blocks (EFX's
-    budget connector included: it has an array form), or episode chunks built from
-    arrays (a learner without a block batch)."""
+    budget connector included: it has an array form; copies of a plain PettingZoo env
+    too), or episode chunks built from arrays (a learner without a block batch)."""
     expected = {
-        "mappo": "sampling: rollout blocks",
-        "mappo_lag": "sampling: episode chunks built from arrays (the learner "
-        "(SafeJointCriticLearner) reads episodes: its advantage connector "
-        "(CostJointAdvantageConnector) has no block form)",
-        "efx_mappo": "sampling: rollout blocks",  # its budget connector has an array form
+        ("mappo", "vmas:navigation"): "sampling: rollout blocks",
+        ("efx_mappo", "vmas:navigation"): "sampling: rollout blocks",
+        ("mappo_lag", "mpe:simple_spread"): "sampling: rollout blocks",
+        ("coma", "mpe:simple_spread"): "sampling: episode chunks built from arrays (the "
+        "learner (COMALearner) reads episodes: its advantage connector "
+        "(COMAAdvantageConnector) has no block form)",
     }
-    for name, sampling in expected.items():
-        algorithm = _algorithm(name)
+    for (name, env), sampling in expected.items():
+        one_step = {"minibatch_size": None} if name == "coma" else {}
+        algorithm = _algorithm(name, env=env, **one_step)
         try:
             assert algorithm.env_runner.sampling == sampling
         finally:
             algorithm.stop()
+
+
+@pytest.mark.parametrize("name", SAFE)
+def test_safe_marl_trains_on_blocks_and_steps_its_multiplier(ray_session, name):
+    """Costs reach the learner in the block's arrays and the episode costs the
+    multiplier steps on come from the runner's tally (``log_episode_cost``'s array
+    form), as from chunks."""
+    algorithm = _algorithm(name, env="mpe:simple_spread", cost_limit=0.0)
+    try:
+        multipliers = []
+        for _ in range(2):
+            result = algorithm.train()
+            multipliers.append(result["safe"]["cost_multiplier"])
+        assert algorithm.env_runner.sampling == "sampling: rollout blocks"
+        assert result["learners"]["__all_modules__"]["block_batch_timer"] > 0
+        runners = result["env_runners"]
+        assert runners["safe_episodes_done"] == 20  # 400 steps of 20-step episodes
+        assert result["safe"]["episode_cost_mean"] > 0  # agents collide in MPE
+        assert math.isfinite(runners["episode_return_mean"])
+        if name != "mappo_cup":  # CUP's projection keeps no Lagrangian step
+            assert multipliers[1] > multipliers[0]  # costs above the limit of 0
+    finally:
+        algorithm.stop()
 
 
 @pytest.mark.parametrize("name", TAKE_BLOCKS + TAKE_BLOCKS_INDIVIDUAL)

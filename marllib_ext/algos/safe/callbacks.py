@@ -7,12 +7,15 @@ import math
 from collections.abc import Mapping
 from typing import Any
 
+import numpy as np
+
 from marllib_ext.algos.progress import ProgressColumn, read_number
 from marllib_ext.algos.safe.learner import COST_MULTIPLIER
 from marllib_ext.envs.adapter import TEAM_COST_KEY
 from marllib_ext.postprocessing.episode_steps import chunk_step_infos
 from marllib_ext.postprocessing.episode_sums import sum_over_env_steps
 from marllib_ext.rllib_compat import settings_of
+from marllib_ext.rollout.extensions import with_episode_end_array_form
 
 RESULT_KEY = "safe"
 # Per-iteration sums logged by env runners at episode end.
@@ -20,6 +23,7 @@ EPISODE_COST_SUM = "safe_episode_cost_sum"
 COST_EPISODES_DONE = "safe_episodes_done"
 # Smoothed over the last 100 episodes, for display.
 EPISODE_COST_MEAN = "episode_cost_mean"
+COST_MEAN_WINDOW = 100
 # Per-team sums, under env_runners/<PER_TEAM>/<team>/.
 PER_TEAM = "safe_per_team"
 
@@ -57,6 +61,29 @@ def _teams(settings) -> tuple[tuple[str, tuple[str, ...] | None], ...]:
     return getattr(settings, "teams", ()) or (("team", None),)
 
 
+def _log_ended_episode_costs(*, episodes, env_runner, metrics_logger, **kwargs) -> None:
+    """:func:`log_episode_cost` on a rollout block's ended episodes."""
+    count = len(episodes.returns)
+    team_costs = episodes.team_costs
+    if team_costs is None:  # the env reports none: as the chunks' missing infos
+        team_costs = np.zeros_like(episodes.returns)
+    rows = np.arange(count)
+    total = np.zeros(count)
+    for team, agents in _teams(settings_of(env_runner.config)):
+        members = [i for i, a in enumerate(episodes.agents) if agents is None or a in agents]
+        longest = np.asarray(members)[episodes.agent_steps[:, members].argmax(axis=1)]
+        cost = team_costs[rows, longest]
+        metrics_logger.log_value(
+            (PER_TEAM, team, EPISODE_COST_SUM), float(cost.sum()), reduce="sum"
+        )
+        total += cost
+    metrics_logger.log_value(EPISODE_COST_SUM, float(total.sum()), reduce="sum")
+    metrics_logger.log_value(COST_EPISODES_DONE, count, reduce="sum")
+    for value in total[-COST_MEAN_WINDOW:].tolist():
+        metrics_logger.log_value(EPISODE_COST_MEAN, value, window=COST_MEAN_WINDOW)
+
+
+@with_episode_end_array_form(_log_ended_episode_costs)
 def log_episode_cost(
     *, episode, prev_episode_chunks=None, env_runner=None, metrics_logger=None, **kwargs
 ) -> None:
@@ -70,7 +97,7 @@ def log_episode_cost(
         total += cost
     metrics_logger.log_value(EPISODE_COST_SUM, total, reduce="sum")
     metrics_logger.log_value(COST_EPISODES_DONE, 1, reduce="sum")
-    metrics_logger.log_value(EPISODE_COST_MEAN, total, window=100)
+    metrics_logger.log_value(EPISODE_COST_MEAN, total, window=COST_MEAN_WINDOW)
 
 
 def update_cost_multiplier(*, algorithm, result: dict, **kwargs) -> None:
