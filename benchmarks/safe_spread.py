@@ -30,12 +30,17 @@ N_AGENTS = 3
 FIELDS = ("timesteps_total", "agent_return_mean", "episode_cost_mean", "cost_multiplier")
 
 
-def run(name: str, seed: int, steps: int, tail: int, out: Path, overrides: dict) -> dict:
+def run(
+    name: str, seed: int, steps: int, tail: int, out: Path, overrides: dict, per_world=False
+) -> dict:
     config = algos.get(name, **overrides).rllib_config(make_env(ENV), seed=seed)
     spec = algos.get_algo_spec(name)
     if name in ("mappo", "efx_mappo", "ippo"):  # unconstrained: log the cost all the same
         config = with_episode_end_callback(config, log_episode_cost)
     algorithm = config.build_algo()
+    if per_world:  # RLlib's per-world episodes, the path these runs took before issue 58
+        runner = algorithm.env_runner
+        runner.array_rollout, runner.array_rollout_refusal = None, "benchmark"
     rows = []
     (out / name).mkdir(parents=True, exist_ok=True)
     try:
@@ -54,7 +59,7 @@ def run(name: str, seed: int, steps: int, tail: int, out: Path, overrides: dict)
                     "episode_cost_mean": runners[EPISODE_COST_SUM] / episodes
                     if episodes
                     else float("nan"),
-                    "cost_multiplier": spec.progress(result)["cost_multiplier"],
+                    "cost_multiplier": spec.progress(result).get("cost_multiplier", float("nan")),
                 }
                 row["_episodes"], row["_cost_sum"] = episodes, runners.get(EPISODE_COST_SUM, 0.0)
                 rows.append(row)
@@ -89,6 +94,9 @@ def main() -> None:
     )
     parser.add_argument("--limit-fraction", type=float, default=0.5)
     parser.add_argument("--out", type=Path, default=Path("runs/safe_spread"))
+    parser.add_argument(
+        "--per-world", action="store_true", help="sample through RLlib's per-world path"
+    )
     args = parser.parse_args()
     ray.init(num_cpus=2, include_dashboard=False, configure_logging=False, log_to_driver=False)
 
@@ -104,7 +112,9 @@ def main() -> None:
         )
 
     if args.cost_limit is None:  # the limit comes from mappo's cost measured here
-        table["mappo"] = [run("mappo", s, args.steps, args.tail, args.out, {}) for s in args.seeds]
+        table["mappo"] = [
+            run("mappo", s, args.steps, args.tail, args.out, {}, args.per_world) for s in args.seeds
+        ]
         report("mappo")
         mappo_cost = float(np.mean([r["episode_cost"] for r in table["mappo"]]))
         limit = args.limit_fraction * mappo_cost
@@ -113,7 +123,10 @@ def main() -> None:
         limit = args.cost_limit
     for name in args.algorithms:
         overrides = {} if name in ("efx_mappo", "ippo", "mappo") else {"cost_limit": limit}
-        table[name] = [run(name, s, args.steps, args.tail, args.out, overrides) for s in args.seeds]
+        table[name] = [
+            run(name, s, args.steps, args.tail, args.out, overrides, args.per_world)
+            for s in args.seeds
+        ]
         report(name)
     ray.shutdown()
 
