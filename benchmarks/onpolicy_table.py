@@ -79,7 +79,9 @@ def binding_fraction(result: dict) -> float:
     return float(np.mean(values)) if values else math.nan
 
 
-def learn(name: str, seed: int, steps: int, out: Path, overrides: dict | None = None) -> list[dict]:
+def learn(
+    name: str, seed: int, steps: int, out: Path, overrides: dict | None = None, sampling="default"
+) -> list[dict]:
     path = out / f"{name}_seed{seed}.csv"
     if (rows := finished_run(path, steps)) is not None:
         return rows
@@ -88,6 +90,11 @@ def learn(name: str, seed: int, steps: int, out: Path, overrides: dict | None = 
         env, share_policy=share_policy(name), seed=seed
     )
     algorithm = algorithm.build_algo()
+    runner = algorithm.env_runner
+    if sampling == "chunks":  # episode chunks built from the same arrays
+        runner.array_rollout.blocks_refusal = "benchmark"
+    elif sampling == "per_world":  # RLlib's per-world episodes, as before issue 58
+        runner.array_rollout, runner.array_rollout_refusal = None, "benchmark"
     # The algorithm's own columns too (safe: team episode cost and multiplier; EFX: z).
     spec = algos.get_algo_spec(name)
     fields = ["timesteps_total", "time_total_s", "per_agent_return"]
@@ -197,6 +204,12 @@ def main() -> None:
     parser.add_argument(
         "--set", nargs="*", default=[], metavar="KEY=VALUE", help="overrides (own --out)"
     )
+    parser.add_argument(
+        "--sampling",
+        choices=["default", "chunks", "per_world"],
+        default="default",
+        help="force episode chunks or RLlib's per-world path (own --out)",
+    )
     args = parser.parse_args()
     overrides = parse_assignments(args.set, "--set")
     names = args.algos or on_policy_algorithms()
@@ -210,7 +223,9 @@ def main() -> None:
         print(f"| algorithm | per-agent return at {args.steps:,} env steps, mean [min, max] |")
         print("|---|---|")
         for name in names:
-            runs = [learn(name, s, args.steps, args.out, overrides) for s in args.seeds]
+            runs = [
+                learn(name, s, args.steps, args.out, overrides, args.sampling) for s in args.seeds
+            ]
             finals = [window_mean(rows, "per_agent_return", WINDOW) for rows in runs]
             print(
                 f"| `{name}` | {np.mean(finals):.2f} [{min(finals):.2f}, {max(finals):.2f}] "

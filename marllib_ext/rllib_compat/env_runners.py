@@ -249,8 +249,9 @@ class CountedAsEpisodes:
     sample target and hands the list, untouched, to ``LearnerGroup.update(episodes=)``;
     with one learner (in the driver or remote) ``TrainingData`` passes the list to
     ``Learner.update`` as it is. ``len()`` is what ``ShardEpisodesIterator`` (several
-    learners, which slice episodes: blocks are refused there) and the async-update
-    drop count read."""
+    learners) and the async-update drop count read: the iterator hands an item out
+    whole while it fits its shard's share of the total length, so a runner hands one
+    equal block per learner and no block is ever sliced."""
 
     def env_steps(self) -> int:
         raise NotImplementedError

@@ -5,6 +5,7 @@ episodes (``rllib_compat.env_runners.CountedAsEpisodes``)."""
 
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass
 
 import numpy as np
@@ -58,5 +59,36 @@ class RolloutBlock(CountedAsEpisodes):
     def env_steps(self) -> int:
         return self.terminated.size
 
+    def split(self, parts: int) -> list[RolloutBlock]:
+        """The block as ``parts`` blocks of the same steps, each holding ``B / parts``
+        of the worlds (one per data-parallel learner: RLlib's sharding hands equal
+        blocks out whole); ``parts`` must divide ``B``."""
+        num_envs = self.terminated.shape[1]
+        if parts == 1:
+            return [self]
+        if num_envs % parts:
+            raise ValueError(f"{num_envs} worlds do not split into {parts} equal blocks")
+        width = num_envs // parts
+        return [_worlds(self, slice(k * width, (k + 1) * width)) for k in range(parts)]
+
     def agent_steps(self) -> int:
         return int(self.alive.sum())
+
+
+def _worlds(block: RolloutBlock, worlds: slice) -> RolloutBlock:
+    """``block`` restricted to ``worlds`` (the second axis of every ``(T, B, ...)``
+    array, also inside the per-agent dicts)."""
+
+    def part(value):
+        if isinstance(value, np.ndarray):
+            return value[:, worlds]
+        if isinstance(value, dict):
+            return {key: part(item) for key, item in value.items()}
+        return value
+
+    changed = {
+        field.name: part(getattr(block, field.name))
+        for field in dataclasses.fields(block)
+        if field.name not in ("agents", "module_of")
+    }
+    return dataclasses.replace(block, **changed)

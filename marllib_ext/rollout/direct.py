@@ -61,8 +61,12 @@ def block_refusal(config, callback_objects: list) -> str | None:
     reason = learner_refusal()
     if reason is not None:
         return f"the learner ({name}) reads episodes: {reason}"
-    if (config.num_learners or 0) > 1:
-        return "data-parallel learners shard episodes"
+    learners = config.num_learners or 0
+    if learners > 1 and config.num_envs_per_env_runner % learners:
+        return (
+            f"{config.num_envs_per_env_runner} worlds per runner do not split evenly over "
+            f"{learners} data-parallel learners"
+        )
     sample_end = runner_callbacks(config, callback_objects, "on_sample_end")
     if sample_end:
         return f"an on_sample_end callback reads the episodes: {sample_end}"

@@ -154,7 +154,8 @@ class ArrayRollout:
             block = self._run(horizon, explore, random_actions)
             if self.blocks_refusal is None:
                 mark_sampling_done(runner)
-                return [self._block(block)]
+                # One block per data-parallel learner: RLlib hands each one out whole.
+                return self._block(block).split(max(1, runner.config.num_learners or 0))
             with pause_cyclic_gc():
                 episodes = self._episodes(block)
             make_callback(

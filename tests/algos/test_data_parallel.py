@@ -174,9 +174,33 @@ def test_each_learner_gets_its_share_of_the_batch():
 
 # ---- time slices --------------------------------------------------------------------
 def sampled_episodes(algorithm, env_steps):
-    return algorithm.env_runner_group.local_env_runner.sample(
-        num_timesteps=env_steps, random_actions=False
-    )
+    """Episode chunks (RLlib's sharding slices them in time), not rollout blocks."""
+    runner = algorithm.env_runner_group.local_env_runner
+    runner.array_rollout.blocks_refusal = "test"
+    return runner.sample(num_timesteps=env_steps, random_actions=False)
+
+
+@pytest.mark.parametrize("name", ["mappo", "efx_mappo"])
+def test_two_learners_take_one_rollout_block_each(ray_session, name):
+    """A runner hands one block of half its worlds per learner; RLlib's sharding gives
+    each learner one whole, and the learners stay identical."""
+    algorithm = two_learner_algorithm(name)
+    try:
+        runner = algorithm.env_runner_group.local_env_runner
+        assert runner.sampling == "sampling: rollout blocks"
+        blocks = runner.sample(num_timesteps=BATCH, random_actions=False)
+        assert len(blocks) == 2 and len(blocks[0]) == len(blocks[1]) >= BATCH // 2
+        shards = list(ShardEpisodesIterator(list(blocks), num_shards=2))
+        assert [[id(block) for block in shard] for shard in shards] == [
+            [id(blocks[0])],
+            [id(blocks[1])],
+        ]
+        for _ in range(2):
+            result = algorithm.train()
+        assert result["learners"]["__all_modules__"]["block_batch_timer"] > 0
+        assert_learners_identical(algorithm)
+    finally:
+        algorithm.stop()
 
 
 def test_shards_never_split_one_env_step_between_learners(ray_session):

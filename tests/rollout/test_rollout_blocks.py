@@ -390,6 +390,8 @@ def test_who_refuses_blocks():
         pass
 
     assert block_refusal(_config(), []) is None  # the contract check alone
+    # data-parallel learners take one block each where the worlds split evenly
+    assert block_refusal(_config(num_learners=2, num_envs_per_env_runner=4), []) is None
     assert block_refusal(_config(), [RLlibCallback()]) is None
     refusals = {
         "an evaluation runner": (_config(in_evaluation=True), []),
@@ -398,7 +400,10 @@ def test_who_refuses_blocks():
             [],
         ),
         "(Learner) reads episodes": (_config(learner_class=Learner), []),
-        "data-parallel": (_config(num_learners=2), []),
+        "3 worlds per runner do not split evenly over 2 data-parallel learners": (
+            _config(num_learners=2, num_envs_per_env_runner=3),
+            [],
+        ),
         "on_sample_end callback reads the episodes: ['count_samples']": (
             _config(callbacks_on_sample_end=count_samples),
             [],
