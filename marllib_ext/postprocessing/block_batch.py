@@ -106,8 +106,27 @@ def critic_inputs(
 
 
 def _rows(columns: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
-    """``(T, B, ...)`` columns as ``(T * B, ...)`` rows."""
+    """``(T, B, ...)`` columns as ``(T * B, ...)`` rows (step-major)."""
     return {k: v.reshape(-1, *v.shape[2:]) for k, v in columns.items()}
+
+
+def world_major(array: np.ndarray) -> np.ndarray:
+    """``(T, B, ...)`` as ``(B * T, ...)`` rows, world by world: the order of RLlib's
+    batches (episode by episode), which an unshuffled first epoch's minibatches follow."""
+    return array.swapaxes(0, 1).reshape(-1, *array.shape[2:])
+
+
+def _episode_major(columns: dict[str, np.ndarray], keys: list[np.ndarray]) -> dict:
+    """Actor rows reordered by ``keys`` (block, world, agent, step), most significant
+    first: each world's agents' steps together, as RLlib batches episode by episode."""
+    order = np.lexsort(tuple(reversed(keys)))
+    return {column: array[order] for column, array in columns.items()}
+
+
+def _row_keys(k: int, agent_position: int, rows: np.ndarray) -> list[np.ndarray]:
+    """``(block, world, agent, step)`` of the rows selected by the ``(T, B)`` mask."""
+    steps, worlds = np.nonzero(rows)
+    return [np.full(len(steps), k), worlds, np.full(len(steps), agent_position), steps]
 
 
 def block_values(compute, columns: dict[str, np.ndarray], device) -> np.ndarray:
@@ -163,8 +182,9 @@ def _actor_columns(
     """Numpy columns of one actor module: its agents' rows, block by block; with
     ``team_rows``, each row's index in the critic's rows (``TEAM_ROW``);
     ``agent_terms`` (``BlockHooks.block_agent_terms``) added to the advantages or
-    written to ``terms_column``."""
+    written to ``terms_column``. Rows go world by world (``_episode_major``)."""
     parts: dict[str, list[np.ndarray]] = {}
+    keys: list[list[np.ndarray]] = []
     offsets = np.cumsum([0] + [t.acting.size for t in teams])[:-1]  # each block's first row
     for k, (team, advantages, offset) in enumerate(zip(teams, standardized, offsets, strict=True)):
         block = team.block
@@ -188,12 +208,15 @@ def _actor_columns(
                 columns[Columns.ADVANTAGES] = columns[Columns.ADVANTAGES] + terms
             if block.action_masks is not None:
                 columns[ACTION_MASK_KEY] = block.action_masks[agent][rows]
-            if team_rows:  # critic rows are (step, world), row-major
-                index = offset + np.arange(rows.size).reshape(rows.shape)
+            if team_rows:  # critic rows go world by world (world_major)
+                horizon, num_envs = rows.shape
+                index = offset + np.arange(rows.size).reshape(num_envs, horizon).T
                 columns[TEAM_ROW] = index[rows].astype(np.float64)
             for column, array in columns.items():
                 parts.setdefault(column, []).append(array)
-    return {column: np.concatenate(arrays) for column, arrays in parts.items()}
+            keys.append(_row_keys(k, i, rows))
+    columns = {column: np.concatenate(arrays) for column, arrays in parts.items()}
+    return _episode_major(columns, [np.concatenate(key) for key in zip(*keys, strict=True)])
 
 
 def joint_critic_block_batch(
@@ -255,8 +278,8 @@ def joint_critic_block_batch(
             actor_extra,
         )
         batch[module_id] = _module_tensors(columns, device)
-    inputs = [_rows(t.inputs) for t in teams]
-    value_targets = np.concatenate([t.value_targets.ravel() for t in teams])
+    inputs = [{k: world_major(v) for k, v in t.inputs.items()} for t in teams]
+    value_targets = np.concatenate([world_major(t.value_targets) for t in teams])
     critic_columns = {
         **{
             column: _tensor(np.concatenate([i[column] for i in inputs]), device, np.float32)
@@ -265,14 +288,14 @@ def joint_critic_block_batch(
         Columns.VALUE_TARGETS: _tensor(value_targets, device, np.float32),
         **{
             column: _tensor(
-                np.concatenate([e[column].ravel() for e in critic_extra]), device, np.float32
+                np.concatenate([world_major(e[column]) for e in critic_extra]), device, np.float32
             )
             for column in critic_extra[0]
         },
         Columns.LOSS_MASK: torch.ones(len(value_targets), dtype=torch.bool).to(device),
     }
     if getattr(settings, "value_clip", None) is not None:
-        old = torch.from_numpy(np.concatenate([t.values.ravel() for t in teams]))
+        old = torch.from_numpy(np.concatenate([world_major(t.values) for t in teams]))
         old = critic.normalized(old) if hasattr(critic, "normalized") else old
         critic_columns[OLD_VALUES] = old.to(torch.float32).to(device)
     batch[critic_module_id] = critic_columns
@@ -298,7 +321,8 @@ def own_value_block_batch(
     counts each chunk's bootstrap row, which a block has none of). ``None`` where no
     agent of the block uses the module."""
     parts: dict[str, list[np.ndarray]] = {}
-    for block in blocks:
+    keys: list[list[np.ndarray]] = []
+    for k, block in enumerate(blocks):
         for i, agent in enumerate(block.agents):
             if block.module_of[agent] != module_id:
                 continue
@@ -336,9 +360,11 @@ def own_value_block_batch(
                 columns[ACTION_MASK_KEY] = block.action_masks[agent][present]
             for column, array in columns.items():
                 parts.setdefault(column, []).append(array)
+            keys.append(_row_keys(k, i, present))
     if not parts:
         return None
     columns = {column: np.concatenate(arrays) for column, arrays in parts.items()}
+    columns = _episode_major(columns, [np.concatenate(p) for p in zip(*keys, strict=True)])
     advantages = columns[Columns.ADVANTAGES]
     columns[Columns.ADVANTAGES] = standardize_valid(advantages, np.ones(len(advantages), bool))
     return _module_tensors(columns, device)

@@ -92,31 +92,55 @@ def test_rows_match_the_per_world_reference():
     batch = team_batch([block])
     advantages, targets = reference(block)
     assert sorted(batch) == ["blue", "joint_critic", "red"]
-    # red holds a's rows then b's (b without its 3 dead steps); blue holds c's.
+    # red holds, world by world, a's steps then b's (b without its 3 dead steps); blue c's.
     red = batch["red"]
     assert len(red[Columns.ACTIONS]) == 2 * T * B - 3
-    b_rows = block.alive[:, :, 1]
-    expected = np.concatenate([advantages.ravel(), advantages[b_rows]])
-    np.testing.assert_allclose(red[Columns.ADVANTAGES].numpy(), expected, rtol=1e-5, atol=1e-6)
+
+    def world_by_world(per_agent):
+        """``{agent index: (T, B) values}`` as red's rows: world, agent, step."""
+        return np.concatenate(
+            [
+                values[:, w][block.alive[:, w, i]]
+                for w in range(B)
+                for i, values in sorted(per_agent.items())
+            ]
+        )
+
+    np.testing.assert_allclose(
+        red[Columns.ADVANTAGES].numpy(),
+        world_by_world({0: advantages, 1: advantages}),
+        rtol=1e-5, atol=1e-6,
+    )  # fmt: skip
     np.testing.assert_allclose(
         red[Columns.VALUE_TARGETS].numpy(),
-        np.concatenate([targets.ravel(), targets[b_rows]]),
+        world_by_world({0: targets, 1: targets}),
         rtol=1e-5, atol=1e-5,
     )  # fmt: skip
     obs = red[Columns.OBS]
     assert set(obs) == {"observation", "action_mask"}
     np.testing.assert_array_equal(
-        obs["observation"][T * B :].numpy(), block.observations["b"][b_rows]
+        obs["observation"].numpy(),
+        np.concatenate(
+            [
+                block.observations[a][:, w][block.alive[:, w, i]]
+                for w in range(B)
+                for i, a in enumerate(["a", "b"])
+            ]
+        ),
     )
     np.testing.assert_array_equal(
-        red[Columns.ACTION_LOGP][: T * B].numpy(), block.outputs["a"][Columns.ACTION_LOGP].ravel()
+        red[Columns.ACTION_LOGP].numpy(),
+        world_by_world(
+            {i: block.outputs[a][Columns.ACTION_LOGP] for i, a in enumerate(["a", "b"])}
+        ),
     )
     assert red[Columns.LOSS_MASK].all()
-    critic = batch["joint_critic"]
+    critic = batch["joint_critic"]  # world by world too
     assert critic[STATE].shape == (T * B, 2)
     np.testing.assert_allclose(
-        critic[Columns.VALUE_TARGETS].numpy(), targets.ravel(), rtol=1e-5, atol=1e-5
+        critic[Columns.VALUE_TARGETS].numpy(), targets.T.ravel(), rtol=1e-5, atol=1e-5
     )
+    np.testing.assert_array_equal(critic[STATE].numpy(), block.states.swapaxes(0, 1).reshape(-1, 2))
 
 
 def test_two_blocks_standardize_together():
@@ -152,7 +176,7 @@ def test_own_value_rows_match_per_agent_gae():
     out = own_value_block_batch(
         [block], module=ObsSumValues(), module_id="red", settings=SETTINGS, device="cpu"
     )
-    raw_targets, raw_advantages = [], []
+    raw_targets, raw_advantages = {}, {}  # (world, agent) -> the agent's steps there
     for i, agent in enumerate(["a", "b"]):
         values = block.observations[agent].sum(-1).astype(np.float64)
         next_values = block.next_observations[agent].sum(-1).astype(np.float64)
@@ -164,10 +188,13 @@ def test_own_value_rows_match_per_agent_gae():
                 block.terminated[:, w] | block.died[:, w, i], block.truncated[:, w],
                 gamma=SETTINGS.gamma, lambda_=SETTINGS.lambda_,
             )  # fmt: skip
-        present = block.alive[:, :, i]
-        raw_targets.append(targets[present])
-        raw_advantages.append(advantages[present])
-    targets, advantages = np.concatenate(raw_targets), np.concatenate(raw_advantages)
+        for w in range(B):
+            present = block.alive[:, w, i]
+            raw_targets[(w, i)] = targets[:, w][present]
+            raw_advantages[(w, i)] = advantages[:, w][present]
+    # rows world by world, each world's agents' steps together
+    targets = np.concatenate([raw_targets[key] for key in sorted(raw_targets)])
+    advantages = np.concatenate([raw_advantages[key] for key in sorted(raw_advantages)])
     np.testing.assert_allclose(out[Columns.VALUE_TARGETS].numpy(), targets, rtol=1e-5, atol=1e-5)
     standardized = (advantages - advantages.mean()) / advantages.std()
     np.testing.assert_allclose(out[Columns.ADVANTAGES].numpy(), standardized, rtol=1e-4, atol=1e-4)
