@@ -36,7 +36,7 @@ class BudgetArrays:
     ``delta = -intrinsic_coef * sum_{i in team, acted} log pi_i``; each agent's
     observation gets its team's normalized z appended (``BudgetInput``), so the
     learner reads back what the actor saw. Where an episode ends, its team returns are
-    logged under the keys ``log_episode_returns`` logs for chunks."""
+    logged as for chunks (``log_episode_sums``)."""
 
     def __init__(self, connector, agents: list[str], num_envs: int) -> None:
         self.connector = connector
@@ -88,41 +88,61 @@ class BudgetArrays:
             self._log_episodes(np.flatnonzero(ended), metrics)
 
     def _log_episodes(self, worlds: np.ndarray, metrics) -> None:
-        """The sums ``log_episode_returns`` logs, over the episodes ended in ``worlds``."""
-        coef = float(self.connector.intrinsic_coef)
-        extrinsic = self.returns[worlds].sum(axis=1)
-        intrinsic = -coef * self.logp[worlds].sum(axis=1)
-        metrics.log_value(TEAM_EXTRINSIC_RETURN_SUM, float(extrinsic.sum()), reduce="sum")
-        metrics.log_value(TEAM_INTRINSIC_RETURN_SUM, float(intrinsic.sum()), reduce="sum")
-        metrics.log_value(EPISODES_DONE, len(worlds), reduce="sum")
-        for value in intrinsic[-INTRINSIC_MEAN_WINDOW:].tolist():
-            metrics.log_value(TEAM_INTRINSIC_RETURN_MEAN, value, window=INTRINSIC_MEAN_WINDOW)
-        deploy = self.deploy[worlds]
-        for k, team in enumerate(self.teams):
-            members = self.members[k]
-            team_intrinsic = -coef * self.logp[worlds][:, members].sum(axis=1)
-            low = ~deploy & (self.z0[worlds, k] == self.connector.controllers[team].z_low)
-            if low.any():
-                metrics.log_value(
-                    (PER_TEAM, team, LOW_INTRINSIC_RETURN_SUM),
-                    float(team_intrinsic[low].sum()),
-                    reduce="sum",
-                )
-                metrics.log_value((PER_TEAM, team, LOW_EPISODES_DONE), int(low.sum()), reduce="sum")
-            if deploy.any():
-                team_extrinsic = self.returns[worlds][:, members].sum(axis=1)
-                for key, values in (
-                    (DEPLOY_EXTRINSIC_RETURN_SUM, team_extrinsic),
-                    (DEPLOY_INTRINSIC_RETURN_SUM, team_intrinsic),
-                ):
-                    metrics.log_value(
-                        (PER_TEAM, team, key), float(values[deploy].sum()), reduce="sum"
-                    )
+        log_episode_sums(
+            metrics,
+            coef=float(self.connector.intrinsic_coef),
+            budgets=self.connector.settings.team_budgets,
+            agents=self.agents,
+            returns=self.returns[worlds],
+            logp=self.logp[worlds],
+            deploy=self.deploy[worlds],
+            z0=self.z0[worlds],
+        )
+
+
+def log_episode_sums(metrics, *, coef, budgets, agents, returns, logp, deploy, z0) -> None:
+    """The sums the outer loop reads, over ``n`` ended episodes (both layouts log them
+    here: ``BudgetArrays`` and the chunks' ``log_episode_returns``).
+
+    Args:
+        coef: ``intrinsic_coef`` (intrinsic return ``-coef * sum log pi``).
+        budgets: the resolved ``TeamBudget`` of each team.
+        agents: the column order of ``returns`` / ``logp``.
+        returns, logp: ``(n, n_agents)`` each agent's extrinsic return and summed
+            log-probabilities over the episode.
+        deploy: ``(n,)`` played at the deployment budget; ``z0``: ``(n, n_teams)`` each
+            team's starting budget, in ``budgets`` order.
+    """
+    extrinsic = returns.sum(axis=1)
+    intrinsic = -coef * logp.sum(axis=1)
+    metrics.log_value(TEAM_EXTRINSIC_RETURN_SUM, float(extrinsic.sum()), reduce="sum")
+    metrics.log_value(TEAM_INTRINSIC_RETURN_SUM, float(intrinsic.sum()), reduce="sum")
+    metrics.log_value(EPISODES_DONE, len(extrinsic), reduce="sum")
+    for value in intrinsic[-INTRINSIC_MEAN_WINDOW:].tolist():
+        metrics.log_value(TEAM_INTRINSIC_RETURN_MEAN, value, window=INTRINSIC_MEAN_WINDOW)
+    for k, budget in enumerate(budgets):
+        members = [i for i, agent in enumerate(agents) if agent in budget.agents]
+        team_intrinsic = -coef * logp[:, members].sum(axis=1)
+        low = ~deploy & (z0[:, k] == budget.z_low)  # no demand: measures the floor
+        if low.any():
+            metrics.log_value(
+                (PER_TEAM, budget.team, LOW_INTRINSIC_RETURN_SUM),
+                float(team_intrinsic[low].sum()),
+                reduce="sum",
+            )
+            metrics.log_value(
+                (PER_TEAM, budget.team, LOW_EPISODES_DONE), int(low.sum()), reduce="sum"
+            )
         if deploy.any():
-            metrics.log_value(
-                DEPLOY_EXTRINSIC_RETURN_SUM, float(extrinsic[deploy].sum()), reduce="sum"
-            )
-            metrics.log_value(
-                DEPLOY_INTRINSIC_RETURN_SUM, float(intrinsic[deploy].sum()), reduce="sum"
-            )
-            metrics.log_value(DEPLOY_EPISODES_DONE, int(deploy.sum()), reduce="sum")
+            team_extrinsic = returns[:, members].sum(axis=1)
+            for key, values in (
+                (DEPLOY_EXTRINSIC_RETURN_SUM, team_extrinsic),
+                (DEPLOY_INTRINSIC_RETURN_SUM, team_intrinsic),
+            ):
+                metrics.log_value(
+                    (PER_TEAM, budget.team, key), float(values[deploy].sum()), reduce="sum"
+                )
+    if deploy.any():
+        metrics.log_value(DEPLOY_EXTRINSIC_RETURN_SUM, float(extrinsic[deploy].sum()), reduce="sum")
+        metrics.log_value(DEPLOY_INTRINSIC_RETURN_SUM, float(intrinsic[deploy].sum()), reduce="sum")
+        metrics.log_value(DEPLOY_EPISODES_DONE, int(deploy.sum()), reduce="sum")

@@ -23,13 +23,12 @@ from marllib_ext.postprocessing.budget_arrays import (
     DEPLOY_EXTRINSIC_RETURN_SUM,
     DEPLOY_INTRINSIC_RETURN_SUM,
     EPISODES_DONE,
-    INTRINSIC_MEAN_WINDOW,
     LOW_EPISODES_DONE,
     LOW_INTRINSIC_RETURN_SUM,
     PER_TEAM,
     TEAM_EXTRINSIC_RETURN_SUM,
-    TEAM_INTRINSIC_RETURN_MEAN,
     TEAM_INTRINSIC_RETURN_SUM,
+    log_episode_sums,
 )
 from marllib_ext.postprocessing.efx_advantage import EFXJointAdvantageConnector
 from marllib_ext.postprocessing.episode_steps import per_env_step
@@ -75,17 +74,6 @@ def episode_team_logp(chunks, agents=None) -> float:
     return sum_over_env_steps(chunks, functools.partial(_chunk_team_logp, agents=agents))
 
 
-def _team_return(chunks, agents) -> float:
-    return float(
-        sum(
-            chunk.agent_episodes[agent].get_return()
-            for chunk in chunks
-            for agent in agents
-            if agent in chunk.agent_episodes
-        )
-    )
-
-
 @logged_by_array_form  # BudgetArrays logs the same sums on the batched rollout
 def log_episode_returns(
     *, episode, prev_episode_chunks=None, env_runner=None, metrics_logger=None, **kwargs
@@ -94,35 +82,23 @@ def log_episode_returns(
     agent), summed separately for the episodes played at the deployment budget, where
     each team's own returns are summed too (its outer loop reads them)."""
     settings = settings_of(env_runner.config)
-    coef = settings.intrinsic_coef
     chunks = [*(prev_episode_chunks or []), episode]
-    intrinsic = -coef * episode_team_logp(chunks)
-    extrinsic = float(sum(chunk.get_return() for chunk in chunks))
-    metrics_logger.log_value(TEAM_EXTRINSIC_RETURN_SUM, extrinsic, reduce="sum")
-    metrics_logger.log_value(TEAM_INTRINSIC_RETURN_SUM, intrinsic, reduce="sum")
-    metrics_logger.log_value(EPISODES_DONE, 1, reduce="sum")
-    metrics_logger.log_value(TEAM_INTRINSIC_RETURN_MEAN, intrinsic, window=INTRINSIC_MEAN_WINDOW)
-    deploy = episode.custom_data.get(DEPLOY_KEY, False)
+    agents = sorted({agent for budget in settings.team_budgets for agent in budget.agents})
+    returns = [
+        sum(c.agent_episodes[a].get_return() for c in chunks if a in c.agent_episodes)
+        for a in agents
+    ]
     z0 = episode.custom_data.get(Z0_KEY, {})
-    for budget in settings.team_budgets:
-        if not deploy and z0.get(budget.team) == budget.z_low:  # no demand: measures the floor
-            team_intrinsic = -coef * episode_team_logp(chunks, budget.agents)
-            metrics_logger.log_value(
-                (PER_TEAM, budget.team, LOW_INTRINSIC_RETURN_SUM), team_intrinsic, reduce="sum"
-            )
-            metrics_logger.log_value((PER_TEAM, budget.team, LOW_EPISODES_DONE), 1, reduce="sum")
-    if not deploy:
-        return
-    metrics_logger.log_value(DEPLOY_EXTRINSIC_RETURN_SUM, extrinsic, reduce="sum")
-    metrics_logger.log_value(DEPLOY_INTRINSIC_RETURN_SUM, intrinsic, reduce="sum")
-    metrics_logger.log_value(DEPLOY_EPISODES_DONE, 1, reduce="sum")
-    for budget in settings.team_budgets:
-        team_sums = {
-            DEPLOY_EXTRINSIC_RETURN_SUM: _team_return(chunks, budget.agents),
-            DEPLOY_INTRINSIC_RETURN_SUM: -coef * episode_team_logp(chunks, budget.agents),
-        }
-        for key, value in team_sums.items():
-            metrics_logger.log_value((PER_TEAM, budget.team, key), value, reduce="sum")
+    log_episode_sums(
+        metrics_logger,
+        coef=settings.intrinsic_coef,
+        budgets=settings.team_budgets,
+        agents=agents,
+        returns=np.array([returns], np.float64),
+        logp=np.array([[episode_team_logp(chunks, [a]) for a in agents]]),
+        deploy=np.array([bool(episode.custom_data.get(DEPLOY_KEY, False))]),
+        z0=np.array([[z0.get(budget.team, np.nan) for budget in settings.team_budgets]]),
+    )
 
 
 def budget_connector(env_runner) -> BudgetObservationConnector | None:
