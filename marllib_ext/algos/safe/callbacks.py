@@ -61,26 +61,32 @@ def _teams(settings) -> tuple[tuple[str, tuple[str, ...] | None], ...]:
     return getattr(settings, "teams", ()) or (("team", None),)
 
 
-def _log_ended_episode_costs(*, episodes, env_runner, metrics_logger, **kwargs) -> None:
-    """:func:`log_episode_cost` on a rollout block's ended episodes."""
-    count = len(episodes.returns)
-    team_costs = episodes.team_costs
-    if team_costs is None:  # the env reports none: as the chunks' missing infos
-        team_costs = np.zeros_like(episodes.returns)
-    rows = np.arange(count)
-    total = np.zeros(count)
-    for team, agents in _teams(settings_of(env_runner.config)):
-        members = [i for i, a in enumerate(episodes.agents) if agents is None or a in agents]
-        longest = np.asarray(members)[episodes.agent_steps[:, members].argmax(axis=1)]
-        cost = team_costs[rows, longest]
+def _log_team_costs(metrics_logger, costs: dict[str, np.ndarray]) -> None:
+    """The cost sums of ``n`` ended episodes, ``costs``: team -> ``(n,)`` each episode's
+    team cost (both layouts log them here)."""
+    total = np.sum(list(costs.values()), axis=0)
+    for team, cost in costs.items():
         metrics_logger.log_value(
             (PER_TEAM, team, EPISODE_COST_SUM), float(cost.sum()), reduce="sum"
         )
-        total += cost
     metrics_logger.log_value(EPISODE_COST_SUM, float(total.sum()), reduce="sum")
-    metrics_logger.log_value(COST_EPISODES_DONE, count, reduce="sum")
+    metrics_logger.log_value(COST_EPISODES_DONE, len(total), reduce="sum")
     for value in total[-COST_MEAN_WINDOW:].tolist():
         metrics_logger.log_value(EPISODE_COST_MEAN, value, window=COST_MEAN_WINDOW)
+
+
+def _log_ended_episode_costs(*, episodes, env_runner, metrics_logger, **kwargs) -> None:
+    """:func:`log_episode_cost` on a rollout block's ended episodes."""
+    team_costs = episodes.team_costs
+    if team_costs is None:  # the env reports none: as the chunks' missing infos
+        team_costs = np.zeros_like(episodes.returns)
+    rows = np.arange(len(team_costs))
+    costs = {}
+    for team, agents in _teams(settings_of(env_runner.config)):
+        members = [i for i, a in enumerate(episodes.agents) if agents is None or a in agents]
+        longest = np.asarray(members)[episodes.agent_steps[:, members].argmax(axis=1)]
+        costs[team] = team_costs[rows, longest]
+    _log_team_costs(metrics_logger, costs)
 
 
 @with_episode_end_array_form(_log_ended_episode_costs)
@@ -90,14 +96,11 @@ def log_episode_cost(
     """``on_episode_end``: each team's episode cost (sum over its agents and steps), and
     their sum over teams."""
     chunks = [*(prev_episode_chunks or []), episode]
-    total = 0.0
-    for team, agents in _teams(settings_of(env_runner.config)):
-        cost = episode_team_cost(chunks, agents)
-        metrics_logger.log_value((PER_TEAM, team, EPISODE_COST_SUM), cost, reduce="sum")
-        total += cost
-    metrics_logger.log_value(EPISODE_COST_SUM, total, reduce="sum")
-    metrics_logger.log_value(COST_EPISODES_DONE, 1, reduce="sum")
-    metrics_logger.log_value(EPISODE_COST_MEAN, total, window=COST_MEAN_WINDOW)
+    teams = _teams(settings_of(env_runner.config))
+    _log_team_costs(
+        metrics_logger,
+        {team: np.array([episode_team_cost(chunks, agents)]) for team, agents in teams},
+    )
 
 
 def update_cost_multiplier(*, algorithm, result: dict, **kwargs) -> None:
