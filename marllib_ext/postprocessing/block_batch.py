@@ -166,6 +166,19 @@ def team_block(
     )  # fmt: skip
 
 
+def standardized_over_teams(arrays: list[np.ndarray], teams: list[TeamBlock]) -> list:
+    """Each block's ``(T, B)`` array standardized over the rows where the team acted in
+    every block together, 0 elsewhere."""
+    acting = np.concatenate([t.acting.ravel() for t in teams])
+    flat = np.concatenate([a.ravel() for a in arrays])
+    standardized = np.where(acting, standardize_valid(flat, acting), 0.0)
+    splits = np.cumsum([t.acting.size for t in teams])[:-1]
+    return [
+        part.reshape(t.acting.shape)
+        for part, t in zip(np.split(standardized, splits), teams, strict=True)
+    ]
+
+
 def _tensor(array: np.ndarray, device, dtype=None) -> torch.Tensor:
     return torch.from_numpy(np.ascontiguousarray(array, dtype=dtype)).to(device)
 
@@ -255,14 +268,11 @@ def joint_critic_block_batch(
             window=1,
         )
     adjusted = connector.adjust_block_advantages(teams, metrics)
-    acting = np.concatenate([t.acting.ravel() for t in teams])
-    flat = np.concatenate([a.ravel() for a in adjusted])
-    standardized = np.where(acting, standardize_valid(flat, acting), 0.0)
-    splits = np.cumsum([t.acting.size for t in teams])[:-1]
+    standardized = standardized_over_teams(adjusted, teams)
     actor_extra, critic_extra = connector.block_extra_columns(critic, teams, device, metrics)
     per_block = [
-        connector.combine_after_standardizing(part.reshape(t.acting.shape), extra)
-        for part, t, extra in zip(np.split(standardized, splits), teams, actor_extra, strict=True)
+        connector.combine_after_standardizing(advantages, extra)
+        for advantages, extra in zip(standardized, actor_extra, strict=True)
     ]
     agent_terms = connector.block_agent_terms(rl_module, teams, metrics)
     modules = sorted({b.module_of[b.agents[i]] for t in teams for b in [t.block] for i in t.team})

@@ -8,9 +8,9 @@ from ray.rllib.utils.annotations import override
 from ray.rllib.utils.metrics.metrics_logger import MetricsLogger
 
 from marllib_ext.envs.adapter import TEAM_COST_KEY
-from marllib_ext.ops.advantages import block_gae, standardize_valid
+from marllib_ext.ops.advantages import block_gae
 from marllib_ext.ops.lagrange import lagrangian_advantage
-from marllib_ext.postprocessing.block_batch import block_values
+from marllib_ext.postprocessing.block_batch import block_values, standardized_over_teams
 from marllib_ext.postprocessing.joint_advantage import JointAdvantageConnector, TeamBatch
 
 # Actor batch column: standardized team cost advantage A_c.
@@ -120,10 +120,6 @@ class CostJointAdvantageConnector(JointAdvantageConnector):
             targets.append(cost_targets)
             cost_values.append(values[team.acting])
             costs.append(block_costs[team.acting])
-        acting = np.concatenate([t.acting.ravel() for t in teams])
-        flat = np.concatenate([a.ravel() for a in advantages])
-        standardized = np.where(acting, standardize_valid(flat, acting), 0.0)
-        splits = np.cumsum([t.acting.size for t in teams])[:-1]
         if metrics is not None:
             metrics.log_dict(
                 {
@@ -133,10 +129,7 @@ class CostJointAdvantageConnector(JointAdvantageConnector):
                 key=self.critic_module_id,
                 window=1,
             )
-        actor = [
-            {COST_ADVANTAGES: part.reshape(t.acting.shape)}
-            for part, t in zip(np.split(standardized, splits), teams, strict=True)
-        ]
+        actor = [{COST_ADVANTAGES: part} for part in standardized_over_teams(advantages, teams)]
         return actor, [{COST_VALUE_TARGETS: target} for target in targets]
 
     @override(JointAdvantageConnector)
