@@ -22,6 +22,7 @@ from marllib_ext.envs.adapter import (
     log_contract_report,
 )
 from marllib_ext.errors import EnvError
+from marllib_ext.rllib_compat.env_runners import callback_functions
 from marllib_ext.rollout.direct import needs_no_episode_objects
 
 # report key in the infos -> what the agent did wrong, as the error says it
@@ -36,8 +37,7 @@ NONFINITE_EPISODES = breach_metric(NONFINITE_REWARD_KEY, "episodes")
 
 def with_episode_end_callback(config: AlgorithmConfig, callback) -> AlgorithmConfig:
     """``config`` with ``callback`` run after its existing ``on_episode_end`` ones."""
-    existing = config.callbacks_on_episode_end
-    existing = [] if existing is None else existing if isinstance(existing, list) else [existing]
+    existing = callback_functions(config, "on_episode_end")
     return config.callbacks(on_episode_end=[*existing, callback])
 
 

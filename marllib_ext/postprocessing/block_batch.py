@@ -105,11 +105,6 @@ def critic_inputs(
     return out
 
 
-def _rows(columns: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
-    """``(T, B, ...)`` columns as ``(T * B, ...)`` rows (step-major)."""
-    return {k: v.reshape(-1, *v.shape[2:]) for k, v in columns.items()}
-
-
 def world_major(array: np.ndarray) -> np.ndarray:
     """``(T, B, ...)`` as ``(B * T, ...)`` rows, world by world: the order of RLlib's
     batches (episode by episode), which an unshuffled first epoch's minibatches follow."""
@@ -132,7 +127,9 @@ def _row_keys(k: int, agent_position: int, rows: np.ndarray) -> list[np.ndarray]
 def block_values(compute, columns: dict[str, np.ndarray], device) -> np.ndarray:
     """``(T, B)`` ``compute(rows)`` (a critic's value head) of ``(T, B, ...)`` inputs."""
     shape = columns[STATE].shape[:2]
-    inputs = {k: _tensor(v, device, np.float32) for k, v in _rows(columns).items()}
+    inputs = {
+        k: _tensor(v.reshape(-1, *v.shape[2:]), device, np.float32) for k, v in columns.items()
+    }
     with torch.no_grad():
         values = compute(inputs)
     return values.cpu().numpy().astype(np.float64).reshape(shape)

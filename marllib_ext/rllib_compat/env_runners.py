@@ -263,6 +263,15 @@ class CountedAsEpisodes:
         return self.env_steps()
 
 
+def callback_functions(config, name: str) -> list:
+    """The functions a config calls at callback ``name`` (e.g. ``"on_episode_end"``).
+
+    Relies on: ``AlgorithmConfig.callbacks(on_...=...)`` stores them in
+    ``callbacks_on_...``, as one function, a list, or ``None``."""
+    functions = getattr(config, f"callbacks_{name}", None) or []
+    return list(functions) if isinstance(functions, list) else [functions]
+
+
 def runner_callbacks(
     config, callback_objects: list, name: str, skip=lambda function: False
 ) -> list[str]:
@@ -273,9 +282,9 @@ def runner_callbacks(
     Relies on: ``AlgorithmConfig.callbacks(on_...=...)`` stores the functions in
     ``callbacks_on_...`` (one or a list); an ``RLlibCallback`` subclass that does not
     override a method inherits its no-op."""
-    functions = getattr(config, f"callbacks_{name}") or []
-    functions = functions if isinstance(functions, list) else [functions]
-    labels = [getattr(f, "__name__", repr(f)) for f in functions if not skip(f)]
+    labels = [
+        getattr(f, "__name__", repr(f)) for f in callback_functions(config, name) if not skip(f)
+    ]
     for callback in callback_objects:
         if getattr(type(callback), name) is not getattr(RLlibCallback, name):
             labels.append(f"{type(callback).__name__}.{name}")

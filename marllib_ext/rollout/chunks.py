@@ -51,6 +51,12 @@ class Block:
     starts: np.ndarray | None = None  # (T, B) the world's episode began at step t
 
 
+def joined_observations(observations: dict[str, np.ndarray], agents: list[str]) -> np.ndarray:
+    """The state of a simulator without one: every agent's observation joined in
+    ``agents`` order along the last axis (``(..., sum of obs dims)``)."""
+    return np.concatenate([observations[a] for a in agents], axis=-1)
+
+
 def stacked_arrays(arrays: list[WorldArrays], agents: list[str]):
     """``(observations, action_masks, states)`` of per-step arrays stacked over time
     (``(T, B, ...)``; the state is every observation joined where the simulator has
@@ -62,7 +68,7 @@ def stacked_arrays(arrays: list[WorldArrays], agents: list[str]):
     if arrays[0].state is not None:
         states = np.stack([s.state for s in arrays])
     else:
-        states = np.concatenate([observations[a] for a in agents], axis=-1)
+        states = joined_observations(observations, agents)
     return observations, masks, states
 
 
@@ -119,7 +125,8 @@ class StepArrays:
     def state_of(self, first: WorldArrays, world: int) -> np.ndarray:
         if first.state is not None:
             return first.state[world]
-        return np.concatenate([first.observations[a][world] for a in self.block.agents])
+        agents = self.block.agents
+        return joined_observations({a: first.observations[a][world] for a in agents}, agents)
 
 
 def _stacked_per_agent(per_step: list, agents: list[str]) -> dict[str, np.ndarray]:

@@ -17,6 +17,7 @@ import numpy as np
 
 from marllib_ext.rllib_compat import env_runner_callbacks
 from marllib_ext.rllib_compat.env_runners import (
+    callback_functions,
     episode_metrics_window,
     log_episode_metrics,
     runner_callbacks,
@@ -146,9 +147,7 @@ class EpisodeTally:
         self.agent_steps = np.zeros((num_envs, len(agents)), dtype=np.int64)
         # Per agent, its team's cost summed over the steps it was present.
         self.team_costs = np.zeros((num_envs, len(agents)))
-        config = getattr(env_runner, "config", None)
-        functions = getattr(config, "callbacks_on_episode_end", None) or []
-        functions = functions if isinstance(functions, list) else [functions]
+        functions = callback_functions(getattr(env_runner, "config", None), "on_episode_end")
         self.array_forms = [f for f in map(episode_end_array_form, functions) if f is not None]
 
     def reset(self) -> None:

@@ -30,14 +30,11 @@ def array_rollout_refusal(env_runner) -> str | None:
     if config.batch_mode != "truncate_episodes":
         return "whole episodes are joined from RLlib's own chunks"
     _, module_to_env = custom_connectors(config)
-    without_array_form = [
-        type(piece).__name__
-        for piece in added_pieces(env_to_module(env_runner))
-        if not has_array_form(piece)
-    ]
+    added = added_pieces(env_to_module(env_runner))
+    without_array_form = [type(piece).__name__ for piece in added if not has_array_form(piece)]
     if without_array_form:
         return f"env-to-module connectors without an array form: {without_array_form}"
-    if added_pieces(env_to_module(env_runner)):
+    if added:
         # Their array forms write nothing into episodes (e.g. EFX's z_0 in custom_data).
         blocks_refusal = rollout_block_refusal(env_runner)
         if blocks_refusal is not None:
@@ -54,11 +51,10 @@ def array_rollout_refusal(env_runner) -> str | None:
         return "the env has action masks and the simulator's arrays carry none"
     if any(module.is_stateful() for module in env_runner.module.values()):
         return "a module is recurrent"
-    world_refusal = getattr(world, "refusal", None)
-    if world_refusal is not None and (reason := world_refusal(runner_seed(env_runner))):
-        return reason
     for name in PER_STEP_CALLBACKS:
         callbacks = runner_callbacks(config, env_runner_callbacks(env_runner), name)
         if callbacks:
             return f"an {name} callback ({callbacks[0]})"
-    return None
+    # Last: copies of a plain env probe a reset and a step to answer.
+    world_refusal = getattr(world, "refusal", None)
+    return None if world_refusal is None else world_refusal(runner_seed(env_runner))

@@ -15,6 +15,7 @@ import numpy as np
 from ray.rllib.core.columns import Columns
 
 from marllib_ext.envs.arrays import WorldArrays
+from marllib_ext.rollout.chunks import joined_observations
 
 
 class ObservationExtension(Protocol):
@@ -114,9 +115,10 @@ class ExtensionChain:
 
     def _with_state(self, arrays: WorldArrays) -> WorldArrays:
         """A simulator without a state's arrays with every plain observation joined as
-        the state (as ``chunks.stacked_arrays`` joins them), before an extension
-        changes the observations."""
+        the state (``chunks.joined_observations``), before an extension changes the
+        observations."""
         if arrays.state is not None:
             return arrays
-        joined = np.concatenate([arrays.observations[a] for a in self.agents], axis=-1)
-        return dataclasses.replace(arrays, state=joined)
+        return dataclasses.replace(
+            arrays, state=joined_observations(arrays.observations, self.agents)
+        )
