@@ -9,6 +9,7 @@ import dataclasses
 import numpy as np
 
 from marllib_ext.envs.arrays import WorldArrays
+from marllib_ext.ops.efx import budget_step, intrinsic_rewards
 
 # Per-iteration sums logged by env runners where an episode ends.
 TEAM_EXTRINSIC_RETURN_SUM = "efx_team_extrinsic_return_sum"
@@ -82,8 +83,10 @@ class BudgetArrays:
         coef = float(self.connector.intrinsic_coef)
         for k, team in enumerate(self.teams):
             controller = self.connector.controllers[team]
-            delta = -coef * logp[:, self.members[k]].sum(axis=1)
-            self.z[:, k] = np.clip(self.z[:, k] - delta, controller.z_low, controller.z_high)
+            _, delta = intrinsic_rewards(logp[:, self.members[k]], coef=coef)
+            self.z[:, k] = budget_step(
+                self.z[:, k], delta, z_low=controller.z_low, z_high=controller.z_high
+            )
         if ended.any():
             self._log_episodes(np.flatnonzero(ended), metrics)
 

@@ -6,6 +6,7 @@ import pytest
 from marllib_ext.ops.efx import (
     budget_path,
     budget_slack,
+    budget_step,
     conservative_advantage,
     intrinsic_rewards,
 )
@@ -446,3 +447,16 @@ def test_entropy_baselined_intrinsic_advantage_has_mean_zero_and_entropy_gradien
     surrogate = (probs.detach() * log_probs * torch.from_numpy(advantage)).sum()
     (grad_push,) = torch.autograd.grad(surrogate, logits)
     np.testing.assert_allclose(grad_push.numpy(), grad_entropy.numpy(), atol=1e-12)
+
+
+def test_budget_step_literals_for_one_world_and_for_every_world_at_once():
+    # clip(z - delta, 0, 10): inside the range, below it, above it
+    assert budget_step(5.0, 2.0, z_low=0.0, z_high=10.0) == 3.0
+    assert budget_step(1.0, 2.0, z_low=0.0, z_high=10.0) == 0.0
+    assert budget_step(9.0, -4.0, z_low=0.0, z_high=10.0) == 10.0
+    worlds = budget_step(
+        np.array([5.0, 1.0, 9.0]), np.array([2.0, 2.0, -4.0]), z_low=0.0, z_high=10.0
+    )
+    np.testing.assert_array_equal(worlds, [3.0, 0.0, 10.0])
+    reference = [budget_step(z, d, z_low=0.0, z_high=10.0) for z, d in [(5, 2), (1, 2), (9, -4)]]
+    np.testing.assert_array_equal(worlds, reference)

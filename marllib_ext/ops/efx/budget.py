@@ -67,10 +67,13 @@ def intrinsic_rewards(
     return r_int, r_int.sum(axis=1)
 
 
-def budget_step(z: float, delta: float, *, z_low: float, z_high: float) -> float:
+def budget_step(z, delta, *, z_low: float, z_high: float):
     """One budget update ``clip(z - delta, z_low, z_high)`` (used step by step while
-    sampling)."""
-    return min(max(z - delta, z_low), z_high)
+    sampling): scalars, or ``(B,)`` arrays of every world's budget and team intrinsic
+    reward at once."""
+    if np.ndim(z) == 0 and np.ndim(delta) == 0:
+        return min(max(z - delta, z_low), z_high)
+    return np.clip(np.asarray(z, np.float64) - delta, z_low, z_high)
 
 
 def budget_path(
