@@ -133,9 +133,14 @@ class CrashOnceEnv(CoordinationEnv):
         return super().step(actions)
 
 
+def reads_episodes(**kwargs) -> None:
+    """An ``on_sample_end`` callback: its runner hands episode chunks, not blocks."""
+
+
 def counter_config(algo_name, env_name, learner_class, share_policy="all", **overrides):
     """A tiny in-process config over CounterEnv-style envs whose 7-step episodes are cut
-    by 5-step fragments (continuation chunks appear), with a recording learner."""
+    by 5-step fragments (continuation chunks appear), with a recording learner; the
+    runner hands episode chunks (their learner connector reads them as blocks)."""
     from marllib_ext import algos
 
     settings = {
@@ -150,7 +155,8 @@ def counter_config(algo_name, env_name, learner_class, share_policy="all", **ove
     config = algos.get(algo_name, **settings).rllib_config(
         env_name, share_policy=share_policy, seed=0
     )
-    return config.env_runners(rollout_fragment_length=5).learners(learner_class=learner_class)
+    config = config.env_runners(rollout_fragment_length=5).learners(learner_class=learner_class)
+    return config.callbacks(on_sample_end=reads_episodes)
 
 
 class CostTradeoffEnv(ParallelEnv):

@@ -11,6 +11,7 @@ from ray.rllib.core.columns import Columns
 
 from marllib_ext.policies import STATE
 from marllib_ext.policies.joint_critic import is_critic_module
+from marllib_ext.rollout.episode_steps import observed_steps
 from tests.helpers import EPISODE_LENGTH, N_AGENTS, reward_of
 
 GAMMA, LAMBDA = 0.9, 0.8
@@ -38,6 +39,8 @@ def recording(connector_class, records: list, columns=COLUMNS, critics=None, ext
     class Recording(connector_class):
         def __call__(self, *, rl_module, batch, episodes, **kwargs):
             finish = extra(self) if extra else (lambda batch: {})
+            ends = chunk_ends(episodes)
+            last_observations = end_observations(episodes)
             batch = super().__call__(rl_module=rl_module, batch=batch, episodes=episodes, **kwargs)
             critic = copy.deepcopy(rl_module[self.critic_module_id])  # weights as used here
             actors = [m for m in batch if not is_critic_module(m)]
@@ -50,6 +53,8 @@ def recording(connector_class, records: list, columns=COLUMNS, critics=None, ext
                         if mid in batch
                     },
                     "critic_module": critic,
+                    "chunk_ends": ends,
+                    "end_observations": last_observations,
                     **{key: critic_values(critic, method) for key, method in critics.items()},
                     **finish(batch),
                 }
@@ -59,17 +64,43 @@ def recording(connector_class, records: list, columns=COLUMNS, critics=None, ext
     return Recording
 
 
+def chunk_ends(episodes) -> set[tuple[int, int]]:
+    """``(uid, t)`` just after each chunk's last env step, from its agents' first
+    observation ``(uid, t, ...)`` (CounterEnv-style observations)."""
+    ends = set()
+    for chunk in episodes:
+        for sa_episode in chunk.agent_episodes.values():
+            if len(sa_episode):
+                obs = np.asarray(sa_episode.get_observations(0))
+                obs = obs if obs.ndim == 1 else obs.ravel()
+                ends.add((int(obs[0]), int(chunk.env_t)))
+                break
+    return ends
+
+
+def end_observations(episodes) -> dict[tuple[int, int], list[np.ndarray]]:
+    """``(uid, t)`` just after each chunk's last env step -> the observations there of
+    the agents that observed it (the state a chunk's GAE bootstraps on)."""
+    out = {}
+    for chunk in episodes:
+        for agent, sa_episode in chunk.agent_episodes.items():
+            observed = observed_steps(chunk, agent)
+            if observed and observed[-1][0] == chunk.env_t - chunk.env_t_started:
+                obs = np.asarray(sa_episode.get_observations(observed[-1][1])).ravel()
+                out.setdefault((int(obs[0]), int(obs[1])), []).append(obs)
+    return out
+
+
 def reference_team_advantages(record, reward_fn=reward_of, critic_key="critic"):
     """(uid, t) -> normalized team advantage, from obs-decoded identities only.
 
     ``reward_fn(uid, t, agent)`` is the per-agent signal summed into the team's;
     ``record[critic_key]`` maps states to the values the GAE runs on."""
-    valid_steps, chunk_ends = set(), set()
+    ends = record["chunk_ends"]
+    valid_steps = set()
     for columns in record["modules"].values():
-        for (uid, t, _), valid in zip(
-            columns[Columns.OBS], columns[Columns.LOSS_MASK], strict=True
-        ):
-            (valid_steps if valid else chunk_ends).add((int(uid), int(t)))
+        for uid, t, _ in columns[Columns.OBS]:
+            valid_steps.add((int(uid), int(t)))
 
     def state(uid, t):
         return np.concatenate([[uid, t, i] for i in range(N_AGENTS)])
@@ -83,10 +114,10 @@ def reference_team_advantages(record, reward_fn=reward_of, critic_key="critic"):
         segments, current = [], []
         for t in steps:
             current.append(t)
-            if (uid, t + 1) in chunk_ends:
+            if (uid, t + 1) in ends:
                 segments.append(current)
                 current = []
-        assert not current, "every chunk ends in a bootstrap row"
+        assert not current, "every chunk ends in the record's chunk ends"
         for segment in segments:
             ts = np.array(segment)
             values = record[critic_key](np.stack([state(uid, t) for t in ts]))
@@ -122,15 +153,11 @@ def reference_present_agents(record, acts, terminal_step):
             [[uid, t, i] if observes(uid, t, i) else [0.0, 0.0, 0.0] for i in range(3)]
         )
 
-    steps, chunk_ends = set(), set()
+    chunk_ends = record["chunk_ends"]
+    steps = set()
     for columns in record["modules"].values():
-        for (uid, t, agent), valid in zip(
-            columns[Columns.OBS], columns[Columns.LOSS_MASK], strict=True
-        ):
-            if valid:
-                steps.add((int(uid), int(t)))
-            elif agent == 0:  # agent_0 lives to the end: its bootstrap row ends the chunk
-                chunk_ends.add((int(uid), int(t)))
+        for uid, t, _ in columns[Columns.OBS]:
+            steps.add((int(uid), int(t)))
     by_uid = defaultdict(list)
     for uid, t in sorted(steps):
         by_uid[uid].append(t)

@@ -411,7 +411,7 @@ def test_episode_slices_keep_every_agents_infos(ray_session, env):
     """RLlib's MultiAgentEpisode.slice drops the infos (every one ``{}``); after the
     package's import a slice keeps them: the two slices at every cut hold, env step by
     env step, the infos of the episode they came from (absent agents included)."""
-    from marllib_ext.postprocessing.episode_steps import chunk_step_infos
+    from marllib_ext.rollout.episode_steps import chunk_step_infos
 
     algorithm = algos.mappo(**SMALL).rllib_config(env, seed=0).build_algo()
     try:

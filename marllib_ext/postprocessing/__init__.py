@@ -1,15 +1,6 @@
-"""ConnectorV2 pieces: the joint-advantage learner connector and its team layout."""
+"""The on-policy team batch: one builder over ``(T, B)`` team arrays
+(``block_batch``) and the learner connector that hands it episode chunks."""
 
-from marllib_ext.postprocessing.joint_advantage import (
-    JointAdvantageConnector,
-    TeamBatch,
-)
-from marllib_ext.postprocessing.team_layout import AgentRows, TeamLayout, build_team_layout
+from marllib_ext.postprocessing.joint_advantage import JointAdvantageConnector
 
-__all__ = [
-    "AgentRows",
-    "JointAdvantageConnector",
-    "TeamBatch",
-    "TeamLayout",
-    "build_team_layout",
-]
+__all__ = ["JointAdvantageConnector"]

@@ -29,24 +29,22 @@ from marllib_ext.ops.advantages import block_gae, standardize_valid
 from marllib_ext.policies.joint_critic import OLD_VALUES, STATE
 from marllib_ext.policies.vd_critic import AGENT_OBS, AGENT_PRESENT
 from marllib_ext.postprocessing.block_hooks import BlockHooks
-from marllib_ext.postprocessing.joint_advantage import TEAM_ADVANTAGE_MEAN, TEAM_VALUE_MEAN
 from marllib_ext.rllib_compat import plain_module
 from marllib_ext.rollout.blocks import RolloutBlock
 
+TEAM_ADVANTAGE_MEAN = "team_advantage_mean"
+TEAM_VALUE_MEAN = "team_value_mean"
 # Actor batch column: each row's index in its team's critic batch (HAPPO's factor M is
 # kept per team row).
 TEAM_ROW = "happo_team_row"
-# Advantage-connector class attribute: the ``joint_critic_block_batch`` options that
-# build from a block what the class builds from chunks. Read from the class itself, not
-# inherited: a connector subclass changes what is computed.
+# Advantage-connector class attribute: the ``joint_critic_block_batch`` options of
+# the class (its critic's inputs, HAPPO's team rows).
 BLOCK_BATCH_OPTIONS = "BLOCK_BATCH_OPTIONS"
 
 
-def block_batch_options(connector_class: type) -> dict[str, Any] | None:
-    """The ``joint_critic_block_batch`` options equal to ``connector_class``'s batch
-    (``None``: it has no block form)."""
-    options = vars(connector_class).get(BLOCK_BATCH_OPTIONS)
-    return None if options is None else dict(options)
+def block_batch_options(connector_class: type) -> dict[str, Any]:
+    """The ``joint_critic_block_batch`` options of ``connector_class``."""
+    return dict(getattr(connector_class, BLOCK_BATCH_OPTIONS, {}))
 
 
 @dataclass
@@ -66,9 +64,11 @@ class TeamBlock:
 
 def present_rewards(block: RolloutBlock, agents: list[int]) -> np.ndarray:
     """``(T, B, len(agents))`` the rewards of ``agents`` (indices into ``block.agents``)
-    where they were present, 0 elsewhere; a non-finite one raises ``ValueError`` naming
+    where they count (``block.rewarded``, by default where they were present), 0
+    elsewhere; a non-finite one raises ``ValueError`` naming
     its module, agent, world and step."""
-    rewards = np.where(block.alive[:, :, agents], block.rewards[:, :, agents], 0.0)
+    counted = block.alive if block.rewarded is None else block.rewarded
+    rewards = np.where(counted[:, :, agents], block.rewards[:, :, agents], 0.0)
     if not np.isfinite(rewards).all():
         t, world, i = np.argwhere(~np.isfinite(rewards))[0]
         agent = block.agents[agents[i]]
@@ -86,14 +86,12 @@ def critic_inputs(
     """The joint critic's inputs per ``(step, world)``, ``(T, B, ...)``: the global
     state acted on (``after``: the state after each step), as ``hooks`` give it; with
     ``agent_obs`` (the value-decomposition critic) also each team agent's observation,
-    zero-padded to the largest, and whether it is present (after a step: still there,
-    not dead)."""
+    zero-padded to the largest, and whether it is present (after a step:
+    ``RolloutBlock.present_after``)."""
     out = {STATE: hooks.block_critic_state(block, team, after=after)}
     if agent_obs:
         observations = block.next_observations if after else block.observations
-        present = block.alive[:, :, team]
-        if after:
-            present = present & ~block.died[:, :, team]
+        present = (block.present_after() if after else block.alive)[:, :, team]
         agents = [block.agents[i] for i in team]
         width = max(observations[a].shape[-1] for a in agents)
         stacked = np.zeros((*present.shape, width), np.float32)
@@ -111,14 +109,14 @@ def world_major(array: np.ndarray) -> np.ndarray:
     return array.swapaxes(0, 1).reshape(-1, *array.shape[2:])
 
 
-def _episode_major(columns: dict[str, np.ndarray], keys: list[np.ndarray]) -> dict:
+def episode_major(columns: dict[str, np.ndarray], keys: list[np.ndarray]) -> dict:
     """Actor rows reordered by ``keys`` (block, world, agent, step), most significant
     first: each world's agents' steps together, as RLlib batches episode by episode."""
     order = np.lexsort(tuple(reversed(keys)))
     return {column: array[order] for column, array in columns.items()}
 
 
-def _row_keys(k: int, agent_position: int, rows: np.ndarray) -> list[np.ndarray]:
+def row_keys(k: int, agent_position: int, rows: np.ndarray) -> list[np.ndarray]:
     """``(block, world, agent, step)`` of the rows selected by the ``(T, B)`` mask."""
     steps, worlds = np.nonzero(rows)
     return [np.full(len(steps), k), worlds, np.full(len(steps), agent_position), steps]
@@ -135,6 +133,15 @@ def block_values(compute, columns: dict[str, np.ndarray], device) -> np.ndarray:
     return values.cpu().numpy().astype(np.float64).reshape(shape)
 
 
+def team_agents(block: RolloutBlock, team_modules: set[str] | None) -> list[int]:
+    """Indices in ``block.agents`` of the agents whose module is in ``team_modules``
+    (``None``: every agent)."""
+    return [
+        i for i, a in enumerate(block.agents)
+        if team_modules is None or block.module_of[a] in team_modules
+    ]  # fmt: skip
+
+
 def team_block(
     block: RolloutBlock, critic, team_modules: set[str] | None, *, gamma: float, lambda_: float,
     device, agent_obs: bool = False, hooks: BlockHooks | None = None,
@@ -142,10 +149,7 @@ def team_block(
     """Team GAE on one block (``team_modules``: the team's actor modules, ``None``:
     every agent; ``hooks``: the advantage connector's block hooks)."""
     hooks = hooks or BlockHooks()
-    team = [
-        i for i, a in enumerate(block.agents)
-        if team_modules is None or block.module_of[a] in team_modules
-    ]  # fmt: skip
+    team = team_agents(block, team_modules)
     alive = block.alive[:, :, team]
     rewards = present_rewards(block, team)
     inputs = critic_inputs(block, team, after=False, agent_obs=agent_obs, hooks=hooks)
@@ -192,7 +196,7 @@ def _actor_columns(
     """Numpy columns of one actor module: its agents' rows, block by block; with
     ``team_rows``, each row's index in the critic's rows (``TEAM_ROW``);
     ``agent_terms`` (``BlockHooks.block_agent_terms``) added to the advantages or
-    written to ``terms_column``. Rows go world by world (``_episode_major``)."""
+    written to ``terms_column``. Rows go world by world (``episode_major``)."""
     parts: dict[str, list[np.ndarray]] = {}
     keys: list[list[np.ndarray]] = []
     offsets = np.cumsum([0] + [t.acting.size for t in teams])[:-1]  # each block's first row
@@ -224,24 +228,21 @@ def _actor_columns(
                 columns[TEAM_ROW] = index[rows].astype(np.float64)
             for column, array in columns.items():
                 parts.setdefault(column, []).append(array)
-            keys.append(_row_keys(k, i, rows))
+            keys.append(row_keys(k, i, rows))
     columns = {column: np.concatenate(arrays) for column, arrays in parts.items()}
-    return _episode_major(columns, [np.concatenate(key) for key in zip(*keys, strict=True)])
+    return episode_major(columns, [np.concatenate(key) for key in zip(*keys, strict=True)])
 
 
 def joint_critic_block_batch(
     blocks: list[RolloutBlock], *, connector, rl_module, device, metrics=None
 ) -> dict[str, dict[str, Any]]:
     """``{module_id: {column: tensor}}`` for one joint critic and its team's actor
-    modules, as ``connector`` (a ``JointAdvantageConnector`` whose class has a block
-    form, ``block_batch_options``) writes them from chunks, without bootstrap rows:
-    with the option ``agent_obs``, the value-decomposition critic's per-agent
+    modules, with ``connector``'s (a ``JointAdvantageConnector``) settings, hooks and
+    options (``block_batch_options``): with the option ``agent_obs``, the value-decomposition critic's per-agent
     observations and presence (``critic_inputs``); with ``team_rows``, HAPPO's
     ``TEAM_ROW`` column; the connector's ``BlockHooks`` change the critic's state, the
     raw advantages and the per-agent terms (EFX)."""
     options = block_batch_options(type(connector))
-    if options is None:
-        raise ValueError(f"{type(connector).__name__} has no block form")
     settings = connector.settings
     critic_module_id = connector.critic_module_id
     critic = plain_module(rl_module, critic_module_id)
@@ -284,7 +285,7 @@ def joint_critic_block_batch(
             connector.agent_terms_column,
             actor_extra,
         )
-        batch[module_id] = _module_tensors(columns, device)
+        batch[module_id] = module_tensors(columns, device)
     inputs = [{k: world_major(v) for k, v in t.inputs.items()} for t in teams]
     value_targets = np.concatenate([world_major(t.value_targets) for t in teams])
     critic_columns = {
@@ -367,21 +368,21 @@ def own_value_block_batch(
                 columns[ACTION_MASK_KEY] = block.action_masks[agent][present]
             for column, array in columns.items():
                 parts.setdefault(column, []).append(array)
-            keys.append(_row_keys(k, i, present))
+            keys.append(row_keys(k, i, present))
     if not parts:
         return None
     columns = {column: np.concatenate(arrays) for column, arrays in parts.items()}
-    columns = _episode_major(columns, [np.concatenate(p) for p in zip(*keys, strict=True)])
+    columns = episode_major(columns, [np.concatenate(p) for p in zip(*keys, strict=True)])
     advantages = columns[Columns.ADVANTAGES]
     columns[Columns.ADVANTAGES] = standardize_valid(advantages, np.ones(len(advantages), bool))
-    return _module_tensors(columns, device)
+    return module_tensors(columns, device)
 
 
 def _masks(masks: dict[str, np.ndarray] | None, agent: str) -> np.ndarray | None:
     return None if masks is None else masks[agent]
 
 
-def _module_tensors(columns: dict[str, np.ndarray], device) -> dict[str, Any]:
+def module_tensors(columns: dict[str, np.ndarray], device) -> dict[str, Any]:
     """Numpy actor columns as the learner's tensors (float64 -> float32; a mask column
     joins the observations as a masked observation), with an all-true loss mask."""
     masks = columns.pop(ACTION_MASK_KEY, None)

@@ -1,8 +1,7 @@
-"""The joint-critic advantage connector's hooks on rollout blocks: what a subclass
-changes in ``block_batch.joint_critic_block_batch`` (the team batch built from
-``(T, B)`` arrays) as its chunk hooks change the batch built from episodes. A connector
-class declares that these hooks build from a block what its chunk hooks build from
-episodes with ``BLOCK_BATCH_OPTIONS`` (``block_batch.block_batch_options``)."""
+"""The joint-critic advantage connector's hooks: what a subclass changes in
+``block_batch.joint_critic_block_batch``, the team batch built from ``(T, B)`` arrays
+(a batched runner's blocks, or episode chunks read as blocks); its builder options are
+``BLOCK_BATCH_OPTIONS`` (``block_batch.block_batch_options``)."""
 
 from __future__ import annotations
 
@@ -26,22 +25,28 @@ class BlockHooks:
 
     def adjust_block_advantages(self, teams: list, metrics: Any) -> list[np.ndarray]:
         """The raw team advantages ``(T, B)`` of each ``block_batch.TeamBlock`` before
-        they are standardized (as the chunk hook ``adjust_before_standardizing``)."""
+        they are standardized (EFX's conservative advantage)."""
         return [team.advantages for team in teams]
 
     def block_extra_columns(
         self, critic, teams: list, device, metrics: Any
     ) -> tuple[list[dict[str, np.ndarray]], list[dict[str, np.ndarray]]]:
         """Per block, further ``(actor_columns, critic_columns)`` of ``(T, B)`` arrays
-        after the team advantages (the chunk hook ``extra_columns``); actor columns go
-        to every agent's rows, and ``combine_after_standardizing`` reads them. None
-        here."""
+        after the team advantages (the cost GAE); actor columns go to every agent's
+        rows, and ``combine_after_standardizing`` reads them. None here."""
         return [{} for _ in teams], [{} for _ in teams]
+
+    def combine_after_standardizing(
+        self, advantages: np.ndarray, actor_columns: dict[str, np.ndarray]
+    ) -> np.ndarray:
+        """The advantages the actors train on, from the standardized team advantages and
+        the extra actor columns of ``block_extra_columns``; identity here."""
+        return advantages
 
     def block_agent_terms(
         self, rl_module, teams: list, metrics: Any
     ) -> dict[tuple[int, int], np.ndarray]:
         """``{(block index, agent index): (n_rows,)}`` added to that agent's rows (where it
         was alive, in ``(step, world)`` order) after the team advantage is copied there
-        (as the chunk hook ``agent_advantage_terms``); none here."""
+        (EFX's exploration push); none here."""
         return {}

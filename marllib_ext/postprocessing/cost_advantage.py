@@ -5,13 +5,11 @@ from __future__ import annotations
 import numpy as np
 import torch
 from ray.rllib.utils.annotations import override
-from ray.rllib.utils.metrics.metrics_logger import MetricsLogger
 
-from marllib_ext.envs.adapter import TEAM_COST_KEY
 from marllib_ext.ops.advantages import block_gae
 from marllib_ext.ops.lagrange import lagrangian_advantage
 from marllib_ext.postprocessing.block_batch import block_values, standardized_over_teams
-from marllib_ext.postprocessing.joint_advantage import JointAdvantageConnector, TeamBatch
+from marllib_ext.postprocessing.joint_advantage import JointAdvantageConnector
 
 # Actor batch column: standardized team cost advantage A_c.
 COST_ADVANTAGES = "cost_advantages"
@@ -25,21 +23,6 @@ NO_COSTS = (
     "info['team_cost'] by the env adapter); the env reports none -- see "
     "marllib_ext.envs.costs"
 )
-
-
-def team_costs(team: TeamBatch) -> np.ndarray:
-    """``(n_rows,)`` team cost of each row's step; 0 on bootstrap rows.
-
-    The cost of row ``t``'s action arrives with the next observation, i.e. in the info
-    at index ``t + 1`` of the chunk (the adapter's ``info["team_cost"]``)."""
-    costs = np.zeros(team.layout.n_rows, dtype=np.float64)
-    for start, infos in zip(team.layout.chunk_starts, team.chunk_infos, strict=True):
-        try:
-            chunk = [info[TEAM_COST_KEY] for info in infos[1:]]
-        except (KeyError, TypeError) as e:
-            raise ValueError(NO_COSTS) from e
-        costs[start : start + len(chunk)] = chunk
-    return costs
 
 
 def block_team_costs(team) -> np.ndarray:
@@ -76,34 +59,8 @@ class CostJointAdvantageConnector(JointAdvantageConnector):
         self.cost_multiplier = 0.0
 
     @override(JointAdvantageConnector)
-    def extra_columns(
-        self,
-        critic,
-        critic_inputs: dict[str, torch.Tensor],
-        team: TeamBatch,
-        metrics: MetricsLogger | None,
-    ) -> tuple[dict[str, np.ndarray], dict[str, np.ndarray]]:
-        costs = team_costs(team)
-        with torch.no_grad():
-            cost_values = critic.compute_cost_values(critic_inputs).cpu().numpy().astype(np.float64)
-        cost_advantages, cost_targets = self.gae(costs, cost_values, team)
-        if metrics is not None:
-            valid = team.valid
-            metrics.log_dict(
-                {
-                    TEAM_COST_VALUE_MEAN: float(cost_values[valid].mean()),
-                    TEAM_COST_MEAN: float(costs[valid].mean()),
-                },
-                key=self.critic_module_id,
-                window=1,
-            )
-        return {COST_ADVANTAGES: self.standardized(cost_advantages, team)}, {
-            COST_VALUE_TARGETS: cost_targets
-        }
-
-    @override(JointAdvantageConnector)
     def block_extra_columns(self, critic, teams, device, metrics):
-        """``extra_columns`` on blocks: cost GAE per world on ``V_c`` of the states
+        """Cost GAE per world on ``V_c`` of the states
         acted on and after each step, ``A_c`` standardized over every block's rows
         where the team acted."""
         advantages, targets, cost_values, costs = [], [], [], []

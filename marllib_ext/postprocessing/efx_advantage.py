@@ -1,32 +1,26 @@
-"""Learner connector injecting EFXplorer's conservative advantage into the team GAE."""
+"""Learner connector injecting EFXplorer's conservative advantage into the team GAE
+(its hooks on the team arrays: ``efx_block.EFXBlockHooks``)."""
 
 from __future__ import annotations
 
 from typing import Any
 
 import numpy as np
-import torch
-from ray.rllib.core.columns import Columns
-from ray.rllib.utils.annotations import override
-from ray.rllib.utils.metrics.metrics_logger import MetricsLogger
 
 from marllib_ext.ops.advantages import standardize_valid
 from marllib_ext.ops.efx import (
     EFX_ADVANTAGE_FORMS,
     PUSH_FORMS,
     conservative_advantage,
-    demand_push_term,
     seed_dp_binding,
     segment_slack,
     shortfall_weight,
     slack_cap_advantage,
 )
-from marllib_ext.policies.joint_critic import STATE
 from marllib_ext.postprocessing.budget_input import team_of_critic
 from marllib_ext.postprocessing.efx_block import EFXBlockHooks
-from marllib_ext.postprocessing.joint_advantage import JointAdvantageConnector, TeamBatch
+from marllib_ext.postprocessing.joint_advantage import JointAdvantageConnector
 from marllib_ext.postprocessing.vd_advantage import VDJointAdvantageConnector
-from marllib_ext.rllib_compat import plain_module
 
 A_EXT_MEAN = "efx_advantage_ext_mean"
 A_FINAL_MEAN = "efx_advantage_final_mean"
@@ -56,7 +50,7 @@ ZERO_BUDGET_ROW_FRACTION = "efx_zero_budget_row_fraction"
 
 class EFXJointAdvantageConnector(EFXBlockHooks, JointAdvantageConnector):
     """Team GAE on the joint critic, then EFX's conservative advantage per segment
-    (on rollout blocks: ``EFXBlockHooks``).
+    (``EFXBlockHooks``).
 
     On a mixed env each team's critic has its own connector, budget range and
     intrinsic reward (its own agents' log-probs only).
@@ -65,7 +59,7 @@ class EFXJointAdvantageConnector(EFXBlockHooks, JointAdvantageConnector):
     the budget appended by ``BudgetObservationConnector`` (read back with
     ``BudgetInput``, so z is exactly what the actor saw) and ``ACTION_LOGP`` holds the
     log-probs logged at sampling. ``delta_t = -intrinsic_coef * sum_i logp_i``;
-    segments end at each chunk's last real step (episode end or chunk cut). The critic
+    segments end where a world's episode ended or its block (or chunk) was cut. The critic
     sees ``[state, z normalized]`` and is trained on extrinsic value targets only.
 
     ``advantage_form`` (see ``marllib_ext.ops.efx``): ``seed_dp`` applies
@@ -97,36 +91,12 @@ class EFXJointAdvantageConnector(EFXBlockHooks, JointAdvantageConnector):
         self.budget: float | None = None  # broadcast by the outer loop, for metrics
         # z_high - floor (budget_range: tracked), broadcast by the outer loop
         self.demand_range = self.budget_input.z_range
-        self._push_slack: np.ndarray | None = None  # (n_rows,) S of the current batch
         if getattr(settings, "push_gradient", "policy") == "temperature":
             self.agent_terms_column = PUSH_ADVANTAGES
 
     @property
     def pushes(self) -> bool:
         return self.advantage_form in PUSH_FORMS and self.budget_input.z_range > 0
-
-    @override(JointAdvantageConnector)
-    def module_columns(self) -> tuple[str, ...]:
-        columns = (*super().module_columns(), Columns.OBS, Columns.ACTION_LOGP)
-        return (*columns, Columns.ACTION_DIST_INPUTS) if self.pushes else columns
-
-    def team_budget(self, team: TeamBatch) -> np.ndarray:
-        """``(n_rows,)`` the raw z every agent saw at each team row (read from the
-        agents present there: a dead agent's last row, mapped onto the chunk's bootstrap
-        row, carries an older z)."""
-        layout = team.layout
-        z = np.zeros(layout.n_rows, dtype=np.float64)
-        for module_id, columns in team.module_columns.items():
-            rows = layout.team_row_of[module_id]
-            present = layout.present[rows, layout.agent_index_of[module_id]]
-            z[rows[present]] = self.budget_input.read(columns[Columns.OBS][present])
-        return z
-
-    @override(JointAdvantageConnector)
-    def critic_batch(self, team: TeamBatch) -> dict[str, np.ndarray]:
-        columns = super().critic_batch(team)
-        columns[STATE] = self.budget_input.append(columns[STATE], self.team_budget(team))
-        return columns
 
     def conservative(
         self, a_ext: np.ndarray, delta: np.ndarray, z: np.ndarray, ends: np.ndarray
@@ -149,68 +119,6 @@ class EFXJointAdvantageConnector(EFXBlockHooks, JointAdvantageConnector):
             only_unmet=self.advantage_form in ("hinge", "demand_push"),
         )
         return a_final, binding, slack
-
-    @override(JointAdvantageConnector)
-    def adjust_before_standardizing(
-        self, team: TeamBatch, advantages: np.ndarray, metrics: MetricsLogger | None
-    ) -> np.ndarray:
-        valid = np.flatnonzero(team.valid)
-        logp_sum = team.layout.gather_sum(
-            {mid: cols[Columns.ACTION_LOGP] for mid, cols in team.module_columns.items()}
-        )
-        delta = -self.intrinsic_coef * logp_sum[valid]
-        z_all = self.team_budget(team)
-        z = z_all[valid]
-        ends = (team.terminateds | team.truncateds)[valid]
-        a_ext = advantages[valid]
-        a_final, binding, slack = self.conservative(a_ext, delta, z, ends)
-        out = advantages.copy()
-        out[valid] = a_final
-        if self.pushes:  # bootstrap rows: S = 0, no push
-            self._push_slack = np.zeros(team.layout.n_rows)
-            self._push_slack[valid] = slack
-        if metrics is not None:
-            first_rows = team.valid & (team.env_steps == 0)
-            metrics.log_dict(
-                self.metrics(
-                    a_ext, a_final, binding, slack, delta, z,
-                    ends=ends, episode_ends=team.episode_ends[valid], z0=z_all[first_rows],
-                )
-                | self.extrinsic_metrics(team.rewards[valid], a_ext, a_final, binding, z),
-                key=self.critic_module_id,
-                window=1,
-            )  # fmt: skip
-        return out
-
-    @override(JointAdvantageConnector)
-    def agent_advantage_terms(
-        self, rl_module, team: TeamBatch, metrics: MetricsLogger | None
-    ) -> dict[str, np.ndarray]:
-        """``demand_push``: ``w[t] * (-log pi_i(a|o_t) - H_i(o_t))`` on every agent row
-        (0 where the budget is met and on bootstrap rows)."""
-        if not self.pushes:
-            return {}
-        slack, self._push_slack = self._push_slack, None
-        terms = {}
-        for module_id, columns in team.module_columns.items():
-            module = plain_module(rl_module, module_id)
-            dist_inputs = torch.from_numpy(columns[Columns.ACTION_DIST_INPUTS])
-            entropy = module.get_train_action_dist_cls().from_logits(dist_inputs).entropy()
-            terms[module_id] = demand_push_term(
-                team.layout.scatter(slack, module_id),
-                columns[Columns.ACTION_LOGP],
-                entropy.detach().cpu().numpy(),
-                kappa=self.kappa,
-                z_range=self.demand_range,
-            )
-        if metrics is not None:
-            valid = team.valid
-            agent_valid = {mid: valid[rows] for mid, rows in team.layout.team_row_of.items()}
-            pushed = np.concatenate([terms[mid][agent_valid[mid]] for mid in terms])
-            metrics.log_dict(
-                self.push_metrics(slack[valid], pushed), key=self.critic_module_id, window=1
-            )
-        return terms
 
     def push_metrics(self, slack: np.ndarray, pushed: np.ndarray) -> dict:
         """The push's metrics from the slack of the team rows and the terms of the agent

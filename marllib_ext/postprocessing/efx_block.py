@@ -55,9 +55,7 @@ class EFXBlockHooks(BlockHooks):
         """``(T, B)`` the raw z the team's agents saw at each step (``after``: with the
         observation after the step); 0 where none of them was there."""
         observations = block.next_observations if after else block.observations
-        present = block.alive[:, :, team]
-        if after:
-            present = present & ~block.died[:, :, team]
+        present = (block.present_after() if after else block.alive)[:, :, team]
         z = np.zeros(present.shape[:2])
         for j, i in enumerate(team):
             agent_z = self.budget_input.read(observations[block.agents[i]])

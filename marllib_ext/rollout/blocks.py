@@ -35,6 +35,10 @@ class RolloutBlock(CountedAsEpisodes):
             ``costs`` / ``team_costs``: ``(T, B, n_agents)`` each agent's
             ``info["cost"]`` after the step and its team's summed cost (0 where absent),
             or ``None`` where the env reports no cost.
+        rewarded: ``(T, B, n_agents)`` where an agent's reward counts (``None``: where
+            it was alive; agents that take turns earn rewards between their turns);
+        next_present: ``(T, B, n_agents)`` the agents observed after each step, in the
+            state the critic bootstraps on (``None``: alive and not died there).
     """
 
     agents: list[str]
@@ -55,6 +59,14 @@ class RolloutBlock(CountedAsEpisodes):
     starts: np.ndarray | None = None
     costs: np.ndarray | None = None
     team_costs: np.ndarray | None = None
+    rewarded: np.ndarray | None = None
+    next_present: np.ndarray | None = None
+
+    def present_after(self) -> np.ndarray:
+        """``(T, B, n_agents)`` the agents observed after each step (``next_present``)."""
+        if self.next_present is not None:
+            return self.next_present
+        return self.alive & ~self.died
 
     def env_steps(self) -> int:
         return self.terminated.size

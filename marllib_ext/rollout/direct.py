@@ -3,10 +3,10 @@ instead of RLlib episode chunks, and the runner's episode metrics kept per world
 without episode objects.
 
 A learner takes blocks when it builds the same batch from them as from episodes: its
-class's ``rollout_block_refusal()`` is ``None`` (for the PPO family: RLlib's GAE on
-each module's own value head, or an advantage connector whose class has a block form,
-``postprocessing.block_batch.block_batch_options``); a new family built on those gets
-blocks as it is. ``rollout_block_refusal`` here says why a runner hands episode chunks
+class's ``rollout_block_refusal()`` is ``None`` (for the PPO family: GAE on each
+module's own value head, or the joint critics' one team batch builder
+``postprocessing.block_batch.joint_critic_block_batch``, which the chunk path reaches
+through ``rollout.episode_blocks``); a new family built on those gets blocks as it is. ``rollout_block_refusal`` here says why a runner hands episode chunks
 instead."""
 
 from __future__ import annotations

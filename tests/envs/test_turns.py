@@ -7,7 +7,6 @@ from marllib_ext import make_env
 from marllib_ext.envs.adapter import STATE_KEY, STEP_REWARDS_KEY, ParallelEnvAdapter
 from marllib_ext.envs.toy_agents import TakeTurnsEnv
 from marllib_ext.envs.turns import TurnBasedParallelEnv
-from marllib_ext.postprocessing.episode_steps import env_step_team_rewards
 
 
 def play(env, seed=0):
@@ -66,16 +65,6 @@ def test_moving_out_of_turn_is_an_error():
     env.reset(seed=0)
     with pytest.raises(ValueError, match="it is 'player_0'.s turn"):
         env.step({"player_1": 0})
-
-
-def test_team_rewards_sit_on_the_env_step_that_earned_them():
-    infos = [
-        [{}, {STEP_REWARDS_KEY: {"a": 1.0, "b": 1.0}}, {STEP_REWARDS_KEY: {"a": 0.0, "b": 0.5}}],
-        [{}, {STEP_REWARDS_KEY: {"a": 2.0, "c": 9.0}}],
-    ]
-    rewards = env_step_team_rewards(infos, ["a", "b"], np.array([3, 2]))
-    np.testing.assert_allclose(rewards, [2.0, 0.5, 0.0, 2.0, 0.0])  # bootstrap rows: 0
-    assert env_step_team_rewards([[{}, {}]], ["a"], np.array([2])) is None
 
 
 def test_turn_based_envs_sample_complete_episodes():

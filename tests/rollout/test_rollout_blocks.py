@@ -1,8 +1,7 @@
-"""A batched runner hands ``RolloutBlock`` arrays to every learner that builds the same
-batch from them as from episodes (the own-value family, and the joint-critic family
-whose advantage connector has a block form); the batch a learner builds from them
-(``postprocessing.block_batch``) is the one its connectors build from the same steps as
-episode chunks, without the chunks' bootstrap rows."""
+"""A batched runner hands ``RolloutBlock`` arrays to every on-policy learner; the batch
+a learner builds from them (``postprocessing.block_batch``, COMA's ``coma.batch``) is
+the one its learner connector builds from the same steps handed over as episode chunks
+(read back as blocks by ``rollout.episode_blocks``), row for row."""
 
 import math
 from types import SimpleNamespace
@@ -18,6 +17,7 @@ from marllib_ext import algos, make_env
 from marllib_ext.algos.coma.learner import COMALearner
 from marllib_ext.algos.env_checks import log_contract_breaches
 from marllib_ext.algos.ppo.learners import JointCriticPPOLearner
+from marllib_ext.policies.coma_critic import COMA_INPUTS
 from marllib_ext.policies.joint_critic import STATE
 from marllib_ext.postprocessing.block_batch import TEAM_ROW
 from marllib_ext.postprocessing.cost_advantage import COST_ADVANTAGES, COST_VALUE_TARGETS
@@ -122,6 +122,8 @@ def _real_rows(columns):
         # advantage, from costs in the arrays of copies of MPE
         ("mappo_lag", "mpe:simple_spread", {}),
         ("mappo_cup", "mpe:simple_spread", {}),
+        # COMA: the counterfactual advantage per agent, Q's targets per (step, agent)
+        ("coma", "mpe:simple_spread", {"minibatch_size": None}),
         # the push on each agent's rows, in the advantages or in its own column
         *[
             (
@@ -150,6 +152,14 @@ def test_block_batch_is_the_connectors_batch(ray_session, name, env, settings):
             keys = [*keys, COST_ADVANTAGES]
             assert np.abs(theirs[COST_ADVANTAGES].numpy()).max() > 0  # costs were there
         mask = theirs[Columns.LOSS_MASK]
+        if module_id == "joint_critic" and COMA_INPUTS in theirs:  # one row per agent
+            for column in (Columns.VALUE_TARGETS, COMA_INPUTS):
+                np.testing.assert_allclose(
+                    np.sort(ours[column][ours[Columns.LOSS_MASK]].numpy(), axis=0),
+                    np.sort(theirs[column][mask].numpy(), axis=0),
+                    atol=1e-5,
+                )
+            continue
         if module_id == "joint_critic":
             assert len(ours) == int(mask.sum()) == len(arrays)
             ours_targets = sorted(ours[Columns.VALUE_TARGETS].tolist())
@@ -184,38 +194,28 @@ TAKE_BLOCKS = [
 ]  # fmt: skip
 TAKE_BLOCKS_INDIVIDUAL = ["happo", "hatrpo", "efx_happo", "efx_hatrpo"]  # one policy per agent
 SAFE = ["mappo_lag", "mappo_pid_lag", "mappo_cup", "mappo_focops"]  # need an env with costs
-READ_EPISODES = {"coma": "COMAAdvantageConnector"}  # algorithm -> its advantage connector
+DISCRETE = ["coma"]  # one Q per action
 
 
-def test_which_learners_take_blocks():
-    """Every on-policy learner either builds the same batch from blocks (the own-value
-    family, and advantage connectors with a block form) or names the connector that
-    has none; a connector subclass does not inherit its base's block form."""
+def test_every_on_policy_learner_takes_blocks():
+    """Every on-policy learner builds its batch from blocks: the own-value family, the
+    joint critics' one builder (which episode chunks reach as blocks) and COMA's."""
     on_policy = [n for n in algos.ALGORITHMS if algos.get(n).spec.schedule is not None]
-    assert sorted(on_policy) == sorted(
-        [*TAKE_BLOCKS, *TAKE_BLOCKS_INDIVIDUAL, *SAFE, *READ_EPISODES]
-    )
+    assert sorted(on_policy) == sorted([*TAKE_BLOCKS, *TAKE_BLOCKS_INDIVIDUAL, *SAFE, *DISCRETE])
     for name in on_policy:
-        env = "toy:continuous_target" if name != "coma" else "toy:coordination"
+        env = "toy:continuous_target" if name not in DISCRETE else "toy:coordination"
         learner_class = algos.get(name).rllib_config(env, share_policy="individual").learner_class
-        refusal = learner_class.rollout_block_refusal()
-        if name in READ_EPISODES:
-            assert refusal == f"its advantage connector ({READ_EPISODES[name]}) has no block form"
-        else:
-            assert refusal is None, name
+        assert learner_class.rollout_block_refusal() is None, name
 
 
 def test_each_runner_decides_how_it_samples_when_it_is_built(ray_session):
-    """Decided once, with the reason a cheaper path is refused: rollout blocks (EFX's
-    budget connector included: it has an array form; copies of a plain PettingZoo env
-    too), or episode chunks built from arrays (a learner without a block batch)."""
+    """Decided once when the runner is built: rollout blocks (EFX's budget connector
+    included: it has an array form; copies of a plain PettingZoo env too; COMA)."""
     expected = {
         ("mappo", "vmas:navigation"): "sampling: rollout blocks",
         ("efx_mappo", "vmas:navigation"): "sampling: rollout blocks",
         ("mappo_lag", "mpe:simple_spread"): "sampling: rollout blocks",
-        ("coma", "mpe:simple_spread"): "sampling: episode chunks built from arrays (the "
-        "learner (COMALearner) reads episodes: its advantage connector "
-        "(COMAAdvantageConnector) has no block form)",
+        ("coma", "mpe:simple_spread"): "sampling: rollout blocks",
     }
     for (name, env), sampling in expected.items():
         one_step = {"minibatch_size": None} if name == "coma" else {}
@@ -393,12 +393,9 @@ def test_who_refuses_blocks():
     # data-parallel learners take one block each where the worlds split evenly
     assert block_refusal(_config(num_learners=2, num_envs_per_env_runner=4), []) is None
     assert block_refusal(_config(), [RLlibCallback()]) is None
+    assert block_refusal(_config(learner_class=COMALearner), []) is None
     refusals = {
         "an evaluation runner": (_config(in_evaluation=True), []),
-        "(COMALearner) reads episodes: its advantage connector (COMAAdvantageConnector)": (
-            _config(learner_class=COMALearner),
-            [],
-        ),
         "(Learner) reads episodes": (_config(learner_class=Learner), []),
         "3 worlds per runner do not split evenly over 2 data-parallel learners": (
             _config(num_learners=2, num_envs_per_env_runner=3),

@@ -13,7 +13,7 @@ from marllib_ext.envs import register_env
 from marllib_ext.envs.adapter import ParallelEnvAdapter
 from marllib_ext.envs.toy_agents import TakeTurnsEnv
 from marllib_ext.envs.turns import TurnBasedParallelEnv
-from marllib_ext.postprocessing.episode_steps import acting_steps, chunk_step_infos
+from marllib_ext.rollout.episode_steps import acting_steps, chunk_step_infos
 from marllib_ext.rollout.whole_episodes import WholeEpisodeEnvRunner, join_chunks
 
 LONG, SHORT = 24, 1

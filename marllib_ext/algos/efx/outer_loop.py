@@ -31,9 +31,9 @@ from marllib_ext.postprocessing.budget_arrays import (
     log_episode_sums,
 )
 from marllib_ext.postprocessing.efx_advantage import EFXJointAdvantageConnector
-from marllib_ext.postprocessing.episode_steps import per_env_step
 from marllib_ext.postprocessing.episode_sums import sum_over_env_steps
 from marllib_ext.rllib_compat import connectors_of, env_to_module, settings_of
+from marllib_ext.rollout.episode_steps import per_env_step
 from marllib_ext.rollout.extensions import logged_by_array_form
 
 RESULT_KEY = "efx"

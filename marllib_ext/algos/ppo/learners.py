@@ -20,7 +20,6 @@ from marllib_ext.ops.value_loss import value_loss
 from marllib_ext.policies.joint_critic import ACTOR_MODULES, OLD_VALUES, is_critic_module
 from marllib_ext.policies.vd_critic import AGENT_VALUE_SPREAD
 from marllib_ext.postprocessing.block_batch import (
-    block_batch_options,
     joint_critic_block_batch,
     own_value_block_batch,
 )
@@ -155,10 +154,7 @@ class JointCriticPPOLearner(ObservesBatchBeforeLoss, PhasedLearner):
     @classmethod
     @override(PhasedLearner)
     def rollout_block_refusal(cls) -> str | None:
-        if block_batch_options(cls.advantage_connector_class) is None:
-            name = cls.advantage_connector_class.__name__
-            return f"its advantage connector ({name}) has no block form"
-        return None
+        return None  # one builder for blocks and chunks: block_batch.joint_critic_block_batch
 
     @override(PPOTorchLearner)
     def build(self) -> None:

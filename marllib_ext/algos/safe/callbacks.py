@@ -12,9 +12,9 @@ import numpy as np
 from marllib_ext.algos.progress import ProgressColumn, read_number
 from marllib_ext.algos.safe.learner import COST_MULTIPLIER
 from marllib_ext.envs.adapter import TEAM_COST_KEY
-from marllib_ext.postprocessing.episode_steps import chunk_step_infos
 from marllib_ext.postprocessing.episode_sums import sum_over_env_steps
 from marllib_ext.rllib_compat import settings_of
+from marllib_ext.rollout.episode_steps import chunk_step_infos
 from marllib_ext.rollout.extensions import with_episode_end_array_form
 
 RESULT_KEY = "safe"

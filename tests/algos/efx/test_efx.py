@@ -20,6 +20,7 @@ from marllib_ext.postprocessing.efx_advantage import (
     Z0_MEAN,
     EFXJointAdvantageConnector,
 )
+from marllib_ext.postprocessing.efx_block import SegmentRows
 from tests.helpers import EPISODE_LENGTH, CounterEnv, counter_config
 
 register_env(
@@ -33,17 +34,13 @@ RECORDED = []
 
 
 class RecordingEFXConnector(EFXJointAdvantageConnector):
-    def adjust_before_standardizing(self, team, advantages, metrics):
-        out = super().adjust_before_standardizing(team, advantages, metrics)
+    def adjust_block_advantages(self, teams, metrics):
+        out = super().adjust_block_advantages(teams, metrics)
         RECORDED.append(
             {
-                "team": team,
-                "a_ext": advantages.copy(),
-                "a_final": out.copy(),
-                "columns": {
-                    mid: {c: cols[c].copy() for c in (Columns.OBS, Columns.ACTION_LOGP)}
-                    for mid, cols in team.module_columns.items()
-                },
+                "teams": teams,
+                "a_ext": [team.advantages.copy() for team in teams],
+                "a_final": [array.copy() for array in out],
             }
         )
         return out
@@ -67,16 +64,29 @@ def train(config, iterations):
     return results
 
 
+def agent_rows(team):
+    """``(agent index, (T, B) rows where it acted, its observations there, its logged
+    log-probs there)`` of each agent of a ``TeamBlock``."""
+    block = team.block
+    for i in team.team:
+        agent = block.agents[i]
+        rows = block.alive[:, :, i]
+        yield (
+            i,
+            rows,
+            block.observations[agent][rows],
+            block.outputs[agent][Columns.ACTION_LOGP][rows],
+        )
+
+
 def rows_by_step(record, budget_input):
-    """(uid, t) -> (raw z seen, team logp sum) over valid rows, from the actors' columns;
-    checks that every network input z lies in [0, 1]."""
+    """(uid, t) -> (raw z seen, team logp sum) over the acting rows, from the blocks'
+    arrays; checks that every network input z lies in [0, 1]."""
     steps = {}
-    team = record["team"]
-    for mid, cols in record["columns"].items():
-        valid = team.valid[team.layout.team_row_of[mid]]
-        assert np.all((cols[Columns.OBS][:, -1] >= 0) & (cols[Columns.OBS][:, -1] <= 1))
-        for obs, logp, ok in zip(cols[Columns.OBS], cols[Columns.ACTION_LOGP], valid, strict=True):
-            if ok:
+    for team in record["teams"]:
+        for _, _, observations, logps in agent_rows(team):
+            assert np.all((observations[:, -1] >= 0) & (observations[:, -1] <= 1))
+            for obs, logp in zip(observations, logps, strict=True):
                 key = (int(obs[0]), int(obs[1]))
                 seen = float(budget_input.read(obs))
                 z, logp_sum = steps.get(key, (seen, 0.0))
@@ -86,18 +96,25 @@ def rows_by_step(record, budget_input):
 
 
 def check_env_steps_and_episode_ends(record):
-    """TeamBatch's env step per row and its episode ends (not sampler cuts) agree with
-    the step counter in CounterEnv's observations."""
-    team = record["team"]
-    last_real = team.layout.last_real_rows
-    for mid, cols in record["columns"].items():
-        rows = team.layout.team_row_of[mid]
-        valid = team.valid[rows]
-        np.testing.assert_array_equal(team.env_steps[rows][valid], cols[Columns.OBS][valid, 1])
-    t_at_end = team.env_steps[last_real]
-    np.testing.assert_array_equal(team.episode_ends[last_real], t_at_end == EPISODE_LENGTH - 1)
-    assert team.episode_ends.sum() == team.episode_ends[last_real].sum()
-    assert (t_at_end < EPISODE_LENGTH - 1).any()  # some chunks were cut by the sampler
+    """Each chunk's world holds its env steps in order, and the block's episode ends
+    (not sampler cuts) agree with the step counter in CounterEnv's observations."""
+    cut = False
+    for team in record["teams"]:
+        block = team.block
+        for _, rows, observations, _ in agent_rows(team):
+            steps, worlds = np.nonzero(rows)
+            t_seen = np.zeros(rows.shape)
+            t_seen[steps, worlds] = observations[:, 1]
+            first = t_seen[0]
+            np.testing.assert_array_equal(
+                t_seen[rows], (first + np.arange(len(rows))[:, None])[rows]
+            )
+        t_at_end = first + len(rows) - 1
+        ended = block.terminated[-1] | block.truncated[-1]
+        np.testing.assert_array_equal(ended, t_at_end == EPISODE_LENGTH - 1)
+        assert not (block.terminated[:-1] | block.truncated[:-1]).any()
+        cut |= bool((t_at_end < EPISODE_LENGTH - 1).any())
+    assert cut  # some chunks were cut by the sampler
 
 
 def test_batch_z_equals_budget_path_across_chunk_cuts(ray_session):
@@ -154,18 +171,20 @@ def test_unreachable_budget_gives_running_minimum_of_a_ext(ray_session):
         iterations=2,
     )
     for record in RECORDED:
-        team = record["team"]
-        valid = np.flatnonzero(team.valid)
-        ends = (team.terminateds | team.truncateds)[valid]
-        a_ext, a_final = record["a_ext"][valid], record["a_final"][valid]
-        start = 0
-        for end in np.flatnonzero(ends):
-            segment = a_ext[start : end + 1]
-            np.testing.assert_allclose(
-                a_final[start : end + 1], np.minimum.accumulate(segment[::-1])[::-1]
-            )
-            start = end + 1
-        assert start == len(valid)
+        for team, a_ext, a_final in zip(
+            record["teams"], record["a_ext"], record["a_final"], strict=True
+        ):
+            block = team.block
+            segments = SegmentRows.of(team.acting, block.terminated, block.truncated, block.starts)
+            a_ext, a_final = a_ext[segments.t, segments.b], a_final[segments.t, segments.b]
+            start = 0
+            for end in np.flatnonzero(segments.ends):
+                segment = a_ext[start : end + 1]
+                np.testing.assert_allclose(
+                    a_final[start : end + 1], np.minimum.accumulate(segment[::-1])[::-1]
+                )
+                start = end + 1
+            assert start == len(a_ext)
 
 
 def test_checkpoint_restore_keeps_the_budget(ray_session, tmp_path):
@@ -359,29 +378,33 @@ PUSH_RECORDS = []
 
 
 class RecordingPushConnector(EFXJointAdvantageConnector):
-    """Records the hinge team advantage, the push weights and the actors' final advantages."""
+    """Records the hinge team advantage, the slack and the actors' final advantages."""
 
-    def adjust_before_standardizing(self, team, advantages, metrics):
-        out = super().adjust_before_standardizing(team, advantages, metrics)
-        PUSH_RECORDS.append({"team": team, "hinge_raw": out.copy(), "a_ext": advantages.copy()})
+    def adjust_block_advantages(self, teams, metrics):
+        out = super().adjust_block_advantages(teams, metrics)
+        PUSH_RECORDS.append(
+            {
+                "teams": teams,
+                "hinge_raw": [array.copy() for array in out],
+                "a_ext": [team.advantages.copy() for team in teams],
+                "slack": [array.copy() for array in self._block_slack],
+                "coef": self.intrinsic_coef,
+            }
+        )
         return out
-
-    def agent_advantage_terms(self, rl_module, team, metrics):
-        PUSH_RECORDS[-1]["slack"] = self._push_slack.copy()
-        return super().agent_advantage_terms(rl_module, team, metrics)
 
     def __call__(self, *, rl_module, batch, episodes, metrics=None, **kwargs):
         out = super().__call__(
             rl_module=rl_module, batch=batch, episodes=episodes, metrics=metrics, **kwargs
         )
+        actors = [m for m in out if m != self.critic_module_id]
         PUSH_RECORDS[-1]["final"] = {
-            mid: out[mid][Columns.ADVANTAGES].numpy().astype(np.float64)
-            for mid in PUSH_RECORDS[-1]["team"].layout.team_row_of
-        }
-        PUSH_RECORDS[-1]["push_column"] = {
-            mid: out[mid][PUSH_ADVANTAGES].numpy().astype(np.float64)
-            for mid in PUSH_RECORDS[-1]["team"].layout.team_row_of
-            if PUSH_ADVANTAGES in out[mid]
+            mid: {
+                column: out[mid][column].numpy().astype(np.float64)
+                for column in (Columns.OBS, Columns.ADVANTAGES, PUSH_ADVANTAGES)
+                if column in out[mid]
+            }
+            for mid in actors
         }
         return out
 
@@ -408,6 +431,7 @@ def test_demand_push_on_real_batches(ray_session, form, push_gradient):
 
     from marllib_ext.ops.advantages import standardize_valid
     from marllib_ext.ops.efx import segment_slack
+    from marllib_ext.postprocessing.block_batch import standardized_over_teams
     from marllib_ext.postprocessing.efx_advantage import PUSH_WEIGHT_MEAN, UNMET_ROW_FRACTION
 
     PUSH_RECORDS.clear()
@@ -432,44 +456,59 @@ def test_demand_push_on_real_batches(ray_session, form, push_gradient):
     budget_input = BudgetInput(0.0, z_high)
     met_rows = unmet_rows = 0
     for record in PUSH_RECORDS:
-        team = record["team"]
-        valid = np.flatnonzero(team.valid)
-        logp = {m: c[Columns.ACTION_LOGP] for m, c in team.module_columns.items()}
-        delta = -team.layout.gather_sum(logp)[valid]
-        z = np.zeros(team.layout.n_rows)
-        for mid, cols in team.module_columns.items():
-            z[team.layout.team_row_of[mid]] = budget_input.read(cols[Columns.OBS])
-        slack = segment_slack(delta, z[valid], (team.terminateds | team.truncateds)[valid])
-        np.testing.assert_allclose(record["slack"][valid], slack)
-        if form == "extrinsic_push":  # no cap: the team advantage is Â_ext everywhere
-            a_hat = standardize_valid(record["a_ext"][valid], np.ones(len(valid), dtype=bool))
-            np.testing.assert_allclose(record["hinge_raw"][valid], a_hat)
-        weight = np.zeros(team.layout.n_rows)
-        weight[valid] = kappa * np.maximum(0.0, -slack) / z_high
-        hinge = RecordingPushConnector.standardized(record["hinge_raw"], team)
-        for mid, rows in team.layout.team_row_of.items():
-            cols = team.module_columns[mid]
-            entropy = (
-                torch.distributions.Categorical(
-                    logits=torch.from_numpy(cols[Columns.ACTION_DIST_INPUTS]).double()
+        teams = record["teams"]
+        hinge = standardized_over_teams(record["hinge_raw"], teams)
+        expected = {}  # (uid, t, agent) -> (final advantage, push column)
+        a_ext_rows, hinge_rows = [], []
+        for k, team in enumerate(teams):
+            block = team.block
+            segments = SegmentRows.of(team.acting, block.terminated, block.truncated, block.starts)
+            rows = (segments.t, segments.b)
+            logp_sum = sum(
+                np.where(
+                    block.alive[:, :, i], block.outputs[block.agents[i]][Columns.ACTION_LOGP], 0
                 )
-                .entropy()
-                .numpy()
+                for i in team.team
             )
-            push = weight[rows] * (-cols[Columns.ACTION_LOGP] - entropy)
-            if push_gradient == "temperature":
-                np.testing.assert_allclose(record["push_column"][mid], push, rtol=1e-5, atol=1e-5)
-                push = 0.0
-            else:
-                assert not record["push_column"]
-            expected = hinge[rows] + push
-            np.testing.assert_allclose(record["final"][mid], expected, rtol=1e-5, atol=1e-5)
-            met = team.valid[rows] & (weight[rows] == 0)
-            np.testing.assert_array_equal(
-                record["final"][mid][met], hinge[rows][met].astype(np.float32)
-            )
-            met_rows += met.sum()
-            unmet_rows += (weight[rows] > 0).sum()
+            z = np.zeros(team.acting.shape)
+            for i in team.team:
+                seen = budget_input.read(block.observations[block.agents[i]])
+                z = np.where(block.alive[:, :, i], seen, z)
+            slack = segment_slack(-record["coef"] * logp_sum[rows], z[rows], segments.ends)
+            np.testing.assert_allclose(record["slack"][k][rows], slack, rtol=1e-5, atol=1e-5)
+            a_ext_rows.append(record["a_ext"][k][rows])
+            hinge_rows.append(record["hinge_raw"][k][rows])
+            weight = kappa * np.maximum(0.0, -record["slack"][k]) / z_high
+            for i, acted, observations, logps in agent_rows(team):
+                outputs = block.outputs[block.agents[i]]
+                logits = torch.from_numpy(outputs[Columns.ACTION_DIST_INPUTS][acted]).double()
+                entropy = torch.distributions.Categorical(logits=logits).entropy().numpy()
+                push = weight[acted] * (-logps - entropy)
+                for obs, team_advantage, term in zip(
+                    observations, hinge[k][acted], push, strict=True
+                ):
+                    expected[tuple(int(x) for x in obs[:3])] = (team_advantage, term)
+        if form == "extrinsic_push":  # no cap: the team advantage is Â_ext everywhere
+            a_ext = np.concatenate(a_ext_rows)
+            a_hat = standardize_valid(a_ext, np.ones(len(a_ext), bool))
+            np.testing.assert_allclose(np.concatenate(hinge_rows), a_hat)
+        for columns in record["final"].values():
+            for row, obs in enumerate(columns[Columns.OBS]):
+                team_advantage, push = expected.pop(tuple(int(x) for x in obs[:3]))
+                unmet_rows += push != 0.0
+                if push_gradient == "temperature":
+                    assert columns[PUSH_ADVANTAGES][row] == pytest.approx(push, abs=1e-5)
+                    push = 0.0
+                else:
+                    assert PUSH_ADVANTAGES not in columns
+                assert columns[Columns.ADVANTAGES][row] == pytest.approx(
+                    team_advantage + push, abs=1e-5
+                )
+                met_rows += push == 0.0 and columns[Columns.ADVANTAGES][row] == np.float32(
+                    team_advantage
+                )
+                unmet_rows += push != 0.0
+        assert not expected
     assert met_rows > 0 and unmet_rows > 0
     capped = critic_metrics[CAPPED_POSITIVE_FRACTION]
     assert capped == 0.0 if form == "extrinsic_push" else 0.0 <= capped <= 1.0

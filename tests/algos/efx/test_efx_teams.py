@@ -28,16 +28,9 @@ COEF, Z_INIT = 0.7, 3.0
 
 
 class RecordingTeamConnector(EFXJointAdvantageConnector):
-    def adjust_before_standardizing(self, team, advantages, metrics):
-        RECORDED.append(
-            {
-                "budget": self.team,
-                "critic": self.critic_module_id,
-                "team": team,
-                "columns": {mid: dict(cols) for mid, cols in team.module_columns.items()},
-            }
-        )
-        return super().adjust_before_standardizing(team, advantages, metrics)
+    def adjust_block_advantages(self, teams, metrics):
+        RECORDED.append({"budget": self.team, "critic": self.critic_module_id, "teams": teams})
+        return super().adjust_block_advantages(teams, metrics)
 
 
 class RecordingTeamLearner(EFXJointCriticLearner):

@@ -122,21 +122,11 @@ def reference_efx_vd_advantages(record, *, gamma, lambda_, coef, z_low, z_high):
     (episode id, step, agent, normalized z) and the logged log-probs only: V_tot from the
     recorded critic on states and agent observations rebuilt from (uid, t, z), team GAE
     and ``min(A_ext[t..T], delta[T] - z[T])`` written out per chunk."""
-    rows = defaultdict(list)  # (uid, t) -> [(obs, logp)] of the agents' valid rows
-    bootstrap = defaultdict(list)  # (uid, t) -> [obs] of chunk-end (bootstrap) rows
+    rows = defaultdict(list)  # (uid, t) -> [(obs, logp)] of the agents' rows
     for columns in record["modules"].values():
-        for obs, valid, logp in zip(
-            columns[Columns.OBS],
-            columns[Columns.LOSS_MASK],
-            columns[Columns.ACTION_LOGP],
-            strict=True,
-        ):
-            key = (int(obs[0]), int(obs[1]))
-            if valid:
-                rows[key].append((obs, float(logp)))
-            else:
-                bootstrap[key].append(obs)
-
+        for obs, logp in zip(columns[Columns.OBS], columns[Columns.ACTION_LOGP], strict=True):
+            rows[(int(obs[0]), int(obs[1]))].append((obs, float(logp)))
+    bootstrap = record["end_observations"]  # (uid, t) -> [obs] after each chunk's end
     def z_normalized(uid, t):
         seen = [obs for obs, _ in rows.get((uid, t), [])] + bootstrap.get((uid, t), [])
         (value,) = {float(obs[-1]) for obs in seen}  # one z per team step
@@ -167,7 +157,7 @@ def reference_efx_vd_advantages(record, *, gamma, lambda_, coef, z_low, z_high):
             if (uid, t + 1) in bootstrap:  # this chunk ends here
                 segments.append(current)
                 current = []
-        assert not current, "every chunk ends in a bootstrap row"
+        assert not current, "every chunk ends where the record's chunks end"
         for ts in segments:
             values = [v_tot(uid, t) for t in ts]
             terminated = ts[-1] + 1 == COUNTER_EPISODE_LENGTH and uid % 2 == 1

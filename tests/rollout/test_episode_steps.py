@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 from ray.rllib.env.multi_agent_episode import MultiAgentEpisode
 
-from marllib_ext.postprocessing.episode_steps import acting_steps, observed_steps
+from marllib_ext.rollout.episode_steps import acting_steps, observed_steps
 
 SPACE = gym.spaces.Box(-1e9, 1e9, (1,), np.float32)
 AGENTS = ("a0", "a1")

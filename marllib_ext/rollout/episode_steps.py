@@ -15,8 +15,6 @@ from collections.abc import Iterable
 
 import numpy as np
 
-from marllib_ext.envs.adapter import STEP_REWARDS_KEY, TEAM_COST_KEY
-
 
 def chunk_env_steps(chunk) -> int:
     """Env steps ``T`` of a ``MultiAgentEpisode`` chunk."""
@@ -82,54 +80,3 @@ def per_env_step(chunk, agent_values: dict[str, np.ndarray]) -> np.ndarray:
         for index, row in acting_steps(chunk, agent_id):
             total[index] += float(values[row])
     return total
-
-
-def env_step_team_rewards(
-    chunk_infos: list[list[dict]], agents: list[str], chunk_lengths: np.ndarray
-) -> np.ndarray | None:
-    """``(n_rows,)`` per team row, the rewards of ``agents`` at that env step (from the
-    ``step_rewards`` the adapter puts in the next observation's info; 0 on bootstrap
-    rows); ``None`` when an info lacks them (an env not built through the adapter)."""
-    rows = []
-    for infos, length in zip(chunk_infos, chunk_lengths, strict=True):
-        for info in infos[1:length]:
-            step = info.get(STEP_REWARDS_KEY)
-            if step is None:
-                return None
-            rows.append(sum(float(step.get(agent, 0.0)) for agent in agents))
-        rows.append(0.0)  # the bootstrap row
-    return np.asarray(rows, dtype=np.float64)
-
-
-def agent_env_offsets(chunk, sa_episode, real_rows: int) -> np.ndarray:
-    """``(real_rows,)`` the chunk env-step offset of each of the agent's real rows (the
-    env step where it observed and acted; ``episode_steps.acting_steps``)."""
-    acting = acting_steps(chunk, sa_episode.agent_id)
-    if [row for _, row in acting] != list(range(real_rows)):
-        raise RuntimeError(
-            f"agent {sa_episode.agent_id!r} of chunk {chunk.id_!r} has {real_rows} rows but "
-            f"acted at agent steps {[row for _, row in acting]} of its env steps"
-        )
-    return np.array([index for index, _ in acting], dtype=np.int64)
-
-
-def team_chunk_infos(chunk, agents: Iterable[str]) -> list[dict]:
-    """Per env index of the chunk, the info of a team agent that observed there; where
-    none did (another team's turn), another agent's info without the team-specific
-    cost (the state is the same in every agent's info). Every env step must have one."""
-    infos = chunk_step_infos(chunk, agents)
-    if any(info is None for info in infos):
-        others = chunk_step_infos(chunk)
-        infos = [
-            info
-            if info is not None
-            else (None if other is None else {k: v for k, v in other.items() if k != TEAM_COST_KEY})
-            for info, other in zip(infos, others, strict=True)
-        ]
-    missing = [index for index, info in enumerate(infos) if info is None]
-    if missing:
-        raise RuntimeError(
-            f"no agent observed env steps {missing} of chunk {chunk.id_!r}; turn-taking "
-            "envs sample complete episodes (EnvSpec.turn_based)"
-        )
-    return infos
