@@ -238,10 +238,11 @@ def joint_critic_block_batch(
 ) -> dict[str, dict[str, Any]]:
     """``{module_id: {column: tensor}}`` for one joint critic and its team's actor
     modules, with ``connector``'s (a ``JointAdvantageConnector``) settings, hooks and
-    options (``block_batch_options``): with the option ``agent_obs``, the value-decomposition critic's per-agent
-    observations and presence (``critic_inputs``); with ``team_rows``, HAPPO's
-    ``TEAM_ROW`` column; the connector's ``BlockHooks`` change the critic's state, the
-    raw advantages and the per-agent terms (EFX)."""
+    options (``block_batch_options``): with the option ``agent_obs``, the
+    value-decomposition critic's per-agent observations and presence
+    (``critic_inputs``); with ``team_rows``, HAPPO's ``TEAM_ROW`` column; the
+    connector's ``BlockHooks`` change the critic's state, the raw advantages and the
+    per-agent terms (EFX)."""
     options = block_batch_options(type(connector))
     settings = connector.settings
     critic_module_id = connector.critic_module_id

@@ -2,12 +2,11 @@
 instead of RLlib episode chunks, and the runner's episode metrics kept per world
 without episode objects.
 
-A learner takes blocks when it builds the same batch from them as from episodes: its
-class's ``rollout_block_refusal()`` is ``None`` (for the PPO family: GAE on each
-module's own value head, or the joint critics' one team batch builder
-``postprocessing.block_batch.joint_critic_block_batch``, which the chunk path reaches
-through ``rollout.episode_blocks``); a new family built on those gets blocks as it is. ``rollout_block_refusal`` here says why a runner hands episode chunks
-instead."""
+A learner takes blocks when its class's ``rollout_block_refusal()`` is ``None``: every
+on-policy learner (GAE on each module's own value head, the joint critics' one team
+batch builder ``postprocessing.block_batch.joint_critic_block_batch``, which episode
+chunks reach through ``rollout.episode_blocks``, and COMA's). ``rollout_block_refusal``
+here says why a runner hands episode chunks instead."""
 
 from __future__ import annotations
 
