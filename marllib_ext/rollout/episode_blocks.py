@@ -147,34 +147,33 @@ class _ChunkWorld:
         acting = np.asarray(steps.acting, dtype=np.int64)
         acting_rows = [steps.observed[index] for index in steps.acting]
         taken = np.asarray([row_of[row] for row in acting_rows], dtype=np.int64)
-        after = [index + 1 in steps.observed for index in steps.acting]
-        after_rows = np.asarray(
-            [row_of[steps.observed[index + 1]] if a else 0 for index, a in zip(
-                steps.acting, after, strict=True)], dtype=np.int64,
-        )  # fmt: skip
         self.alive[acting, i] = True
         self.observations[agent] = _placed(observations[taken], acting, horizon)
-        next_observations = np.where(
-            np.asarray(after)[:, None], observations[after_rows], 0.0
-        ).astype(observations.dtype)
-        self.next_observations[agent] = _placed(next_observations, acting, horizon)
+        # After step t: the agent's observation at env index t + 1, where it has one
+        # (also where it did not act at t: a turn passing to it, an arrival).
+        after = np.asarray([index - 1 for index in steps.observed if index > 0], np.int64)
+        after_taken = np.asarray([row_of[steps.observed[t + 1]] for t in after], np.int64)
+        self.next_observations[agent] = _placed(observations[after_taken], after, horizon)
         if masks is not None:
             self.masks[agent] = _placed(masks[taken], acting, horizon)
-            self.next_masks[agent] = _placed(masks[after_rows], acting, horizon)
+            self.next_masks[agent] = _placed(masks[after_taken], after, horizon)
         self.actions[agent] = _placed(
             _batched(sa_episode.get_actions(acting_rows)), acting, horizon
         )
         self.outputs[agent] = {
-            key: _placed(np.asarray(_batched(sa_episode.get_extra_model_outputs(key, acting_rows))),
-                         acting, horizon)
+            key: _placed(
+                np.asarray(_batched(sa_episode.get_extra_model_outputs(key, acting_rows))),
+                acting, horizon,
+            )
             for key in sa_episode.extra_model_outputs
             if key != WEIGHTS_SEQ_NO
         }  # fmt: skip
-        if len(acting) and steps.terminated and steps.acting[-1] + 1 == max(steps.observed):
+        self.next_present[after, i] = True
+        if steps.terminated and steps.acting[-1] + 1 == max(steps.observed):
             last = steps.acting[-1]
+            self.next_present[last, i] = False  # its final observation
             # Died while its world went on (the world's own end is ``terminated``).
             self.died[last, i] = not (last == horizon - 1 and self.terminated)
-        self.next_present[acting, i] = np.asarray(after) & ~self.died[acting, i]
         if not any(STEP_REWARDS_KEY in info for info in sa_episode.get_infos(rows)):
             self.rewards[acting, i] = np.asarray(
                 _batched(sa_episode.get_rewards(acting_rows)), float

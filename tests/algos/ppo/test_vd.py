@@ -127,6 +127,7 @@ def reference_efx_vd_advantages(record, *, gamma, lambda_, coef, z_low, z_high):
         for obs, logp in zip(columns[Columns.OBS], columns[Columns.ACTION_LOGP], strict=True):
             rows[(int(obs[0]), int(obs[1]))].append((obs, float(logp)))
     bootstrap = record["end_observations"]  # (uid, t) -> [obs] after each chunk's end
+
     def z_normalized(uid, t):
         seen = [obs for obs, _ in rows.get((uid, t), [])] + bootstrap.get((uid, t), [])
         (value,) = {float(obs[-1]) for obs in seen}  # one z per team step
