@@ -3,8 +3,10 @@ in one run: seconds to build one iteration's batch each way, on one seeded sampl
 
 A batched runner samples one block of ``--num-envs`` worlds x ``--steps`` steps; the
 learner builds its batch from the block (``block_batch``) and from the same steps as
-episode chunks through its learner connector (RLlib's pipeline, then the advantage
-connector), each ``--repeats`` times; the median of each is printed with their ratio.
+episode chunks as its ``update`` does (``episode_batch``: the advantage connectors on
+the chunks read as blocks; code without it: RLlib's learner connectors), each
+``--repeats`` times, each on a fresh copy of the chunks (RLlib's connectors change
+them in place; the copying is not timed); the medians are printed with their ratio.
 
     python benchmarks/chunk_batch.py --env vmas:navigation --num-envs 64 --steps 100
 """
@@ -58,8 +60,10 @@ def timed(algorithm, block, chunks, repeats: int) -> tuple[float, float]:
             start = time.perf_counter()
             learner.block_batch([block])
             from_block.append(time.perf_counter() - start)
+            episodes = copy.deepcopy(chunks)
             start = time.perf_counter()
-            learner_batch(learner, TrainingData(episodes=copy.deepcopy(chunks)))
+            episode_batch = getattr(learner, "episode_batch", lambda episodes: None)
+            episode_batch(episodes) or learner_batch(learner, TrainingData(episodes=episodes))
             from_chunks.append(time.perf_counter() - start)
         return statistics.median(from_block), statistics.median(from_chunks)
 

@@ -141,7 +141,13 @@ class _ChunkWorld:
         sa_episode = chunk.agent_episodes[agent]
         self.module_of[agent] = sa_episode.module_id
         rows = sorted(steps.observed.values())
-        observations, masks = _observation_parts(sa_episode.get_observations(rows))
+        if rows != list(range(len(rows))):
+            raise RuntimeError(
+                f"agent {agent!r} of chunk {chunk.id_!r} observed at rows {rows} of its episode"
+            )
+        # Slices, not index lists: RLlib's buffers look each listed index up one by one.
+        every, acted = slice(0, len(rows)), slice(0, len(steps.acting))
+        observations, masks = _observation_parts(sa_episode.get_observations(every))
         row_of = {row: k for k, row in enumerate(rows)}
         horizon = self.length
         acting = np.asarray(steps.acting, dtype=np.int64)
@@ -158,11 +164,11 @@ class _ChunkWorld:
             self.masks[agent] = _placed(masks[taken], acting, horizon)
             self.next_masks[agent] = _placed(masks[after_taken], after, horizon)
         self.actions[agent] = _placed(
-            _batched(sa_episode.get_actions(acting_rows)), acting, horizon
+            _batched(sa_episode.get_actions(acted)), acting, horizon
         )
         self.outputs[agent] = {
             key: _placed(
-                np.asarray(_batched(sa_episode.get_extra_model_outputs(key, acting_rows))),
+                np.asarray(_batched(sa_episode.get_extra_model_outputs(key, acted))),
                 acting, horizon,
             )
             for key in sa_episode.extra_model_outputs
@@ -174,12 +180,12 @@ class _ChunkWorld:
             self.next_present[last, i] = False  # its final observation
             # Died while its world went on (the world's own end is ``terminated``).
             self.died[last, i] = not (last == horizon - 1 and self.terminated)
-        if not any(STEP_REWARDS_KEY in info for info in sa_episode.get_infos(rows)):
+        infos = sa_episode.get_infos(every)
+        if not any(STEP_REWARDS_KEY in info for info in infos):
             self.rewards[acting, i] = np.asarray(
-                _batched(sa_episode.get_rewards(acting_rows)), float
+                _batched(sa_episode.get_rewards(acted)), float
             )
             self.rewarded[acting, i] = True
-        infos = sa_episode.get_infos(rows)
         for index, row in steps.observed.items():
             info = infos[row_of[row]]
             if index == 0 or not isinstance(info, dict) or COST_KEY not in info:

@@ -197,6 +197,24 @@ class JointCriticPPOLearner(ObservesBatchBeforeLoss, PhasedLearner):
             )
         return self.batch_of_columns(columns, blocks, start)
 
+    @override(PhasedLearner)
+    def episode_batch(self, episodes: list) -> MultiAgentBatch:
+        """The batch the advantage connectors build from episode chunks (the chunks
+        read as rollout blocks, then the team batch builder), without RLlib's other
+        learner connectors, whose rows the advantage connectors replace."""
+        start = time.perf_counter()
+        columns: dict[str, Any] = {}
+        shared_data: dict[str, Any] = {}
+        for connector in self.advantage_connectors():
+            columns = connector(
+                rl_module=self.module,
+                batch=columns,
+                episodes=episodes,
+                metrics=self.metrics,
+                shared_data=shared_data,
+            )
+        return self.batch_of_columns(columns, episodes, start)
+
     def advantage_connector_kwargs(self) -> dict[str, Any]:
         return {"settings": self.settings}
 

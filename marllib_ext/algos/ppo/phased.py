@@ -130,7 +130,13 @@ class PhasedLearner(
     @override(PPOTorchLearner)
     def update(self, *, training_data=None, timesteps=None, **update_kwargs):
         blocks = rollout_blocks(training_data)
-        batch = self.block_batch(blocks) if blocks else learner_batch(self, training_data)
+        if blocks:
+            batch = self.block_batch(blocks)
+        else:
+            episodes = getattr(training_data, "episodes", None)
+            batch = (episodes and self.episode_batch(episodes)) or learner_batch(
+                self, training_data
+            )
         context = PhaseContext(batch, timesteps, update_kwargs)
         result = None
         for index, phase in enumerate(self.schedule):
@@ -150,11 +156,17 @@ class PhasedLearner(
         ``rollout_block_refusal()`` is ``None``)."""
         raise TypeError(f"{type(self).__name__} builds its batch from episodes, not arrays")
 
+    def episode_batch(self, episodes: list) -> MultiAgentBatch | None:
+        """The train batch built from episode chunks by this learner's own pieces,
+        without RLlib's learner connectors (``None``: through the connectors)."""
+        return None
+
     def batch_of_columns(
         self, columns: dict[str, dict], blocks: list[RolloutBlock], started: float
     ) -> MultiAgentBatch:
-        """``{module_id: {column: tensor}}`` built from ``blocks`` as the update's batch;
-        logs the seconds since ``started`` (``perf_counter``) as ``block_batch_timer``."""
+        """``{module_id: {column: tensor}}`` built from ``blocks`` (or episode chunks) as
+        the update's batch; logs the seconds since ``started`` (``perf_counter``) as
+        ``block_batch_timer``."""
         batch = MultiAgentBatch(
             {module_id: SampleBatch(columns[module_id]) for module_id in sorted(columns)},
             env_steps=sum(len(block) for block in blocks),
