@@ -1,8 +1,9 @@
 """How much per-step extrinsic signal each EFX advantage form keeps, on real batches.
 
 Trains ``efx_mappo`` for a few iterations per ``efx_advantage`` form on one task and
-records, in the learner's advantage connector, every valid row's env step t, its
-extrinsic advantage and its final (pre-standardization) advantage. Prints per form:
+records, in the advantage connector's hooks on the team arrays, every acting row's
+episode step t (the rows of episodes that began inside the sample), its extrinsic
+advantage and its final (pre-standardization) advantage. Prints per form:
 the fraction of rows that keep their own ``A_ext`` (final == own value, up to the
 affine standardization), the binding fraction, the correlation between the final and
 the own extrinsic advantage, and the mean standardized final advantage by episode
@@ -28,13 +29,29 @@ from marllib_ext.postprocessing.efx_advantage import EFXJointAdvantageConnector
 RECORDS: list[dict] = []
 
 
+def episode_steps(block) -> np.ndarray:
+    """``(T, B)`` each row's step within its episode, counted from the episode starts
+    the block holds (``-1`` before a world's first start: its episode began earlier)."""
+    horizon, worlds = block.terminated.shape
+    steps = np.full((horizon, worlds), -1)
+    for b in range(worlds):
+        step = -1
+        for t in range(horizon):
+            started = block.starts is not None and block.starts[t, b]
+            step = 0 if started else (step + 1 if step >= 0 else -1)
+            steps[t, b] = step
+    return steps
+
+
 class RecordingConnector(EFXJointAdvantageConnector):
-    def adjust_before_standardizing(self, team, advantages, metrics):
-        out = super().adjust_before_standardizing(team, advantages, metrics)
-        valid = team.valid
-        RECORDS.append(
-            {"t": team.env_steps[valid], "a_ext": advantages[valid], "a_final": out[valid]}
-        )
+    def adjust_block_advantages(self, teams, metrics):
+        out = super().adjust_block_advantages(teams, metrics)
+        for team, final in zip(teams, out, strict=True):
+            steps = episode_steps(team.block)
+            rows = team.acting & (steps >= 0)
+            RECORDS.append(
+                {"t": steps[rows], "a_ext": team.advantages[rows], "a_final": final[rows]}
+            )
         return out
 
 

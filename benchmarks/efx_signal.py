@@ -1,8 +1,9 @@
 """How strong EFX's exploration demand is on a trained batch, per advantage form.
 
 Restores an ``efx_mappo`` checkpoint, samples one training batch with the given
-``efx_advantage`` form and ``efx_kappa``, and measures in the learner's advantage
-connector, before the update:
+``efx_advantage`` form and ``efx_kappa``, and measures in the advantage connector's
+hooks on the team arrays (rollout blocks, or episode chunks read as blocks), before
+the update:
 
 - binding rows (the S term replaced ``Â_ext``): share, mean and std of the S term
   ``kappa * S / (z_high - z_low)`` and of the ``Â_ext`` it replaced, distinct values;
@@ -36,51 +37,61 @@ RECORDS: list[dict] = []
 
 
 class MeasuringConnector(EFXJointAdvantageConnector):
-    def module_columns(self):
-        return (*super().module_columns(), Columns.ACTIONS)
-
-    def adjust_before_standardizing(self, team, advantages, metrics):
-        out = super().adjust_before_standardizing(team, advantages, metrics)
-        valid = np.flatnonzero(team.valid)
-        a_hat = standardize_valid(advantages[valid], np.ones(len(valid), bool))
+    def adjust_block_advantages(self, teams, metrics):
+        out = super().adjust_block_advantages(teams, metrics)
+        a_ext = np.concatenate([t.advantages[t.acting] for t in teams])
         RECORDS.append(
-            {"team": team, "valid": valid, "a_hat": a_hat, "raw": out[valid].copy(), "terms": {}}
+            {
+                "teams": teams,
+                "a_hat": standardize_valid(a_ext, np.ones(len(a_ext), bool)),
+                "raw": np.concatenate([o[t.acting] for o, t in zip(out, teams, strict=True)]),
+                "raw_blocks": out,
+                "terms": {},
+            }
         )
         return out
 
-    def agent_advantage_terms(self, rl_module, team, metrics):
-        terms = super().agent_advantage_terms(rl_module, team, metrics)
-        RECORDS[-1]["terms"] = {mid: t.copy() for mid, t in terms.items()}
+    def block_agent_terms(self, rl_module, teams, metrics):
+        terms = super().block_agent_terms(rl_module, teams, metrics)
+        RECORDS[-1]["terms"] = {key: t.copy() for key, t in terms.items()}
+        RECORDS[-1].update(gradient_shares(rl_module, RECORDS[-1]))
         return terms
-
-    def __call__(self, *, rl_module, batch, episodes, metrics=None, **kwargs):
-        out = super().__call__(
-            rl_module=rl_module, batch=batch, episodes=episodes, metrics=metrics, **kwargs
-        )
-        RECORDS[-1].update(gradient_shares(self, rl_module, out, RECORDS[-1]))
-        return out
 
 
 class MeasuringLearner(EFXJointCriticLearner):
     advantage_connector_class = MeasuringConnector
 
 
-def gradient_shares(connector, rl_module, batch, record) -> dict:
-    """PG norms of the final advantage and of its S-term / push / extrinsic parts."""
-    team, valid = record["team"], record["valid"]
-    raw = np.zeros(team.layout.n_rows)
-    raw[valid] = record["raw"]
-    binding = np.zeros(team.layout.n_rows, bool)
-    binding[valid] = ~np.isclose(record["raw"], record["a_hat"])
-    std = float(np.std(raw[valid])) or 1.0  # the base connector's standardization
-    s_term = np.where(binding, raw / std, 0.0)  # the S term's share of the final advantage
+def gradient_shares(rl_module, record) -> dict:
+    """PG norms of the final advantage and of its S-term / push / extrinsic parts, from
+    every agent row of the recorded blocks (``ops.advantages.standardize_valid`` over
+    the team's acting rows is the final advantage's standardization)."""
+    teams = record["teams"]
+    acting = np.concatenate([t.acting.ravel() for t in teams])
+    raw = np.concatenate([r.ravel() for r in record["raw_blocks"]])
+    mean, std = raw[acting].mean(), float(np.std(raw[acting])) or 1.0
+    binding_rows = np.zeros(raw.shape, bool)
+    binding_rows[np.flatnonzero(acting)] = ~np.isclose(record["raw"], record["a_hat"])
+    splits = np.cumsum([t.acting.size for t in teams])[:-1]
+    standardized = np.split(np.where(acting, (raw - mean) / std, 0.0), splits)
+    s_terms = np.split(np.where(binding_rows, raw / std, 0.0), splits)
     parts = {"final": {}, "s_term": {}, "push": {}}
-    for mid, rows in team.layout.team_row_of.items():
-        final = batch[mid][Columns.ADVANTAGES].detach().cpu().numpy().astype(np.float64)
-        push = record["terms"].get(mid, np.zeros(len(rows)))
-        parts["final"][mid] = final
-        parts["s_term"][mid] = s_term[rows]
-        parts["push"][mid] = push
+    inputs: dict[str, list] = {}
+    for k, team in enumerate(teams):
+        block = team.block
+        shape = team.acting.shape
+        for i in team.team:
+            agent = block.agents[i]
+            mid = block.module_of[agent]
+            rows = block.alive[:, :, i]
+            push = record["terms"].get((k, i), np.zeros(int(rows.sum())))
+            parts["final"].setdefault(mid, []).append(standardized[k].reshape(shape)[rows] + push)
+            parts["s_term"].setdefault(mid, []).append(s_terms[k].reshape(shape)[rows])
+            parts["push"].setdefault(mid, []).append(push)
+            inputs.setdefault(mid, []).append(
+                (block.observations[agent][rows], block.actions[agent][rows])
+            )
+    parts = {name: {m: np.concatenate(v) for m, v in p.items()} for name, p in parts.items()}
     parts["extrinsic"] = {
         mid: parts["final"][mid] - parts["s_term"][mid] - parts["push"][mid]
         for mid in parts["final"]
@@ -91,16 +102,14 @@ def gradient_shares(connector, rl_module, batch, record) -> dict:
             params, loss = [], 0.0
             for mid, values in per_module.items():
                 module = plain_module(rl_module, mid)
-                cols = team.module_columns[mid]
-                obs = torch.from_numpy(np.ascontiguousarray(cols[Columns.OBS]))
+                obs = torch.from_numpy(np.concatenate([o for o, _ in inputs[mid]]))
+                actions = torch.from_numpy(np.concatenate([a for _, a in inputs[mid]]))
                 out = module.forward_train({Columns.OBS: obs})
                 dist = module.get_train_action_dist_cls().from_logits(
                     out[Columns.ACTION_DIST_INPUTS]
                 )
-                logp = dist.logp(torch.from_numpy(cols[Columns.ACTIONS]))
-                mask = torch.from_numpy(team.valid[team.layout.team_row_of[mid]])
                 weights = torch.from_numpy(values).float()
-                loss = loss + (logp * weights)[mask].sum() / mask.sum()
+                loss = loss + (dist.logp(actions) * weights).mean()
                 params += [p for p in module.parameters() if p.requires_grad]
             grads = torch.autograd.grad(loss, params, allow_unused=True)
             norms[name] = float(

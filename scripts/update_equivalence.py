@@ -87,11 +87,23 @@ def as_runner_episodes(episodes: list) -> list:
     """The recorded episodes as the package's env runner starts them
     (``SortedAgentsEpisode``, whose slices keep their infos), where the code has that
     class; older code changed RLlib's own class at import."""
+    from ray.rllib.env.multi_agent_episode import MultiAgentEpisode
+
     try:
         from marllib_ext.rllib_compat.episodes import as_sorted_agents_episode
     except ImportError:
         return episodes
-    return [as_sorted_agents_episode(episode) for episode in episodes]
+    return [
+        as_sorted_agents_episode(e) if isinstance(e, MultiAgentEpisode) else e for e in episodes
+    ]
+
+
+def as_episode_chunks(env_runner) -> None:
+    """The runner hands episode chunks, not rollout blocks (code with a batched runner):
+    the digests compare what learners build from the same episodes."""
+    rollout = getattr(env_runner, "array_rollout", None)
+    if rollout is not None:
+        rollout.blocks_refusal = "update_equivalence"
 
 
 def update(algorithm, episodes) -> None:
@@ -131,6 +143,7 @@ def main() -> None:
             algorithm = build(name, num_learners, args.seed)
             try:
                 if args.mode == "record":
+                    as_episode_chunks(algorithm.env_runner)
                     episodes = algorithm.env_runner.sample(num_timesteps=BATCH)
                     state = algorithm.learner_group.get_state()
                     path.write_bytes(pickle.dumps((state, episodes)))

@@ -86,19 +86,21 @@ class CopiesWorld:
         space = self.adapters[0].observation_space[agent]
         return space[OBSERVATION_KEY].shape if self.provides_action_masks else space.shape
 
-    def refusal(self, seed: int | None = None) -> str | None:
+    def refusal(self, seed: int | None = None, *, infos_read: bool = True) -> str | None:
         """Why the batched rollout cannot carry this env (``None``: it can). Probes one
-        reset and one step of the first copy with random actions."""
+        reset and one step of the first copy with random actions. ``infos_read``: the
+        runner hands episode chunks, whose infos would lack what the arrays drop (a
+        learner that takes rollout blocks reads none of them)."""
         if self.turn_based:
             return "agents take turns (an AEC env)"
         adapter = self.adapters[0] if self.make_probe is None else self.make_probe()
         try:
-            return self._probe(adapter, seed)
+            return self._probe(adapter, seed, infos_read)
         finally:
             if self.make_probe is not None:
                 adapter.close()
 
-    def _probe(self, adapter: ParallelEnvAdapter, seed: int | None) -> str | None:
+    def _probe(self, adapter: ParallelEnvAdapter, seed: int | None, infos_read: bool) -> str | None:
         observations, infos = adapter.reset(seed=seed)
         absent = [agent for agent in self.agents if agent not in observations]
         if absent:
@@ -113,7 +115,7 @@ class CopiesWorld:
         }
         _, _, _, _, infos = adapter.step(actions)
         extra = sorted({key for info in infos.values() for key in (info or {})} - CARRIED_INFO_KEYS)
-        if extra:
+        if extra and infos_read:
             return f"the env's infos carry entries the arrays drop: {extra}"
         return None
 

@@ -49,8 +49,6 @@ class CostJointAdvantageConnector(JointAdvantageConnector):
     The critic batch gets ``cost_value_targets``.
     """
 
-    BLOCK_BATCH_OPTIONS: dict = {}
-
     def __init__(self, *args, advantage_mode: str = "lagrangian", **kwargs) -> None:
         super().__init__(*args, **kwargs)
         if advantage_mode not in ADVANTAGE_MODES:

@@ -74,8 +74,6 @@ class EFXJointAdvantageConnector(EFXBlockHooks, JointAdvantageConnector):
     ``demand_range`` as last broadcast.
     """
 
-    BLOCK_BATCH_OPTIONS: dict = {}
-
     def __init__(self, *args, settings: Any, **kwargs) -> None:
         """``settings``: EFX settings with the budget resolved (``intrinsic_coef``,
         ``team_budgets``, ``efx_advantage``, ``efx_kappa``); this connector's critic

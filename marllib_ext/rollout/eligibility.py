@@ -31,6 +31,7 @@ def array_rollout_refusal(env_runner) -> str | None:
         return "whole episodes are joined from RLlib's own chunks"
     _, module_to_env = custom_connectors(config)
     added = added_pieces(env_to_module(env_runner))
+    blocks_refusal = None
     without_array_form = [type(piece).__name__ for piece in added if not has_array_form(piece)]
     if without_array_form:
         return f"env-to-module connectors without an array form: {without_array_form}"
@@ -55,6 +56,11 @@ def array_rollout_refusal(env_runner) -> str | None:
         callbacks = runner_callbacks(config, env_runner_callbacks(env_runner), name)
         if callbacks:
             return f"an {name} callback ({callbacks[0]})"
-    # Last: copies of a plain env probe a reset and a step to answer.
+    # Last: copies of a plain env probe a reset and a step to answer; infos the arrays
+    # drop matter only where the runner hands episode chunks.
     world_refusal = getattr(world, "refusal", None)
-    return None if world_refusal is None else world_refusal(runner_seed(env_runner))
+    if world_refusal is None:
+        return None
+    if blocks_refusal is None:
+        blocks_refusal = rollout_block_refusal(env_runner)
+    return world_refusal(runner_seed(env_runner), infos_read=blocks_refusal is not None)

@@ -74,6 +74,8 @@ def test_refusals_name_what_the_arrays_cannot_carry():
 
     chatty = CopiesWorld(_adapters(Chatty, 2))
     assert chatty.refusal(seed=0) == "the env's infos carry entries the arrays drop: ['debug']"
+    # A runner that hands rollout blocks: the learner reads no infos.
+    assert chatty.refusal(seed=0, infos_read=False) is None
 
 
 def test_an_agent_absent_at_a_start_is_named():

@@ -55,8 +55,6 @@ class EFXVDLearner(EFXJointCriticLearner):
 class EFXHAPPOAdvantageConnector(TeamRowColumn, EFXJointAdvantageConnector):
     """EFX's conservative advantage (``efx_mappo``'s hook) plus the team-row column."""
 
-    BLOCK_BATCH_OPTIONS: dict = {"team_rows": True}
-
 
 class EFXHAPPOLearner(HAPPOLearner):
     """``efx_happo``: HAPPO on EFX's conservative advantage."""

@@ -7,7 +7,6 @@ with its advantage weighted by the factor ``M`` of the policies updated before i
 
 from __future__ import annotations
 
-import numpy as np
 import torch
 from ray.rllib.core.columns import Columns
 from ray.rllib.utils.annotations import override
@@ -15,24 +14,19 @@ from ray.rllib.utils.annotations import override
 from marllib_ext.algos.ppo.learners import JointCriticPPOLearner
 from marllib_ext.algos.ppo.phased import FACTOR_MEAN
 from marllib_ext.algos.ppo.schedule import HAPPO_FACTOR
-from marllib_ext.postprocessing.block_batch import TEAM_ROW
 from marllib_ext.postprocessing.joint_advantage import JointAdvantageConnector
 
 
 class TeamRowColumn:
-    """Advantage-connector mixin: writes each actor row's team-row index (``TEAM_ROW``),
-    so the learner can align one policy's ratios with the other policies' rows."""
+    """Advantage-connector mixin: the batch builder writes each actor row's team-row
+    index (``block_batch.TEAM_ROW``), so the learner can align one policy's ratios with
+    the other policies' rows."""
 
-    def extra_columns(self, critic, critic_inputs, team, metrics):
-        actor_columns, critic_columns = super().extra_columns(critic, critic_inputs, team, metrics)
-        rows = np.arange(team.layout.n_rows, dtype=np.float64)
-        return {**actor_columns, TEAM_ROW: rows}, critic_columns
+    BLOCK_BATCH_OPTIONS: dict = {"team_rows": True}
 
 
 class HAPPOAdvantageConnector(TeamRowColumn, JointAdvantageConnector):
     """MAPPO's team GAE plus the team-row column."""
-
-    BLOCK_BATCH_OPTIONS: dict = {"team_rows": True}
 
 
 class HAPPOLearner(JointCriticPPOLearner):
