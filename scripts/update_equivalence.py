@@ -9,6 +9,11 @@ number of learners. Run ``record`` and ``check`` on one version of the code and
 
     python scripts/update_equivalence.py record --snapshots /tmp/snapshots
     python scripts/update_equivalence.py check --snapshots /tmp/snapshots > before.txt
+
+``rows`` builds the learner's batch from the recorded episodes, without updating, and
+prints one SHA-256 per module of its rows as a set: the loss-mask rows' columns rounded
+to 4 decimals and sorted. Equal ``rows`` digests with different ``check`` digests mean
+two versions build the same rows in another order (and so other minibatches).
 """
 
 from __future__ import annotations
@@ -68,6 +73,45 @@ def weights_digest(algorithm) -> str:
     return digest.hexdigest()[:16]
 
 
+ROW_COLUMNS = (
+    "obs", "actions", "action_logp", "advantages", "value_targets", "state", "coma_inputs",
+    "cost_advantages", "cost_value_targets", "happo_team_row",
+)  # fmt: skip
+
+
+def rows_digests(algorithm, episodes) -> list[tuple[str, tuple[int, str]]]:
+    """Per module of the learner's batch from ``episodes`` (its own ``episode_batch``
+    where the code has one, else RLlib's learner connectors): the number of loss-mask
+    rows and a digest of them as a set (``ROW_COLUMNS`` but the team row index, whose
+    values depend on the row order, rounded to 4 decimals, rows sorted)."""
+    from ray.rllib.core.learner.training_data import TrainingData
+
+    from marllib_ext.rllib_compat import learner_batch
+
+    def build(learner):
+        batch = getattr(learner, "episode_batch", lambda episodes: None)(episodes)
+        if batch is None:
+            batch = learner_batch(learner, TrainingData(episodes=episodes))
+        out = []
+        for module_id in sorted(batch.policy_batches):
+            columns = batch.policy_batches[module_id]
+            mask = columns["loss_mask"].numpy().astype(bool)
+            parts = []
+            for name in ROW_COLUMNS[:-1]:
+                if name not in columns:
+                    continue
+                value = columns[name]
+                value = value["observation"] if isinstance(value, dict) else value
+                value = value.numpy().astype(np.float64).reshape(len(mask), -1)[mask]
+                parts.append(np.round(value, 4) + 0.0)  # no negative zeros
+            rows = np.concatenate(parts, axis=1)
+            rows = rows[np.lexsort(rows.T[::-1])]
+            out.append((module_id, (len(rows), hashlib.sha256(rows.tobytes()).hexdigest()[:16])))
+        return out
+
+    return next(iter(algorithm.learner_group.foreach_learner(build))).get()
+
+
 def seed_learners(algorithm, seed: int) -> None:
     """Seeds the global RNGs every learner draws from (RLlib's minibatch shuffle)."""
 
@@ -125,7 +169,7 @@ def main() -> None:
             sys.executable, [sys.executable, *sys.argv], {**os.environ, "PYTHONHASHSEED": "0"}
         )
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("mode", choices=("record", "check"))
+    parser.add_argument("mode", choices=("record", "check", "rows"))
     parser.add_argument("--snapshots", type=Path, required=True)
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--algos", nargs="*", default=list(ALGORITHMS))
@@ -139,6 +183,8 @@ def main() -> None:
     for name in args.algos:
         for num_learners in LEARNER_COUNTS:
             path = args.snapshots / f"{name}_{num_learners}.pkl"
+            if args.mode == "rows" and num_learners:
+                continue  # the batch of the learner in the driver
             torch.manual_seed(args.seed)
             algorithm = build(name, num_learners, args.seed)
             try:
@@ -150,6 +196,11 @@ def main() -> None:
                     continue
                 state, episodes = pickle.loads(path.read_bytes())
                 episodes = as_runner_episodes(episodes)
+                if args.mode == "rows":
+                    algorithm.learner_group.set_state(state)
+                    for module_id, (count, digest) in rows_digests(algorithm, episodes):
+                        print(f"{name} {module_id} {count} rows {digest}")
+                    continue
                 algorithm.learner_group.set_state(state)
                 before = weights_digest(algorithm)
                 seed_learners(algorithm, args.seed)
