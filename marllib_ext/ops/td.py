@@ -21,6 +21,52 @@ def td_targets(
         return rewards + gamma * (1.0 - terminateds.float()) * next_values
 
 
+def td_lambda_targets(
+    rewards: torch.Tensor,
+    terminateds: torch.Tensor,
+    next_values: torch.Tensor,
+    mask: torch.Tensor,
+    gamma: float,
+    lambda_: float,
+) -> torch.Tensor:
+    """λ-returns over whole episodes (the forward view of pymarl2's
+    ``build_td_lambda_targets``), no gradient::
+
+        G_t = r_t + gamma * (1 - term_t) * ((1 - lambda_) * Q_{t+1} + lambda_ * G_{t+1})
+              where step t + 1 is real (``mask``),
+        G_t = r_t + gamma * (1 - term_t) * Q_{t+1}
+              at the last real step (the episode ended, was truncated or the agent is
+              absent next: it bootstraps fully on ``Q_{t+1}``).
+
+    ``lambda_ = 0`` gives ``td_targets``; ``lambda_ = 1`` the discounted return
+    bootstrapped at the last real step. Padding rows get 0.
+
+    Args:
+        rewards, terminateds, next_values: ``(B, L)`` or ``(B, L, n)``; ``next_values[t]``
+            is the target network's ``Q_{t+1}`` (``Q_tot``, or an agent's own).
+        mask: the same shape, real steps (an agent's acting steps for per-agent rows).
+
+    Returns:
+        ``(B, L)`` or ``(B, L, n)`` float targets.
+    """
+    if not 0.0 <= gamma <= 1.0:
+        raise ValueError(f"gamma must be in [0, 1], got {gamma}")
+    if not 0.0 <= lambda_ <= 1.0:
+        raise ValueError(f"lambda_ must be in [0, 1], got {lambda_}")
+    with torch.no_grad():
+        real = mask.float()
+        going = gamma * (1.0 - terminateds.float())
+        returns = torch.zeros_like(next_values, dtype=torch.float32)
+        following = torch.zeros_like(returns[:, 0])  # G_{t+1}
+        following_real = torch.zeros_like(returns[:, 0])  # step t + 1 is real
+        for t in range(rewards.shape[1] - 1, -1, -1):
+            blend = lambda_ * following_real
+            ahead = (1.0 - blend) * next_values[:, t] + blend * following
+            returns[:, t] = real[:, t] * (rewards[:, t] + going[:, t] * ahead)
+            following, following_real = returns[:, t], real[:, t]
+        return returns
+
+
 def masked_td_loss(
     values: torch.Tensor,
     targets: torch.Tensor,

@@ -163,9 +163,7 @@ class _ChunkWorld:
         if masks is not None:
             self.masks[agent] = _placed(masks[taken], acting, horizon)
             self.next_masks[agent] = _placed(masks[after_taken], after, horizon)
-        self.actions[agent] = _placed(
-            _batched(sa_episode.get_actions(acted)), acting, horizon
-        )
+        self.actions[agent] = _placed(_batched(sa_episode.get_actions(acted)), acting, horizon)
         self.outputs[agent] = {
             key: _placed(
                 np.asarray(_batched(sa_episode.get_extra_model_outputs(key, acted))),
@@ -182,9 +180,7 @@ class _ChunkWorld:
             self.died[last, i] = not (last == horizon - 1 and self.terminated)
         infos = sa_episode.get_infos(every)
         if not any(STEP_REWARDS_KEY in info for info in infos):
-            self.rewards[acting, i] = np.asarray(
-                _batched(sa_episode.get_rewards(acted)), float
-            )
+            self.rewards[acting, i] = np.asarray(_batched(sa_episode.get_rewards(acted)), float)
             self.rewarded[acting, i] = True
         for index, row in steps.observed.items():
             info = infos[row_of[row]]

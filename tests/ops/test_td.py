@@ -1,5 +1,6 @@
 """TD math shared by the replay learners against hand-computed cases and references."""
 
+import numpy as np
 import pytest
 import torch
 
@@ -8,6 +9,7 @@ from marllib_ext.ops.td import (
     merge_moments,
     moment_standardized_rewards,
     standardized_rewards,
+    td_lambda_targets,
     td_targets,
 )
 
@@ -81,3 +83,128 @@ def test_merge_moments_literal():
     assert var.item() == pytest.approx(8.0 / 3.0)
     with pytest.raises(ValueError, match="batch"):
         merge_moments(mean, var, count, torch.zeros(2, 2))
+
+
+def slow_td_lambda(rewards, terminated, next_values, mask, gamma, lam):
+    """The λ-return as the weighted sum of n-step returns, one episode row at a time:
+    ``G_t = (1 - lam) sum_{n>=1} lam^(n-1) G_t^(n)`` with the tail weight on the
+    longest n-step return (up to the last real step, which bootstraps fully)."""
+    out = np.zeros_like(rewards)
+    for b in range(rewards.shape[0]):
+        last = int(np.flatnonzero(mask[b])[-1]) if mask[b].any() else -1
+        for t in range(last + 1):
+            if not mask[b, t]:
+                continue
+            n_step = []  # G_t^(n), n = 1 .. last - t + 1
+            total, discount = 0.0, 1.0
+            for k in range(t, last + 1):
+                total += discount * rewards[b, k]
+                if terminated[b, k]:
+                    n_step.append(total)  # every longer return equals it
+                    break
+                discount *= gamma
+                n_step.append(total + discount * next_values[b, k])
+            horizon = last - t + 1
+            n_step += [n_step[-1]] * (horizon - len(n_step))
+            weights = [(1 - lam) * lam**i for i in range(horizon - 1)] + [lam ** (horizon - 1)]
+            out[b, t] = sum(w * g for w, g in zip(weights, n_step, strict=True))
+    return out
+
+
+def pymarl2_td_lambda(rewards, terminated, mask, target_qs, gamma, td_lambda):
+    """pymarl2's ``build_td_lambda_targets`` (src/utils/rl_utils.py), for ``target_qs``
+    ``(B, L + 1)`` with ``target_qs[:, t + 1]`` the bootstrap of step t."""
+    ret = np.zeros_like(target_qs)
+    ret[:, -1] = target_qs[:, -1] * (1 - terminated.sum(axis=1))
+    for t in range(ret.shape[1] - 2, -1, -1):
+        ret[:, t] = td_lambda * gamma * ret[:, t + 1] + mask[:, t] * (
+            rewards[:, t] + (1 - td_lambda) * gamma * target_qs[:, t + 1] * (1 - terminated[:, t])
+        )
+    return ret[:, :-1]
+
+
+def test_td_lambda_literal():
+    # One truncated 3-step episode: G_2 = r_2 + g Q_3; G_1 = r_1 + g((1-l)Q_2 + l G_2).
+    rewards = torch.tensor([[1.0, 2.0, 3.0]])
+    next_values = torch.tensor([[10.0, 20.0, 30.0]])  # Q_1, Q_2, Q_3
+    none = torch.zeros(1, 3)
+    targets = td_lambda_targets(rewards, none, next_values, torch.ones(1, 3), 0.5, 0.5)
+    g2 = 3.0 + 0.5 * 30.0
+    g1 = 2.0 + 0.5 * (0.5 * 20.0 + 0.5 * g2)
+    g0 = 1.0 + 0.5 * (0.5 * 10.0 + 0.5 * g1)
+    torch.testing.assert_close(targets, torch.tensor([[g0, g1, g2]]))
+    # Terminated at step 1, padding after it: no bootstrap past the end, 0 on padding.
+    terminated = torch.tensor([[0.0, 1.0, 0.0]])
+    mask = torch.tensor([[1.0, 1.0, 0.0]])
+    targets = td_lambda_targets(rewards, terminated, next_values, mask, 0.5, 0.5)
+    torch.testing.assert_close(targets, torch.tensor([[1.0 + 0.5 * (5.0 + 1.0), 2.0, 0.0]]))
+
+
+def test_td_lambda_limits_are_one_step_and_monte_carlo():
+    generator = np.random.default_rng(3)
+    rewards = torch.from_numpy(generator.normal(size=(4, 6))).float()
+    next_values = torch.from_numpy(generator.normal(size=(4, 6))).float()
+    terminated = torch.zeros(4, 6)
+    terminated[0, 5] = 1.0
+    mask = torch.ones(4, 6)
+    torch.testing.assert_close(
+        td_lambda_targets(rewards, terminated, next_values, mask, 0.9, 0.0),
+        td_targets(rewards, terminated, next_values, 0.9),
+    )
+    # lambda 1, gamma 1 on a terminated episode: the undiscounted return to go.
+    monte_carlo = td_lambda_targets(rewards, terminated, next_values, mask, 1.0, 1.0)
+    torch.testing.assert_close(
+        monte_carlo[0], torch.flip(torch.cumsum(torch.flip(rewards[0], [0]), 0), [0])
+    )
+
+
+@pytest.mark.parametrize("lam", [0.0, 0.6, 1.0])
+def test_td_lambda_against_the_n_step_returns(lam):
+    """Terminations, truncations, padding, and per-agent rows with absent agents."""
+    generator = np.random.default_rng(7)
+    batch, length = 6, 8
+    rewards = generator.normal(size=(batch, length))
+    next_values = generator.normal(size=(batch, length))
+    mask = np.ones((batch, length))
+    terminated = np.zeros((batch, length))
+    mask[1, 5:] = 0  # truncated after 5 steps (padding)
+    mask[2, 3:] = 0
+    terminated[2, 2] = 1  # terminated at step 2
+    terminated[3, 7] = 1
+    mask[4, 6:] = 0  # an agent absent from step 6 on (per-agent rows)
+    got = td_lambda_targets(
+        *(torch.from_numpy(a).float() for a in (rewards, terminated, next_values, mask)),
+        gamma=0.9, lambda_=lam,
+    )  # fmt: skip
+    expected = slow_td_lambda(rewards, terminated, next_values, mask, 0.9, lam)
+    np.testing.assert_allclose(got.numpy(), expected, rtol=1e-5, atol=1e-5)
+    per_agent = td_lambda_targets(
+        *(torch.from_numpy(np.stack([a, a[::-1]], -1).copy()).float()
+          for a in (rewards, terminated, next_values, mask)),
+        gamma=0.9, lambda_=lam,
+    )  # fmt: skip
+    np.testing.assert_allclose(per_agent[..., 0].numpy(), expected, rtol=1e-5, atol=1e-5)
+
+
+def test_td_lambda_equals_pymarl2_where_its_targets_are_defined():
+    """Full-length episodes (truncated at the last step) and terminated ones: pymarl2's
+    recursion gives the same targets (it reads padding's Q after a truncation)."""
+    generator = np.random.default_rng(11)
+    rewards = generator.normal(size=(3, 5))
+    target_qs = generator.normal(size=(3, 6))  # Q_0 .. Q_5
+    terminated = np.zeros((3, 5))
+    mask = np.ones((3, 5))
+    terminated[1, 2], mask[1, 3:] = 1, 0
+    terminated[2, 4] = 1
+    ours = td_lambda_targets(
+        *(torch.from_numpy(a).float() for a in (rewards, terminated, target_qs[:, 1:], mask)),
+        gamma=0.99, lambda_=0.6,
+    )  # fmt: skip
+    theirs = pymarl2_td_lambda(rewards, terminated, mask, target_qs, 0.99, 0.6)
+    np.testing.assert_allclose(ours.numpy(), theirs * mask, rtol=1e-5, atol=1e-5)
+
+
+def test_td_lambda_rejects_lambda_outside_the_unit_interval():
+    ones = torch.ones(1, 2)
+    with pytest.raises(ValueError, match="lambda_"):
+        td_lambda_targets(ones, ones * 0, ones, ones, 0.9, 1.5)

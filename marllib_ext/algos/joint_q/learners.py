@@ -9,9 +9,10 @@ Every agent's online and target Q network runs once per replayed batch
   QMIX; the builder gives each algorithm its mixer) and the joint double-Q target on
   the team reward.
 
-Targets: a hard copy every ``target_network_update_freq`` sampled episodes (MARLlib),
-or Polyak averaging with ``tau`` after every update. The math is in ``ops.joint_q`` and
-``ops.td``.
+TD targets: one-step double Q, or with ``td_lambda`` the λ-returns over each replayed
+episode (pymarl2). Target networks: a hard copy every ``target_network_update_freq``
+sampled episodes (MARLlib), or Polyak averaging with ``tau`` after every update. The
+math is in ``ops.joint_q`` and ``ops.td``.
 """
 
 from __future__ import annotations
@@ -29,6 +30,7 @@ from marllib_ext.ops.td import (
     masked_td_loss,
     moment_standardized_rewards,
     standardized_rewards,
+    td_lambda_targets,
     td_targets,
     team_sum,
 )
@@ -117,6 +119,16 @@ class JointQLearner(TeamReplayLearner):
         chosen = chosen * present[:, :length]
         return JointQBatch(columns, chosen, next_values, rewards, mask, present)
 
+    def targets(self, rewards, terminated, next_values, mask) -> torch.Tensor:
+        """One-step double-Q targets, or with ``td_lambda`` the λ-returns over each
+        replayed episode (``ops.td.td_lambda_targets``)."""
+        settings = self.settings
+        if settings.td_lambda is None:
+            return td_targets(rewards, terminated, next_values, settings.gamma)
+        return td_lambda_targets(
+            rewards, terminated, next_values, mask, settings.gamma, settings.td_lambda
+        )
+
     def _team_loss(self, values, targets, view: JointQBatch, td_errors, mask=None) -> TeamLoss:
         """``mask``: the loss rows (default: the batch's real steps)."""
         mask = view.mask if mask is None else mask
@@ -158,13 +170,10 @@ class IQLLearner(JointQLearner):
             view.columns["terminated"].unsqueeze(-1),
             view.columns["agent_terminated"][..., agent_index],
         )
-        targets = td_targets(
-            view.rewards[..., agent_index],
-            terminated,
-            view.next_values[..., agent_index],
-            self.settings.gamma,
-        )
         acted = view.mask.unsqueeze(-1) * view.present[:, : view.length][..., agent_index]
+        targets = self.targets(
+            view.rewards[..., agent_index], terminated, view.next_values[..., agent_index], acted
+        )
         return self._team_loss(values, targets, view, (targets - values).detach(), acted)
 
 
@@ -179,11 +188,8 @@ class MixedQLearner(JointQLearner):
         values = mixer.mix(view.chosen[..., agent_index], state[:, : view.length])
         with torch.no_grad():
             next_total = mixer.mix(view.next_values[..., agent_index], state[:, 1:], target=True)
-        targets = td_targets(
-            team_sum(view.rewards, agent_index),
-            view.columns["terminated"],
-            next_total,
-            self.settings.gamma,
+        targets = self.targets(
+            team_sum(view.rewards, agent_index), view.columns["terminated"], next_total, view.mask
         )
         return self._team_loss(values, targets, view, (targets - values).detach().unsqueeze(-1))
 

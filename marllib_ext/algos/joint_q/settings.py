@@ -34,6 +34,7 @@ class JointQSettings(TeamReplaySettings):
     hypernet_embed_dim: int
     state_normalize: bool
     grad_clip: float | None
+    td_lambda: float | None
 
     def checks(self) -> list[Check]:
         return [
@@ -50,6 +51,16 @@ class JointQSettings(TeamReplaySettings):
             (self.reward_moments in REWARD_MOMENTS, "reward_moments", f"one of {REWARD_MOMENTS}"),
             (self.rnn_hidden_dim > 0, "rnn_hidden_dim", "must be > 0"),
             (self.activation in ACTIVATION_NAMES, "activation", f"one of {ACTIVATION_NAMES}"),
+            (
+                self.td_lambda is None or 0.0 <= self.td_lambda <= 1.0,
+                "td_lambda",
+                "null (one-step targets) or in [0, 1]",
+            ),
+            (
+                self.td_lambda is None or self.samples_whole_episodes,
+                "td_lambda",
+                "lambda-returns run over whole episodes: set whole_episodes: true or use_rnn",
+            ),
         ]
 
     @property

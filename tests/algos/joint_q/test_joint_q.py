@@ -425,3 +425,44 @@ def test_each_algorithm_trains_its_own_learner_and_mixer(name, learner, mixer):
     assert config.learner_class.__name__ == learner
     team = config.rl_module_spec.rl_module_specs["joint_q"]
     assert team.model_config["mixer"] == mixer
+
+
+def test_td_lambda_targets_are_the_lambda_returns_of_each_replayed_episode(ray_session):
+    """``td_lambda``: the learner's TD loss on replayed whole episodes against the
+    λ-returns written out per episode (``tests.ops.test_td.slow_td_lambda``) on the same
+    networks' double-Q ``Q_tot``."""
+    from tests.ops.test_td import slow_td_lambda
+
+    gamma, lam = 0.9, 0.6
+    algo = build("vdn", reward_standardize=False, gamma=gamma, whole_episodes=True, td_lambda=lam)
+    try:
+        for _ in range(3):
+            algo.train()
+        learner = local_learner(algo)
+        sampled = algo.store.sample_episodes(4)
+        columns = sampled.columns()
+        batch = {"joint_q": {k: torch.as_tensor(v) for k, v in columns.items()}}
+        online = learner.module["shared"]
+        target = learner.module[target_module_id("shared")]
+        with torch.no_grad():
+            loss = learner.compute_losses(fwd_out={}, batch=batch)["joint_q"].item()
+            obs = torch.as_tensor(columns["obs"])  # (B, L + 1, n, d)
+            q_online = torch.stack([online.q_sequence(obs[:, :, i]) for i in range(3)], 2)
+            q_target = torch.stack([target.q_sequence(obs[:, :, i]) for i in range(3)], 2)
+        actions = torch.as_tensor(columns["actions"]).long()
+        chosen = q_online[:, :-1].gather(-1, actions[..., None])[..., 0].sum(-1).numpy()
+        best = q_online[:, 1:].argmax(-1, keepdim=True)
+        next_total = q_target[:, 1:].gather(-1, best)[..., 0].sum(-1).numpy()
+        mask = columns["mask"].astype(float)
+        rewards = columns["rewards"].sum(-1)
+        targets = slow_td_lambda(rewards, columns["terminated"], next_total, mask, gamma, lam)
+        expected = ((chosen - targets) ** 2 * mask).sum() / mask.sum()
+        assert loss == pytest.approx(expected, rel=1e-4)
+        assert not np.allclose(targets, rewards + gamma * (1 - columns["terminated"]) * next_total)
+    finally:
+        algo.stop()
+
+
+def test_td_lambda_needs_whole_episodes():
+    with pytest.raises(ConfigError, match="td_lambda"):
+        algos.vdn(td_lambda=0.6, whole_episodes=False).settings("toy:coordination")
