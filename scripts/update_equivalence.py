@@ -33,7 +33,7 @@ BATCH = 200
 COST_ENV = "mpe:simple_spread"  # mappo_cup needs info["cost"]
 
 
-def build(name: str, num_learners: int, seed: int):
+def build(name: str, num_learners: int, seed: int, env_name: str = "toy:coordination"):
     from marllib_ext import algos
     from marllib_ext.algos.ppo.schedule import rllib_phase
     from marllib_ext.algos.registry import ALGORITHMS as SPECS
@@ -47,7 +47,7 @@ def build(name: str, num_learners: int, seed: int):
         "train_batch_size": BATCH,
         minibatch_key: None if whole_batch else BATCH // 2,
     }
-    env = COST_ENV if SPECS[name].capabilities.needs_costs else "toy:coordination"
+    env = COST_ENV if SPECS[name].capabilities.needs_costs else env_name
     share = "individual" if SPECS[name].capabilities.sequential else "all"
     return algos.get(name, **settings).rllib_config(env, share_policy=share, seed=seed).build_algo()
 
@@ -173,6 +173,9 @@ def main() -> None:
     parser.add_argument("--snapshots", type=Path, required=True)
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--algos", nargs="*", default=list(ALGORITHMS))
+    parser.add_argument(
+        "--env", default="toy:coordination", help="the env of every algorithm without costs"
+    )
     args = parser.parse_args()
 
     import ray
@@ -186,7 +189,7 @@ def main() -> None:
             if args.mode == "rows" and num_learners:
                 continue  # the batch of the learner in the driver
             torch.manual_seed(args.seed)
-            algorithm = build(name, num_learners, args.seed)
+            algorithm = build(name, num_learners, args.seed, args.env)
             try:
                 if args.mode == "record":
                     as_episode_chunks(algorithm.env_runner)

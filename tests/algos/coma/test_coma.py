@@ -160,3 +160,34 @@ def test_coma_learns_coordination_beyond_random(ray_session, tmp_path):
         num_env_runners=0,
     )
     assert result.final["agent_return_mean"] > 2 * RANDOM_AGENT_RETURN, result.progress
+
+
+def test_agents_that_arrive_and_leave_get_finite_targets(ray_session):
+    """On ``toy:come_and_go`` (an agent arrives late, another leaves; episode chunks,
+    read as blocks) every critic target and advantage is finite: an absent agent's
+    policy enters no baseline (the former chunk connector wrote NaN targets there)."""
+    from marllib_ext.rollout.episode_blocks import blocks_of_chunks
+
+    config = algos.coma(
+        hyperparam_source="toy", minibatch_size=None, num_env_runners=0, num_envs_per_env_runner=2
+    ).rllib_config("toy:come_and_go", seed=0)
+    algorithm = config.build_algo()
+    try:
+        chunks = algorithm.env_runner.sample(num_timesteps=200)
+        blocks = blocks_of_chunks(chunks)
+        assert any((~block.alive).any() for block in blocks)  # someone was absent
+
+        def batch_of(learner):
+            batch = learner.episode_batch(chunks)
+            return {
+                mid: {c: batch[mid][c].numpy() for c in ("value_targets", "loss_mask")}
+                for mid in batch.policy_batches
+            }
+
+        batch = next(iter(algorithm.learner_group.foreach_learner(batch_of))).get()
+        for columns in batch.values():
+            assert np.isfinite(columns["value_targets"][columns["loss_mask"]]).all()
+        result = algorithm.train()
+        assert math.isfinite(result["learners"]["joint_critic"]["vf_loss"])
+    finally:
+        algorithm.stop()
