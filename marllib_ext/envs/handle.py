@@ -14,6 +14,7 @@ from marllib_ext.envs.adapter import (
     has_action_mask,
     plain_observation_space,
 )
+from marllib_ext.envs.agent_inputs import AGENT_ID_ARG, LAST_ACTION_ARG, AgentInputs
 from marllib_ext.envs.batched import BatchedVectorEnv
 from marllib_ext.envs.registry import EnvSpec, get_env_spec, is_gymnasium_id
 from marllib_ext.envs.time_feature import TIME_FEATURE_ARG, TimeLeftObservation
@@ -52,14 +53,26 @@ class EnvLayout:
         }
 
 
+def _flag(config: dict[str, Any], name: str) -> bool:
+    """Pops the boolean env argument ``name`` from ``config`` (checked; default false)."""
+    value = config.pop(name, False)
+    if not isinstance(value, bool):
+        raise ConfigError(f"env argument {name} must be true or false, got {value!r}")
+    return value
+
+
 def _time_feature(config: dict[str, Any]) -> bool:
     """Pops the ``time_feature`` env argument from ``config`` (checked)."""
-    with_time = config.pop(TIME_FEATURE_ARG, False)
-    if not isinstance(with_time, bool):
-        raise ConfigError(
-            f"env argument {TIME_FEATURE_ARG} must be true or false, got {with_time!r}"
-        )
-    return with_time
+    return _flag(config, TIME_FEATURE_ARG)
+
+
+def _agent_inputs(config: dict[str, Any]):
+    """``env -> env`` with the agent's id and last action in its observations where the
+    env arguments ask for them (popped from ``config``)."""
+    agent_id, last_action = _flag(config, AGENT_ID_ARG), _flag(config, LAST_ACTION_ARG)
+    if not (agent_id or last_action):
+        return lambda env: env
+    return lambda env: AgentInputs(env, agent_id=agent_id, last_action=last_action)
 
 
 def _state_source(config: dict[str, Any], spec: EnvSpec) -> str:
@@ -95,7 +108,8 @@ def _make_rllib_env(config: dict[str, Any], *, spec: EnvSpec) -> ParallelEnvAdap
     config = dict(config)
     with_time = _time_feature(config)
     state_source = _state_source(config, spec)
-    return _adapt(spec.make(**config), config, with_time, state_source, spec)
+    inputs = _agent_inputs(config)
+    return _adapt(inputs(spec.make(**config)), config, with_time, state_source, spec)
 
 
 class RllibEnvCreator:
@@ -113,9 +127,10 @@ class RllibEnvCreator:
         config = dict(config)
         with_time = _time_feature(config)
         state_source = _state_source(config, self.spec)
+        inputs = _agent_inputs(config)
         world = self.spec.make_batched(num_envs, **config)
         return BatchedVectorEnv(
-            world, lambda slot: _adapt(slot, config, with_time, state_source, self.spec)
+            world, lambda slot: _adapt(inputs(slot), config, with_time, state_source, self.spec)
         )
 
 

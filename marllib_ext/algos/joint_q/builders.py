@@ -4,6 +4,7 @@ learner-only mixer module per team carrying the algorithm's mixer."""
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 
 import gymnasium as gym
@@ -18,6 +19,7 @@ from marllib_ext.algos.team_replay.specs import (
     team_module_ids,
     team_replay_config,
 )
+from marllib_ext.envs.agent_inputs import AGENT_ID_ARG, LAST_ACTION_ARG
 from marllib_ext.envs.handle import EnvHandle
 from marllib_ext.errors import ConfigError
 from marllib_ext.policies.q_agent import MIXER_MODULE_ID, QAgentRLModule, target_module_id
@@ -39,6 +41,18 @@ def check_discrete(env: EnvHandle, algo: str) -> None:
             )
 
 
+def with_agent_inputs(env: EnvHandle, settings: JointQSettings) -> EnvHandle:
+    """``env`` whose observations carry the agent's id and last action where the
+    settings ask for them (``envs.agent_inputs``: env arguments, so the runners, the
+    stored episodes and evaluation see the same inputs)."""
+    extra = {AGENT_ID_ARG: True} if settings.obs_agent_id else {}
+    if settings.obs_last_action:
+        extra[LAST_ACTION_ARG] = True
+    if not extra:
+        return env
+    return dataclasses.replace(env, env_args={**env.env_args, **extra})
+
+
 def build_joint_q(
     settings: JointQSettings,
     env: EnvHandle,
@@ -52,6 +66,7 @@ def build_joint_q(
     """The RLlib config of a joint-Q algorithm: ``mixer`` (``none`` | ``vdn`` |
     ``qmix``) and ``learner_class`` are the algorithm's."""
     check_discrete(env, algo)
+    env = with_agent_inputs(env, settings)
     layout = env.layout
     mapping = policy_mapping(env, share_policy)
     agent_model = {

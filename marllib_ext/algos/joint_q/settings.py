@@ -35,6 +35,8 @@ class JointQSettings(TeamReplaySettings):
     state_normalize: bool
     grad_clip: float | None
     td_lambda: float | None
+    obs_agent_id: bool
+    obs_last_action: bool
 
     def checks(self) -> list[Check]:
         return [

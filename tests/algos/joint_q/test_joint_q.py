@@ -466,3 +466,30 @@ def test_td_lambda_targets_are_the_lambda_returns_of_each_replayed_episode(ray_s
 def test_td_lambda_needs_whole_episodes():
     with pytest.raises(ConfigError, match="td_lambda"):
         algos.vdn(td_lambda=0.6, whole_episodes=False).settings("toy:coordination")
+
+
+def test_agents_see_their_id_and_last_action(ray_session):
+    """``obs_agent_id`` / ``obs_last_action``: every stored observation ends with the
+    agent's one-hot id and the one-hot of the action it took at the step before (zeros
+    at an episode's first step); the Q networks take the wider input."""
+    algo = build("vdn", obs_agent_id=True, obs_last_action=True, whole_episodes=True)
+    try:
+        algo.train()
+        columns = algo.store.sample_episodes(4).columns()
+    finally:
+        algo.stop()
+    obs, actions, mask = columns["obs"], columns["actions"], columns["mask"].astype(bool)
+    n_agents = obs.shape[2]
+    assert obs.shape[-1] == 4 + n_agents + N_ACTIONS
+    ids = obs[..., 4 : 4 + n_agents]
+    last = obs[..., 4 + n_agents :]
+    for b in range(obs.shape[0]):
+        steps = int(mask[b].sum())
+        for i in range(n_agents):
+            np.testing.assert_array_equal(
+                ids[b, : steps + 1, i], np.eye(n_agents)[i][None].repeat(steps + 1, 0)
+            )
+            assert not last[b, 0, i].any()
+            np.testing.assert_array_equal(
+                last[b, 1 : steps + 1, i], np.eye(N_ACTIONS)[actions[b, :steps, i]]
+            )
