@@ -43,6 +43,9 @@ class JointAdvantageConnector(BlockHooks, ConnectorV2):
 
     # ``joint_critic_block_batch``'s options for this class (``block_batch_options``).
     BLOCK_BATCH_OPTIONS: dict = {}
+    # The batch builder ``(blocks, *, connector, rl_module, device, metrics)`` ->
+    # ``{module_id: {column: tensor}}`` (COMA's connector has its own).
+    block_builder = staticmethod(joint_critic_block_batch)
 
     def __init__(
         self,
@@ -80,7 +83,7 @@ class JointAdvantageConnector(BlockHooks, ConnectorV2):
             if shared_data is not None:
                 shared_data[CHUNK_BLOCKS] = blocks
         critic = plain_module(rl_module, self.critic_module_id)
-        columns = joint_critic_block_batch(
+        columns = self.block_builder(
             blocks,
             connector=self,
             rl_module=rl_module,

@@ -15,14 +15,12 @@ below random after 120k steps."""
 
 from __future__ import annotations
 
-import time
 from dataclasses import dataclass
 
 import torch
 from ray.rllib.core.columns import Columns
 from ray.rllib.core.learner.learner import VF_LOSS_KEY
 from ray.rllib.utils.annotations import override
-from ray.rllib.utils.metrics.metrics_logger import MetricsLogger
 
 from marllib_ext.algos.coma.batch import coma_block_batch
 from marllib_ext.algos.config import Check, divisible_by_learners
@@ -30,8 +28,6 @@ from marllib_ext.algos.ppo.a2c import MAA2CSettings, a2c_actor_loss
 from marllib_ext.algos.ppo.learners import JointCriticPPOLearner, masked_value_loss
 from marllib_ext.policies.coma_critic import Q_VALUES
 from marllib_ext.postprocessing.joint_advantage import JointAdvantageConnector
-from marllib_ext.rllib_compat import plain_module
-from marllib_ext.rollout.episode_blocks import blocks_of_chunks
 
 
 @dataclass(frozen=True)
@@ -63,21 +59,10 @@ class COMASettings(MAA2CSettings):
 
 
 class COMAAdvantageConnector(JointAdvantageConnector):
-    """COMA's batch from episode chunks: the chunks as rollout blocks, then
-    ``coma.batch.coma_block_batch`` (the batch a batched runner's blocks get)."""
+    """COMA's batch from rollout blocks, or from episode chunks read as blocks
+    (``coma.batch.coma_block_batch``)."""
 
-    @override(JointAdvantageConnector)
-    def __call__(self, *, rl_module, batch, episodes, metrics: MetricsLogger | None = None, **kw):
-        critic = plain_module(rl_module, self.critic_module_id)
-        columns = coma_block_batch(
-            blocks_of_chunks(episodes),
-            connector=self,
-            rl_module=rl_module,
-            device=next(critic.parameters()).device,
-            metrics=metrics,
-        )
-        batch.update(columns)
-        return batch
+    block_builder = staticmethod(coma_block_batch)
 
 
 class COMALearner(JointCriticPPOLearner):
@@ -85,28 +70,6 @@ class COMALearner(JointCriticPPOLearner):
     of ``Q(s, a_{-i}, i)[a_i]`` against the TD(lambda) targets."""
 
     advantage_connector_class = COMAAdvantageConnector
-
-    @classmethod
-    @override(JointCriticPPOLearner)
-    def rollout_block_refusal(cls) -> str | None:
-        return None
-
-    @override(JointCriticPPOLearner)
-    def block_batch(self, blocks):
-        """COMA's batch from the blocks (``coma.batch.coma_block_batch``)."""
-        start = time.perf_counter()
-        columns = {}
-        for connector in self.advantage_connectors():
-            columns.update(
-                coma_block_batch(
-                    blocks,
-                    connector=connector,
-                    rl_module=self.module,
-                    device=self.device,
-                    metrics=self.metrics,
-                )
-            )
-        return self.batch_of_columns(columns, blocks, start)
 
     @override(JointCriticPPOLearner)
     def actor_loss(self, *, module_id, config, batch, fwd_out) -> torch.Tensor:

@@ -20,7 +20,6 @@ from marllib_ext.ops.value_loss import value_loss
 from marllib_ext.policies.joint_critic import ACTOR_MODULES, OLD_VALUES, is_critic_module
 from marllib_ext.policies.vd_critic import AGENT_VALUE_SPREAD
 from marllib_ext.postprocessing.block_batch import (
-    joint_critic_block_batch,
     own_value_block_batch,
 )
 from marllib_ext.postprocessing.joint_advantage import JointAdvantageConnector
@@ -154,7 +153,7 @@ class JointCriticPPOLearner(ObservesBatchBeforeLoss, PhasedLearner):
     @classmethod
     @override(PhasedLearner)
     def rollout_block_refusal(cls) -> str | None:
-        return None  # one builder for blocks and chunks: block_batch.joint_critic_block_batch
+        return None  # one builder for blocks and chunks: the connector's block_builder
 
     @override(PPOTorchLearner)
     def build(self) -> None:
@@ -181,13 +180,13 @@ class JointCriticPPOLearner(ObservesBatchBeforeLoss, PhasedLearner):
 
     @override(PhasedLearner)
     def block_batch(self, blocks: list[RolloutBlock]) -> MultiAgentBatch:
-        """What the advantage connectors build from chunks, from each joint critic's
-        team GAE over the blocks (``postprocessing.block_batch``)."""
+        """Each advantage connector's batch from the blocks (its ``block_builder``: the
+        team GAE of ``postprocessing.block_batch``, or COMA's)."""
         start = time.perf_counter()
         columns = {}
         for connector in self.advantage_connectors():
             columns.update(
-                joint_critic_block_batch(
+                connector.block_builder(
                     blocks,
                     connector=connector,
                     rl_module=self.module,
