@@ -148,17 +148,15 @@ class _ChunkWorld:
         # Slices, not index lists: RLlib's buffers look each listed index up one by one.
         every, acted = slice(0, len(rows)), slice(0, len(steps.acting))
         observations, masks = _observation_parts(sa_episode.get_observations(every))
-        row_of = {row: k for k, row in enumerate(rows)}
         horizon = self.length
         acting = np.asarray(steps.acting, dtype=np.int64)
-        acting_rows = [steps.observed[index] for index in steps.acting]
-        taken = np.asarray([row_of[row] for row in acting_rows], dtype=np.int64)
+        taken = np.asarray([steps.observed[index] for index in steps.acting], dtype=np.int64)
         self.alive[acting, i] = True
         self.observations[agent] = _placed(observations[taken], acting, horizon)
         # After step t: the agent's observation at env index t + 1, where it has one
         # (also where it did not act at t: a turn passing to it, an arrival).
         after = np.asarray([index - 1 for index in steps.observed if index > 0], np.int64)
-        after_taken = np.asarray([row_of[steps.observed[t + 1]] for t in after], np.int64)
+        after_taken = np.asarray([steps.observed[t + 1] for t in after], np.int64)
         self.next_observations[agent] = _placed(observations[after_taken], after, horizon)
         if masks is not None:
             self.masks[agent] = _placed(masks[taken], acting, horizon)
@@ -183,7 +181,7 @@ class _ChunkWorld:
             self.rewards[acting, i] = np.asarray(_batched(sa_episode.get_rewards(acted)), float)
             self.rewarded[acting, i] = True
         for index, row in steps.observed.items():
-            info = infos[row_of[row]]
+            info = infos[row]
             if index == 0 or not isinstance(info, dict) or COST_KEY not in info:
                 continue
             self.has_costs = True
