@@ -83,9 +83,14 @@ class JointQLearner(TeamReplayLearner):
     @override(TeamReplayLearner)
     def optimizer_for(self, module_id, params):
         settings = self.settings
-        if settings.optimizer == "rmsprop":  # PyMARL's RMSprop settings
-            return torch.optim.RMSprop(params, lr=settings.lr, alpha=0.99, eps=1e-5), settings.lr
-        return torch.optim.Adam(params, lr=settings.lr), settings.lr
+        if settings.optimizer == "rmsprop":
+            eps = 1e-5 if settings.optimizer_eps is None else settings.optimizer_eps
+            optimizer = torch.optim.RMSprop(
+                params, lr=settings.lr, alpha=settings.rmsprop_alpha, eps=eps
+            )
+            return optimizer, settings.lr
+        eps = 1e-8 if settings.optimizer_eps is None else settings.optimizer_eps
+        return torch.optim.Adam(params, lr=settings.lr, eps=eps), settings.lr
 
     def agent_q_values(self, obs: torch.Tensor, *, target: bool) -> torch.Tensor:
         """``(B, L + 1, n, d)`` observations -> ``(B, L + 1, n, A)`` per-agent values."""

@@ -19,6 +19,8 @@ class JointQSettings(TeamReplaySettings):
 
     lr: float
     optimizer: str
+    optimizer_eps: float | None
+    rmsprop_alpha: float
     target_network_update_freq: int
     tau: float | None
     initial_epsilon: float
@@ -42,6 +44,12 @@ class JointQSettings(TeamReplaySettings):
         return [
             (self.lr > 0, "lr", "must be > 0"),
             (self.optimizer in OPTIMIZERS, "optimizer", f"one of {OPTIMIZERS}"),
+            (
+                self.optimizer_eps is None or self.optimizer_eps > 0,
+                "optimizer_eps",
+                "null (the optimizer's default) or > 0",
+            ),
+            (0 < self.rmsprop_alpha < 1, "rmsprop_alpha", "must be in (0, 1)"),
             (self.target_network_update_freq > 0, "target_network_update_freq", "must be > 0"),
             (self.tau is None or 0 < self.tau <= 1, "tau", "null (hard updates) or in (0, 1]"),
             (

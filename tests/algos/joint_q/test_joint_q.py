@@ -493,3 +493,59 @@ def test_agents_see_their_id_and_last_action(ray_session):
             np.testing.assert_array_equal(
                 last[b, 1 : steps + 1, i], np.eye(N_ACTIONS)[actions[b, :steps, i]]
             )
+
+
+@pytest.mark.parametrize("name", ["vdn", "qmix"])
+def test_the_pymarl2_source_is_its_finetuned_qmix(name):
+    settings = algos.get(name, "pymarl2").settings("smax:3m")
+    assert (settings.optimizer, settings.lr, settings.td_lambda) == ("adam", 0.001, 0.6)
+    assert (settings.batch_episode, settings.buffer_size) == (128, 5000)
+    assert settings.epsilon_timesteps == 100000 and settings.final_epsilon == 0.05
+    assert settings.use_rnn and settings.rnn_hidden_dim == 64 and settings.samples_whole_episodes
+    assert settings.obs_agent_id and settings.obs_last_action
+    assert settings.training_intensity == 0.125 and settings.num_envs_per_env_runner == 8
+    assert not settings.reward_standardize
+    assert settings.episodes_before_learning == 128
+
+
+def test_pymarl2_iql_keeps_one_step_targets_and_a_batch_of_32():
+    settings = algos.get("iql", "pymarl2").settings("smax:3m")
+    assert settings.td_lambda is None and settings.batch_episode == 32 and settings.lr == 0.0005
+    assert settings.optimizer == "adam" and settings.use_rnn
+
+
+@pytest.mark.parametrize("name", ["iql", "vdn", "qmix"])
+def test_the_epymarl_source_is_its_q_learner_on_lbf(name):
+    settings = algos.get(name, "epymarl", final_epsilon=0.1).settings("toy:coordination")
+    assert (settings.optimizer, settings.lr, settings.batch_episode) == ("adam", 0.0005, 32)
+    assert settings.samples_whole_episodes and not settings.use_rnn
+    assert settings.obs_agent_id and not settings.obs_last_action
+    assert settings.running_reward_moments and settings.td_lambda is None
+    assert settings.final_epsilon == 0.1  # --set still overrides
+
+
+@pytest.mark.parametrize(
+    ("optimizer", "eps", "expected"),
+    [
+        ("rmsprop", None, (torch.optim.RMSprop, 1e-5)),
+        ("adam", None, (torch.optim.Adam, 1e-8)),
+        ("adam", 1e-4, (torch.optim.Adam, 1e-4)),
+    ],
+)
+def test_the_optimizer_and_its_parameters_are_settings(ray_session, optimizer, eps, expected):
+    algo = build("vdn", optimizer=optimizer, optimizer_eps=eps, rmsprop_alpha=0.9)
+    try:
+        learner = local_learner(algo)
+        optimizers = [o for _, o in learner._named_optimizers.items()]
+    finally:
+        algo.stop()
+    assert optimizers and all(isinstance(o, expected[0]) for o in optimizers)
+    group = optimizers[0].param_groups[0]
+    assert group["eps"] == expected[1]
+    if optimizer == "rmsprop":
+        assert group["alpha"] == 0.9
+
+
+def test_a_bad_rmsprop_alpha_is_refused_by_name():
+    with pytest.raises(ConfigError, match="rmsprop_alpha"):
+        algos.vdn(rmsprop_alpha=1.5).settings("toy:coordination")
