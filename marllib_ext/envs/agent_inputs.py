@@ -7,10 +7,15 @@ among the env's possible agents (sorted), the last action is zeros after a reset
 where the agent did not act. A shared network then tells its agents apart; a
 feed-forward agent sees what it just did. The env's own state is unchanged (a state
 joined from the observations carries them).
+
+``AgentInputs`` wraps a PettingZoo env (each world of RLlib's per-world path);
+``AgentInputsWorld`` wraps a batched simulator's array calls the same way, so that the
+batched rollout samples the same inputs.
 """
 
 from __future__ import annotations
 
+import dataclasses
 from typing import Any
 
 import gymnasium as gym
@@ -18,6 +23,7 @@ import numpy as np
 from pettingzoo.utils.wrappers import BaseParallelWrapper
 
 from marllib_ext.envs.adapter import OBSERVATION_KEY
+from marllib_ext.envs.arrays import WorldArrays
 from marllib_ext.errors import ConfigError
 
 AGENT_ID_ARG = "agent_id_feature"
@@ -107,3 +113,69 @@ class AgentInputs(BaseParallelWrapper):
 
     def state(self) -> np.ndarray:
         return self.env.state()
+
+
+class AgentInputsWorld:
+    """A batched simulator (``envs.arrays.ArrayWorld``) whose array calls hand out each
+    agent's observation with its id and last action appended, as ``AgentInputs`` does
+    for each world; everything else is the simulator's.
+
+    ``last`` holds each world's last actions (``-1``: none, after a reset)."""
+
+    def __init__(self, world, *, agent_id: bool, last_action: bool) -> None:
+        self.world = world
+        self.ids = sorted(world.agents)
+        self.with_id, self.with_action = agent_id, last_action
+        self.n_actions = {}
+        for agent in self.ids:
+            space = world.slots[0].action_space(agent)
+            if last_action and not isinstance(space, gym.spaces.Discrete):
+                raise ConfigError(
+                    f"{LAST_ACTION_ARG} needs discrete actions; agent {agent!r} has {space}"
+                )
+            self.n_actions[agent] = int(space.n) if last_action else 0
+        self.last = {agent: np.full(world.num_envs, -1, np.int64) for agent in self.ids}
+
+    def __getattr__(self, name: str):
+        return getattr(self.world, name)
+
+    def _features(self, agent: str) -> np.ndarray:
+        """``(B, n_agents + n_actions)`` the agent's id and last action in every world."""
+        parts = []
+        if self.with_id:
+            ids = np.zeros((self.world.num_envs, len(self.ids)), np.float32)
+            ids[:, self.ids.index(agent)] = 1.0
+            parts.append(ids)
+        if self.with_action:
+            last = self.last[agent]
+            actions = np.zeros((len(last), self.n_actions[agent]), np.float32)
+            acted = last >= 0
+            actions[np.flatnonzero(acted), last[acted]] = 1.0
+            parts.append(actions)
+        return np.concatenate(parts, axis=1)
+
+    def _augmented(self, arrays: WorldArrays) -> WorldArrays:
+        observations = {
+            agent: np.concatenate([np.asarray(obs, np.float32), self._features(agent)], axis=1)
+            for agent, obs in arrays.observations.items()
+        }
+        # A copy: the simulator may keep the arrays it returned (pending per-world results).
+        return dataclasses.replace(arrays, observations=observations)
+
+    def reset_arrays(self, seed: int | None = None) -> WorldArrays:
+        arrays = self.world.reset_arrays(seed)
+        for last in self.last.values():
+            last[:] = -1
+        return self._augmented(arrays)
+
+    def reset_worlds(self, indices):
+        arrays = self.world.reset_worlds(indices)
+        for last in self.last.values():
+            last[np.asarray(indices, dtype=np.int64)] = -1
+        return self._augmented(arrays) if isinstance(arrays, WorldArrays) else arrays
+
+    def step_arrays(self, actions: dict[str, np.ndarray]) -> WorldArrays:
+        arrays = self.world.step_arrays(actions)
+        for agent, action in actions.items():
+            self.last[agent] = np.array(action, np.int64).reshape(-1)  # a copy: reset writes it
+        return self._augmented(arrays)

@@ -14,7 +14,12 @@ from marllib_ext.envs.adapter import (
     has_action_mask,
     plain_observation_space,
 )
-from marllib_ext.envs.agent_inputs import AGENT_ID_ARG, LAST_ACTION_ARG, AgentInputs
+from marllib_ext.envs.agent_inputs import (
+    AGENT_ID_ARG,
+    LAST_ACTION_ARG,
+    AgentInputs,
+    AgentInputsWorld,
+)
 from marllib_ext.envs.batched import BatchedVectorEnv
 from marllib_ext.envs.registry import EnvSpec, get_env_spec, is_gymnasium_id
 from marllib_ext.envs.time_feature import TIME_FEATURE_ARG, TimeLeftObservation
@@ -75,6 +80,16 @@ def _agent_inputs(config: dict[str, Any]):
     return lambda env: AgentInputs(env, agent_id=agent_id, last_action=last_action)
 
 
+def _agent_inputs_world(config: dict[str, Any]):
+    """``world -> world``: a batched simulator's array calls with the inputs
+    ``_agent_inputs`` adds (read from ``config`` before ``_agent_inputs`` pops them)."""
+    agent_id = bool(config.get(AGENT_ID_ARG, False))
+    last_action = bool(config.get(LAST_ACTION_ARG, False))
+    if not (agent_id or last_action):
+        return lambda world: world
+    return lambda world: AgentInputsWorld(world, agent_id=agent_id, last_action=last_action)
+
+
 def _state_source(config: dict[str, Any], spec: EnvSpec) -> str:
     """Pops the ``state_source`` env argument from ``config`` (checked); the env's own
     (``EnvSpec.state_source``) without it."""
@@ -127,8 +142,9 @@ class RllibEnvCreator:
         config = dict(config)
         with_time = _time_feature(config)
         state_source = _state_source(config, self.spec)
+        world_inputs = _agent_inputs_world(config)  # before _agent_inputs pops the flags
         inputs = _agent_inputs(config)
-        world = self.spec.make_batched(num_envs, **config)
+        world = world_inputs(self.spec.make_batched(num_envs, **config))
         return BatchedVectorEnv(
             world, lambda slot: _adapt(inputs(slot), config, with_time, state_source, self.spec)
         )

@@ -6,6 +6,7 @@ through RLlib's per-world path, and ``array_rollout_refusal`` says why."""
 from __future__ import annotations
 
 from marllib_ext.envs.adapter import has_action_mask
+from marllib_ext.envs.agent_inputs import AgentInputs, AgentInputsWorld
 from marllib_ext.rllib_compat import env_runner_callbacks, env_to_module
 from marllib_ext.rllib_compat.connectors import added_pieces
 from marllib_ext.rllib_compat.env_runners import custom_connectors, runner_callbacks, runner_seed
@@ -27,7 +28,9 @@ def array_rollout_refusal(env_runner) -> str | None:
     if world is None or not hasattr(world, "step_arrays"):
         return "the env is not a batched simulator with an array interface"
     config = env_runner.config
-    if config.batch_mode != "truncate_episodes":
+    # A runner that assembles team episodes from the arrays itself (team replay).
+    team_episodes = getattr(env_runner, "assembles_team_episodes", False)
+    if config.batch_mode != "truncate_episodes" and not team_episodes:
         return "whole episodes are joined from RLlib's own chunks"
     _, module_to_env = custom_connectors(config)
     added = added_pieces(env_to_module(env_runner))
@@ -43,14 +46,14 @@ def array_rollout_refusal(env_runner) -> str | None:
     if module_to_env is not None:
         return "the algorithm adds module-to-env connectors"
     adapter = env.envs[0].unwrapped
-    if adapter.par_env is not world.slots[0]:
+    if _unwrapped(adapter.par_env, world) is not world.slots[0]:
         return "an env wrapper (e.g. time_feature) changes the observations"
     if adapter.state_source == "env" and not getattr(world, "provides_state", False):
         return "state_source 'env' and the simulator's arrays carry no state"
     masked = any(has_action_mask(s) for s in adapter.observation_space.spaces.values())
     if masked and not getattr(world, "provides_action_masks", False):
         return "the env has action masks and the simulator's arrays carry none"
-    if any(module.is_stateful() for module in env_runner.module.values()):
+    if not team_episodes and any(module.is_stateful() for module in env_runner.module.values()):
         return "a module is recurrent"
     for name in PER_STEP_CALLBACKS:
         callbacks = runner_callbacks(config, env_runner_callbacks(env_runner), name)
@@ -64,3 +67,12 @@ def array_rollout_refusal(env_runner) -> str | None:
     if blocks_refusal is None:
         blocks_refusal = rollout_block_refusal(env_runner)
     return world_refusal(runner_seed(env_runner), infos_read=blocks_refusal is not None)
+
+
+def _unwrapped(par_env, world):
+    """``par_env`` without the wrapper whose array form ``world`` applies (the agent's id
+    and last action in its input)."""
+    if isinstance(par_env, AgentInputs) and isinstance(world, AgentInputsWorld):
+        same = (par_env.with_id, par_env.with_action) == (world.with_id, world.with_action)
+        return par_env.env if same else par_env
+    return par_env

@@ -8,6 +8,9 @@ worlds in one call (VMAS, SMAX), that per-world bookkeeping costs many times the
 - one forward pass per step and module, over every world and every agent the module
   serves, then the actions sampled from the module's action distribution (as RLlib's
   ``GetActions``) and unsquashed or clipped for the env (``NormalizeAndClipActions``);
+  exploration reads the global env step ``t`` as RLlib's runner passes it (epsilon
+  schedules); a recurrent module's state is carried per agent and world, and starts
+  afresh where the world's episode starts;
 - action masks go to the module with the observations; an agent that dies (a killed
   unit) stays in the arrays but leaves its episode;
 - worlds that end are reset in the arrays (``reset_worlds``) before the next step;
@@ -26,7 +29,6 @@ from __future__ import annotations
 import time
 from typing import Any
 
-import gymnasium as gym
 import numpy as np
 import torch
 from ray.rllib.callbacks.utils import make_callback
@@ -48,7 +50,7 @@ from ray.rllib.utils.metrics import (
 
 from marllib_ext.envs.adapter import ACTION_MASK_KEY, OBSERVATION_KEY, log_contract_report
 from marllib_ext.envs.arrays import ArrayWorld, WorldArrays
-from marllib_ext.ops.rollout import clip_actions, episode_pieces, unsquash_actions
+from marllib_ext.ops.rollout import episode_pieces
 from marllib_ext.rllib_compat import env_runner_callbacks, env_to_module
 from marllib_ext.rllib_compat.connectors import added_pieces
 from marllib_ext.rllib_compat.env_runners import (
@@ -62,10 +64,12 @@ from marllib_ext.rllib_compat.env_runners import (
     time_after_sampling,
     weights_seq_no,
 )
+from marllib_ext.rollout.actions import env_actions, uniform_actions
 from marllib_ext.rollout.blocks import RolloutBlock
 from marllib_ext.rollout.chunks import Block, StepArrays, build_chunk
 from marllib_ext.rollout.direct import EpisodeTally, rollout_block, rollout_block_refusal
 from marllib_ext.rollout.extensions import ExtensionChain
+from marllib_ext.rollout.recurrent import RecurrentStates
 
 
 class ArrayRollout:
@@ -94,6 +98,8 @@ class ArrayRollout:
         self.env_t = np.zeros(self.num_envs, dtype=np.int64)
         self.started = np.zeros(self.num_envs)  # perf_counter time each episode began
         self.last_rewards: list[dict[str, float]] = []  # rewards behind the current obs
+        self.recurrent = RecurrentStates()  # recurrent modules' states between steps
+        self.steps_this_call = 0  # env steps of every world so far in this sample() call
         self._blocks_refusal = rollout_block_refusal(env_runner)
         self.tally = EpisodeTally(env_runner, self.agents, self.module_of, self.num_envs)
         # The algorithm's env-to-module connectors, in their array form.
@@ -128,6 +134,7 @@ class ArrayRollout:
         set_needs_initial_reset(runner, False)
         self.alive[:] = True
         self.starting[:] = True
+        self.recurrent.clear()
         self.episode_ids = [""] * self.num_envs
         self.last_rewards = [{}] * self.num_envs
         self.tally.reset()
@@ -138,10 +145,17 @@ class ArrayRollout:
         ongoing.clear()  # chunks of episodes this reset dropped
 
     def sample(
-        self, *, num_timesteps: int, explore: bool, random_actions: bool, force_reset: bool
+        self,
+        *,
+        num_timesteps: int,
+        explore: bool,
+        random_actions: bool,
+        force_reset: bool,
+        as_block: bool = False,
     ) -> list[MultiAgentEpisode] | list[RolloutBlock]:
         """At least ``num_timesteps`` env steps (every world's step counts): as episode
-        chunks, or as one ``RolloutBlock`` where the learner takes those."""
+        chunks, or as one ``RolloutBlock`` where the learner takes those or ``as_block``
+        asks for one (a sampler that reads the arrays itself, e.g. team episodes)."""
         runner = self.runner
         previous = time_after_sampling(runner)
         if previous is not None:
@@ -152,6 +166,9 @@ class ArrayRollout:
                 self.reset()
             horizon = max(1, -(-num_timesteps // self.num_envs))
             block = self._run(horizon, explore, random_actions)
+            if as_block:
+                mark_sampling_done(runner)
+                return [self._block(block)]
             if self.blocks_refusal is None:
                 mark_sampling_done(runner)
                 # One block per data-parallel learner: RLlib hands each one out whole.
@@ -174,22 +191,54 @@ class ArrayRollout:
         masks = np.concatenate([arrays.action_masks[a] for a in agents]).astype(np.float32)
         return {Columns.OBS: {OBSERVATION_KEY: rows, ACTION_MASK_KEY: torch.from_numpy(masks)}}
 
-    def _act(self, arrays: WorldArrays, explore: bool, random_actions: bool):
-        """Actions ``{agent: (B, ...)}`` and the model outputs to keep per agent."""
+    def global_env_steps(self) -> int:
+        """The ``t`` exploration reads, as RLlib's ``MultiAgentEnvRunner`` computes it:
+        this runner's lifetime env steps (set by the algorithm) plus this call's, times
+        the number of runners."""
+        runners = self.runner.config.num_env_runners or 1
+        lifetime = self.runner.num_env_steps_sampled_lifetime
+        return (lifetime // runners + self.steps_this_call) * runners
+
+    def _act(
+        self,
+        arrays: WorldArrays,
+        explore: bool,
+        random_actions: bool,
+        starting: np.ndarray | None = None,
+    ):
+        """Actions ``{agent: (B, ...)}`` and the model outputs to keep per agent;
+        ``starting``: ``(B,)`` the worlds whose episode starts at this step (recurrent
+        modules start from their initial state there)."""
         if random_actions:
-            actions = {a: self._random_actions(a, arrays) for a in self.agents}
+            actions = {
+                a: uniform_actions(
+                    self.action_spaces[a],
+                    self.num_envs,
+                    self.random,
+                    mask=None if arrays.action_masks is None else arrays.action_masks[a],
+                )
+                for a in self.agents
+            }
             return actions, {a: {} for a in self.agents}
+        if starting is None:
+            starting = np.zeros(self.num_envs, bool)
         actions, outputs = {}, {}
         with torch.no_grad():
             for module_id, agents in self.module_agents.items():
                 module = self.runner.module[module_id]
                 batch = self._module_input(arrays, agents)
+                recurrent = module.is_stateful()
+                if recurrent:
+                    rows = np.tile(starting, len(agents))
+                    batch = self.recurrent.module_input(module_id, module, batch, rows)
                 if explore:
-                    out = module.forward_exploration(batch)
+                    out = module.forward_exploration(batch, t=self.global_env_steps())
                     dist_class = module.get_exploration_action_dist_cls()
                 else:
                     out = module.forward_inference(batch)
                     dist_class = module.get_inference_action_dist_cls()
+                if recurrent:
+                    out = self.recurrent.module_output(module_id, out)
                 if Columns.ACTIONS not in out:
                     dist = dist_class.from_logits(out[Columns.ACTION_DIST_INPUTS])
                     if not explore:
@@ -206,35 +255,6 @@ class ArrayRollout:
                     }
         return actions, outputs
 
-    def _random_actions(self, agent: str, arrays: WorldArrays) -> np.ndarray:
-        space = self.action_spaces[agent]
-        if isinstance(space, gym.spaces.Discrete):
-            scores = self.random.random((self.num_envs, space.n))
-            if arrays.action_masks is not None:  # uniform over the legal actions
-                scores = np.where(arrays.action_masks[agent] > 0, scores, -1.0)
-            return space.start + scores.argmax(axis=1)
-        if isinstance(space, gym.spaces.Box):
-            low = np.where(np.isfinite(space.low), space.low, -1.0)
-            high = np.where(np.isfinite(space.high), space.high, 1.0)
-            shape = (self.num_envs, *space.shape)
-            return self.random.uniform(low, high, shape).astype(space.dtype)
-        raise TypeError(f"random actions for a {type(space).__name__} action space")
-
-    def _env_actions(self, actions: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
-        config = self.runner.config
-        env_actions = {}
-        change = config.normalize_actions or config.clip_actions
-        for agent, action in actions.items():
-            space = self.action_spaces[agent]
-            if isinstance(space, gym.spaces.Box) and change:
-                if config.normalize_actions and space.is_bounded():
-                    action = unsquash_actions(action, space.low, space.high)
-                else:
-                    action = clip_actions(action, space.low, space.high)
-                action = action.astype(space.dtype, copy=False)
-            env_actions[agent] = action
-        return env_actions
-
     def _run(self, horizon: int, explore: bool, random_actions: bool) -> Block:
         """``horizon`` steps of every world."""
         block = Block(
@@ -244,12 +264,16 @@ class ArrayRollout:
             starts=np.zeros((horizon, self.num_envs), bool),
         )  # fmt: skip
         current, alive = self.current, self.alive
+        self.steps_this_call = 0
         for t in range(horizon):
             block.alive[t] = alive
             block.starts[t] = self.starting
             block.acted.append(current)
-            actions, outputs = self._act(current, explore, random_actions)
-            step = self.world.step_arrays(self._env_actions(actions))
+            actions, outputs = self._act(current, explore, random_actions, self.starting)
+            self.steps_this_call += self.num_envs
+            step = self.world.step_arrays(
+                env_actions(actions, self.action_spaces, self.runner.config)
+            )
             ended = step.terminated | step.truncated
             self.starting = ended
             if self.extensions:

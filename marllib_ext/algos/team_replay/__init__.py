@@ -2,8 +2,8 @@
 qmix) and ``algos.ddpg`` (iddpg, maddpg, facmac).
 
 - ``settings``: replay, sampling and prioritization fields;
-- ``algorithm``: ``TeamReplayAlgorithm`` (sample complete episodes, store them
-  time-aligned, replay, hand priorities to the store);
+- ``algorithm``: ``TeamReplayAlgorithm`` (store the runners' team episodes
+  (``rollout.team_episodes``), replay, hand priorities to the store);
 - ``learner``: ``TeamReplayLearner``, the base whose ``team_loss`` each algorithm writes;
 - ``specs``: the config class, team module specs and agent/team layout;
 - ``progress``: the progress columns.
@@ -13,7 +13,6 @@ from marllib_ext.algos.team_replay.algorithm import (
     EPISODES_SAMPLED,
     LAYOUT_KEY,
     TeamReplayAlgorithm,
-    team_episode,
 )
 from marllib_ext.algos.team_replay.learner import TeamLoss, TeamReplayLearner
 from marllib_ext.algos.team_replay.progress import PROGRESS_COLUMNS, PROGRESS_KEY, progress
@@ -38,7 +37,6 @@ __all__ = [
     "TeamReplaySettings",
     "mixer_specs",
     "progress",
-    "team_episode",
     "team_module_ids",
     "team_replay_config",
     "team_replay_layout",

@@ -4,11 +4,11 @@
 
 Data flow:
 
-1. Env runners act with the algorithm's agent modules and return complete episodes
-   (``batch_mode="complete_episodes"``).
-2. ``TeamReplayAlgorithm.training_step`` turns each ``MultiAgentEpisode`` into a
-   time-aligned ``TeamEpisode`` (``team_episode``) and stores it in a
-   ``TeamEpisodeStore`` (``replay/team_episodes.py`` says why not RLlib's buffer).
+1. Env runners (``rollout.team_episodes.TeamEpisodeEnvRunner``) act with the
+   algorithm's agent modules and return whole, time-aligned ``TeamEpisode`` s: from
+   the batched rollout's arrays where they can, from RLlib's episodes elsewhere.
+2. ``TeamReplayAlgorithm.training_step`` stores them in a ``TeamEpisodeStore``
+   (``replay/team_episodes.py`` says why not RLlib's buffer).
 3. It samples team transitions (feed-forward agents) or whole episodes (GRU agents) and
    hands them to the learner as one batch under each team's module (``team_modules``).
 4. The learner (``TeamReplayLearner``) turns its per-step TD errors into priorities by
@@ -31,96 +31,17 @@ from ray.rllib.utils.metrics import (
 
 from marllib_ext.algos.team_replay.progress import PROGRESS_KEY
 from marllib_ext.algos.team_replay.settings import TeamReplaySettings
-from marllib_ext.envs.adapter import (
-    ACTION_MASK_KEY,
-    OBSERVATION_KEY,
-    STATE_KEY,
-    STEP_REWARDS_KEY,
-)
-from marllib_ext.replay.team_episodes import SampledTeamBatch, TeamEpisode, TeamEpisodeStore
+from marllib_ext.replay.team_episodes import SampledTeamBatch, TeamEpisodeStore
 from marllib_ext.rllib_compat import (
     learner_value,
     priorities_from_learner,
     sample_episodes,
     settings_of,
 )
+from marllib_ext.rollout.team_episodes import TEAM_LAYOUT_KEY
 
-LAYOUT_KEY = "team_replay_layout"  # learner_config_dict key of the agent/team layout
+LAYOUT_KEY = TEAM_LAYOUT_KEY  # learner_config_dict key of the agent/team layout
 EPISODES_SAMPLED = "num_episodes_sampled_lifetime"  # timesteps key for target updates
-
-
-# ---- episodes -> team episodes ------------------------------------------------------------
-def team_episode(episode, agents: tuple[str, ...], obs_dim: int) -> TeamEpisode:
-    """A finished ``MultiAgentEpisode`` as a time-aligned ``TeamEpisode``: row ``t`` of
-    every array is env step ``t`` for every agent (agents in ``agents`` order,
-    observations zero-padded to ``obs_dim``, the state from ``info["state"]``).
-
-    Agents absent at some steps (dead, not yet arrived) leave zeros there: no
-    observation, action or reward, ``present`` 0. An agent's own termination is marked
-    in ``agent_terminated`` at the last step it acted."""
-    if episode.env_t_started != 0:
-        raise ValueError(
-            f"episode {episode.id_!r} starts at env step {episode.env_t_started}; team "
-            "replay stores whole episodes (batch_mode='complete_episodes')"
-        )
-    length = int(episode.env_t)
-    n_agents = len(agents)
-    obs = np.zeros((length + 1, n_agents, obs_dim), np.float32)
-    rewards = np.zeros((length, n_agents), np.float32)
-    present = np.zeros((length + 1, n_agents), bool)
-    agent_terminated = np.zeros((length, n_agents), np.float32)
-    actions, masks = None, None
-    infos: list = [None] * (length + 1)
-    for index, aid in enumerate(agents):
-        agent_episode = episode.agent_episodes.get(aid)
-        if agent_episode is None:
-            continue  # never appeared
-        agent_steps = episode.env_t_to_agent_t[aid].get(slice(0, length + 1))
-        rows = np.array([e for e, k in enumerate(agent_steps) if k != episode.SKIP_ENV_TS_TAG])
-        agent_obs = agent_episode.get_observations()
-        if isinstance(agent_obs, dict):  # masked observations
-            mask = np.asarray(agent_obs[ACTION_MASK_KEY], np.float32)
-            if masks is None:
-                masks = np.zeros((length + 1, n_agents, mask.shape[-1]), np.float32)
-            masks[rows, index] = mask
-            agent_obs = agent_obs[OBSERVATION_KEY]
-        agent_obs = np.asarray(agent_obs, np.float32).reshape(len(rows), -1)
-        obs[rows, index, : agent_obs.shape[1]] = agent_obs
-        acted = rows[: len(agent_episode)]  # rows where it observed and then acted
-        agent_actions = np.asarray(agent_episode.get_actions())
-        if actions is None:
-            actions = np.zeros((length, n_agents, *agent_actions.shape[1:]), agent_actions.dtype)
-        actions[acted, index] = agent_actions
-        rewards[acted, index] = np.asarray(agent_episode.get_rewards(), np.float32)
-        present[acted, index] = True
-        if agent_episode.is_terminated:
-            agent_terminated[acted[-1], index] = 1.0
-        elif rows[-1] == length:
-            present[length, index] = True  # alive at the end: its bootstrap observation
-    for aid in sorted(episode.agent_episodes):  # any agent's info carries the state
-        agent_steps = episode.env_t_to_agent_t[aid].get(slice(0, length + 1))
-        agent_infos = episode.agent_episodes[aid].get_infos()
-        for row, step in enumerate(agent_steps):
-            if step != episode.SKIP_ENV_TS_TAG and infos[row] is None:
-                infos[row] = agent_infos[step]
-    state = np.stack([np.asarray(info[STATE_KEY], np.float32).reshape(-1) for info in infos])
-    if all(STEP_REWARDS_KEY in info for info in infos[1:]):
-        # Each agent's reward of each env step, also where it was not observing (RLlib
-        # credits those to its next row, a turn later on turn-taking envs).
-        rewards = np.array(
-            [[info[STEP_REWARDS_KEY].get(aid, 0.0) for aid in agents] for info in infos[1:]],
-            np.float32,
-        ).reshape(length, n_agents)
-    return TeamEpisode(
-        obs=obs,
-        state=state,
-        actions=actions,
-        rewards=rewards,
-        terminated=bool(episode.is_terminated),
-        action_mask=masks,
-        present=present.astype(np.float32),
-        agent_terminated=agent_terminated,
-    )
 
 
 # ---- algorithm ----------------------------------------------------------------------------
@@ -157,8 +78,8 @@ class TeamReplayAlgorithm(Algorithm):
             self.env_runner_group, self.config.sample_timeout_s
         )
         self.metrics.aggregate(runner_results, key=ENV_RUNNER_RESULTS)
-        for episode in episodes:
-            self.store.add(team_episode(episode, self.team_agents, self.team_obs_dim))
+        for episode in episodes:  # TeamEpisodes, assembled by the runners
+            self.store.add(episode)
         self.episodes_sampled += len(episodes)
         env_steps = self.metrics.peek(
             (ENV_RUNNER_RESULTS, NUM_ENV_STEPS_SAMPLED_LIFETIME), default=0

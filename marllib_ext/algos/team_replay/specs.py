@@ -18,7 +18,8 @@ from marllib_ext.algos.team_replay.settings import TeamReplaySettings
 from marllib_ext.envs.handle import EnvHandle
 from marllib_ext.policies.q_agent import TARGET_PREFIX, JointQMixer
 from marllib_ext.rllib_compat import with_learner_value, with_settings
-from marllib_ext.rollout.whole_episodes import COMPLETE_EPISODES, WholeEpisodeEnvRunner
+from marllib_ext.rollout.team_episodes import TeamEpisodeEnvRunner
+from marllib_ext.rollout.whole_episodes import COMPLETE_EPISODES
 
 
 class TeamReplayConfig(AlgorithmConfig):
@@ -128,9 +129,10 @@ def team_replay_config(
             num_env_runners=settings.num_env_runners,
             num_envs_per_env_runner=settings.num_envs_per_env_runner,
             num_cpus_per_env_runner=settings.num_cpus_per_env_runner,
-            # Whole episodes without RLlib's bias toward short ones (rollout/whole_episodes).
+            # Whole team episodes without RLlib's bias toward short ones, from the
+            # batched rollout's arrays where it can (rollout/team_episodes).
             batch_mode=COMPLETE_EPISODES,
-            env_runner_cls=WholeEpisodeEnvRunner,
+            env_runner_cls=TeamEpisodeEnvRunner,
         )
         .learners(
             num_learners=settings.num_learners,

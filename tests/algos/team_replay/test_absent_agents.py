@@ -7,11 +7,11 @@ import torch
 from ray.rllib.env.multi_agent_episode import MultiAgentEpisode
 
 from marllib_ext import algos
-from marllib_ext.algos.team_replay.algorithm import team_episode
 from marllib_ext.envs.adapter import ParallelEnvAdapter
 from marllib_ext.envs.toy_agents import ComeAndGoEnv
 from marllib_ext.replay.team_episodes import TeamEpisodeStore
 from marllib_ext.rllib_compat import local_learner
+from marllib_ext.rollout.team_episodes import team_episode
 
 AGENTS = ("agent_0", "agent_1", "agent_2")
 

@@ -8,6 +8,7 @@ from pettingzoo import ParallelEnv
 
 from marllib_ext import algos
 from marllib_ext.envs import register_env
+from marllib_ext.rollout.team_episodes import TeamEpisodeEnvRunner
 from marllib_ext.rollout.whole_episodes import WholeEpisodeEnvRunner
 
 LONG, SHORT = 24, 1
@@ -56,7 +57,8 @@ def test_team_replay_stores_long_episodes_in_their_true_share(ray_session):
     config = algos.iql(
         num_envs_per_env_runner=8, buffer_size=2000, batch_episode=8, learning_starts=10_000
     ).rllib_config("test:random_length", seed=0)
-    assert config.env_runner_cls is WholeEpisodeEnvRunner
+    assert issubclass(config.env_runner_cls, WholeEpisodeEnvRunner)
+    assert config.env_runner_cls is TeamEpisodeEnvRunner
     algorithm = config.build_algo()
     try:
         for _ in range(40):
