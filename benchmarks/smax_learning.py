@@ -1,8 +1,8 @@
 """`mappo` and `qmix` on SMAX against the heuristic enemy: train at an equal env-step
 budget over seeds, then evaluate the win rate of the final checkpoint.
 
-    python benchmarks/smax_learning.py --scenario 3m --labels mappo qmix --seeds 0 1 2 \\
-        --steps 100000 --episodes 32
+    python benchmarks/smax_learning.py --scenario 3m --labels mappo qmix@pymarl2 \\
+        --seeds 0 1 2 --steps 100000 --episodes 32
 
 Each (label, seed) writes ``<out>/<scenario>/<label>/seed<k>.json`` (resumable: a run
 with its JSON is read, not rerun): the env steps, wall time, the last training
@@ -28,11 +28,12 @@ def main() -> None:
     parser.add_argument("--episodes", type=int, default=32)
     parser.add_argument("--out", type=Path, default=Path("benchmarks/results/smax"))
     parser.add_argument("--num-cpus", type=int, default=2)
+    parser.add_argument("--threads", type=int, default=1, help="torch threads (0: default)")
     args = parser.parse_args()
     warnings.filterwarnings("ignore")
     rows = run_seeds(
         f"smax:{args.scenario}", args.labels, args.seeds, args.steps, args.episodes, args.out,
-        args.num_cpus,
+        args.num_cpus, args.threads,
     )  # fmt: skip
     print_table(rows)
 

@@ -20,14 +20,17 @@ def run(
 ) -> dict:
     """Trains ``label`` on ``env_name`` for ``steps`` env steps and evaluates the
     checkpoint over ``episodes`` episodes with sampled actions (``info["success"]`` of
-    each episode's last step). Writes ``<out>/<id>/<label>/seed<k>.json``; a run with
-    its JSON is read, not rerun."""
+    each episode's last step), and greedily. ``label``: an algorithm, ``algo@source``
+    for a hyperparameter source, ``+key=value`` parts for settings (``qmix@pymarl2+
+    td_lambda=null``). Writes ``<out>/<id>/<label>/seed<k>.json``; a run with its JSON
+    is read, not rerun."""
     env_id = env_name.partition(":")[2]
     path = out / env_id / label / f"seed{seed}.json"
     if path.exists():
         return json.loads(path.read_text())
+    name, source, label_settings = parse_label(label)
     start = time.perf_counter()
-    result = algos.get(label, **settings).fit(
+    result = algos.get(name, source, **label_settings, **settings).fit(
         make_env(env_name),
         stop={"timesteps_total": steps},
         local_dir=Path("runs") / env_name.replace(":", "_") / label / f"seed{seed}",
@@ -35,6 +38,7 @@ def run(
     )
     wall = time.perf_counter() - start
     evaluated = evaluate(result.checkpoint_path, episodes=episodes)
+    greedy = evaluate(result.checkpoint_path, episodes=episodes, explore=False)
     row = {
         "env_steps": int(result.final["timesteps_total"]),
         "wall_s": wall,
@@ -42,31 +46,60 @@ def run(
         "win_rate": evaluated.success_rate,
         "eval_team_return": evaluated.team_return_mean,
         "episodes": len(evaluated.successes),
+        "greedy_win_rate": greedy.success_rate,
     }
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text(json.dumps(row, indent=1))
     return row
 
 
+def parse_label(label: str) -> tuple[str, str | None, dict]:
+    """``algo[@source][+key=value...]`` -> (algorithm, source, settings); values are
+    YAML scalars."""
+    import yaml
+
+    head, *assignments = label.split("+")
+    name, _, source = head.partition("@")
+    settings = {}
+    for assignment in assignments:
+        key, _, value = assignment.partition("=")
+        settings[key] = yaml.safe_load(value)
+    return name, source or None, settings
+
+
 def print_table(rows: dict[str, list[dict]], rate: str = "win rate") -> None:
     """One markdown row per label: the success rate's mean [min, max] over seeds."""
-    print(f"\n| team | env steps | {rate}, mean [min, max] | team return | wall s per run |")
-    print("|---|---|---|---|---|")
+    print(
+        f"\n| team | env steps | {rate}, mean [min, max] | greedy | team return | wall s per run |"
+    )
+    print("|---|---|---|---|---|---|")
     for label, runs in rows.items():
         rates = [r["win_rate"] for r in runs]
+        greedy = [r.get("greedy_win_rate", np.nan) for r in runs]
         print(
             f"| `{label}` ({len(runs)} seeds) | {runs[0]['env_steps']} | {np.mean(rates):.2f} "
-            f"[{min(rates):.2f}, {max(rates):.2f}] | "
+            f"[{min(rates):.2f}, {max(rates):.2f}] | {np.mean(greedy):.2f} "
+            f"[{min(greedy):.2f}, {max(greedy):.2f}] | "
             f"{np.mean([r['eval_team_return'] for r in runs]):.2f} | "
             f"{np.mean([r['wall_s'] for r in runs]):.0f} |"
         )
 
 
 def run_seeds(
-    env_name: str, labels, seeds, steps: int, episodes: int, out: Path, num_cpus: int
+    env_name: str,
+    labels,
+    seeds,
+    steps: int,
+    episodes: int,
+    out: Path,
+    num_cpus: int,
+    threads: int = 1,
 ) -> dict[str, list[dict]]:
     """``run`` for every (label, seed) in one Ray session, each row printed as it
-    lands; label -> its rows."""
+    lands; label -> its rows. ``threads``: torch's in this process (``--threads``)."""
+    from marllib_ext.cli.ray_setup import set_threads
+
+    print(set_threads(threads), flush=True)
     ray.init(num_cpus=num_cpus, include_dashboard=False, log_to_driver=False)
     rows: dict[str, list[dict]] = {}
     try:

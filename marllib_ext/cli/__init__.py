@@ -9,7 +9,7 @@ import sys
 from marllib_ext.cli.arguments import parse_assignments, parse_grid
 from marllib_ext.cli.listing import algorithm_table_markdown, env_table_markdown
 from marllib_ext.cli.parser import DEFAULT_ENV, build_parser
-from marllib_ext.cli.ray_setup import import_user_modules
+from marllib_ext.cli.ray_setup import import_user_modules, set_threads
 from marllib_ext.errors import ConfigError
 
 __all__ = [
@@ -30,6 +30,8 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     try:
         import_user_modules(args.imports)
+        if hasattr(args, "threads"):  # commands that run Ray
+            print(set_threads(args.threads), flush=True)
         return args.func(args)
     except ConfigError as e:
         print(f"marllib-ext: error: {e}", file=sys.stderr)

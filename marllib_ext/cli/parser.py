@@ -65,6 +65,13 @@ def _add_ray_arguments(parser: argparse.ArgumentParser) -> None:
         help="existing Ray cluster to join (default: $RAY_ADDRESS, else local)",
     )
     parser.add_argument("--verbose", action="store_true", help="show Ray worker logs")
+    parser.add_argument(
+        "--threads",
+        type=int,
+        default=1,
+        help="torch threads of this process and OMP_NUM_THREADS of its Ray workers "
+        "(default 1: runs side by side on a few cores do not contend; 0: torch's default)",
+    )
 
 
 def build_parser() -> argparse.ArgumentParser:

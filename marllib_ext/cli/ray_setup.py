@@ -10,6 +10,25 @@ import sys
 from marllib_ext.errors import ConfigError
 
 
+def set_threads(threads: int | None) -> str:
+    """Sets this process's torch threads and, where unset, ``OMP_NUM_THREADS`` for the
+    Ray workers it starts; returns the line that states them.
+
+    Why 1 by default: the driver samples and learns with torch's default of one thread
+    per core, whose OpenMP workers spin while they wait. Two runs side by side on 2
+    cores then slowed each other about tenfold (SMAX ``qmix``: 60 env steps/s each
+    against 830 alone); with one thread each they ran at 700-780, and a run alone lost
+    4% (BENCHMARKS.md, "Runs side by side"). JAX (SMAX) keeps XLA's own pool."""
+    import torch
+
+    if threads is None or threads < 0:
+        raise ConfigError(f"--threads must be >= 0, got {threads!r}")
+    if threads:
+        torch.set_num_threads(threads)
+        os.environ.setdefault("OMP_NUM_THREADS", str(threads))
+    return f"threads: torch {torch.get_num_threads()} in this process"
+
+
 def init_ray(args: argparse.Namespace) -> None:
     """A local Ray, or the cluster at ``--address`` / ``RAY_ADDRESS`` (``ray job submit``)."""
     import ray
