@@ -25,6 +25,7 @@ from marllib_ext.algos.tracking import (
 from marllib_ext.envs.handle import EnvHandle, make_env
 from marllib_ext.errors import ConfigError, EnvError
 from marllib_ext.rllib_compat import settings_of
+from marllib_ext.rllib_compat.env_runners import EPISODE_SUCCESS
 
 # stop key -> (where in the progress row, what it means)
 STOP_KEYS = {
@@ -39,6 +40,7 @@ BASE_PROGRESS_FIELDS = (
     "episode_return_mean",
     "agent_return_mean",
     "episodes_total",
+    "success_rate",  # training episodes' info["success"] (batched rollouts), else NaN
     "time_this_iter_s",
     "time_total_s",
     "env_runners_healthy",  # remote env runners alive after the iteration
@@ -85,6 +87,7 @@ def progress_row(result: Mapping[str, Any], spec: AlgoSpec | None = None) -> dic
         "episode_return_mean": float(runners.get("episode_return_mean", math.nan)),
         "agent_return_mean": float(agent_mean),
         "episodes_total": int(runners.get("num_episodes_lifetime", 0)),
+        "success_rate": float(runners.get(EPISODE_SUCCESS, math.nan)),
         "time_this_iter_s": float(result.get("time_this_iter_s", math.nan)),
         "time_total_s": float(result.get("time_total_s", math.nan)),
         "env_runners_healthy": math.nan,

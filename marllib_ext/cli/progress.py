@@ -12,10 +12,12 @@ def format_row(row: dict[str, float], columns=()) -> str:
     extra = ""
     if columns and not math.isnan(row.get(columns[0].name, math.nan)):
         extra = " | " + " ".join(f"{c.label} {row[c.name]:{c.fmt}}" for c in columns)
+    success = row.get("success_rate", math.nan)
+    won = "" if math.isnan(success) else f" | success {success:.2f}"
     return (
         f"iter {row['training_iteration']:4d} | env steps {row['timesteps_total']:8d} | "
         f"episode return {row['episode_return_mean']:9.3f} "
-        f"(per agent {row['agent_return_mean']:8.3f}) | "
+        f"(per agent {row['agent_return_mean']:8.3f}){won} | "
         f"{row['time_this_iter_s']:6.2f} s/iter, {row['time_total_s']:7.1f} s total{extra}"
         + _runner_health(row)
     )

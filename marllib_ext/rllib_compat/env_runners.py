@@ -206,6 +206,10 @@ def env_runner_callbacks(env_runner) -> list:
     return env_runner._callbacks
 
 
+# The env runners' mean info["success"] of ended episodes (batched rollouts log it).
+EPISODE_SUCCESS = "episode_success_mean"
+
+
 def sample_episodes(env_runner_group, sample_timeout_s: float | None):
     """``(episodes, env_runner_metrics)`` of one synchronous sample over the group.
 

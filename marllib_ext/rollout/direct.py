@@ -13,9 +13,20 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 import numpy as np
+from ray.rllib.utils.metrics import (
+    NUM_AGENT_STEPS_SAMPLED,
+    NUM_AGENT_STEPS_SAMPLED_LIFETIME,
+    NUM_ENV_STEPS_SAMPLED,
+    NUM_ENV_STEPS_SAMPLED_LIFETIME,
+    NUM_EPISODES,
+    NUM_EPISODES_LIFETIME,
+    NUM_MODULE_STEPS_SAMPLED,
+    NUM_MODULE_STEPS_SAMPLED_LIFETIME,
+)
 
 from marllib_ext.rllib_compat import env_runner_callbacks
 from marllib_ext.rllib_compat.env_runners import (
+    EPISODE_SUCCESS,
     callback_functions,
     episode_metrics_window,
     log_episode_metrics,
@@ -218,3 +229,37 @@ class EpisodeTally:
             module_returns=module_returns,
             agent_steps={self.agents[i]: steps[i] for i in present},
         )
+
+
+def log_sample_counts(
+    tally: EpisodeTally, horizon: int, num_episodes: int, agent_steps: np.ndarray
+) -> None:
+    """The env runner's step and episode counters for ``horizon`` steps of all worlds
+    (``agent_steps``: each agent's steps present)."""
+    metrics = tally.runner.metrics
+    env_steps = horizon * len(tally.length)
+    metrics.log_value(NUM_ENV_STEPS_SAMPLED, env_steps, reduce="sum")
+    metrics.log_value(
+        NUM_ENV_STEPS_SAMPLED_LIFETIME, env_steps, reduce="lifetime_sum", with_throughput=True
+    )
+    if num_episodes:
+        metrics.log_value(NUM_EPISODES, num_episodes, reduce="sum")
+        metrics.log_value(NUM_EPISODES_LIFETIME, num_episodes, reduce="lifetime_sum")
+    for agent, steps in zip(tally.agents, agent_steps.tolist(), strict=True):
+        module_id = tally.module_of[agent]
+        metrics.log_value((NUM_AGENT_STEPS_SAMPLED, agent), steps, reduce="sum")
+        metrics.log_value((NUM_AGENT_STEPS_SAMPLED_LIFETIME, agent), steps, reduce="lifetime_sum")
+        metrics.log_value((NUM_MODULE_STEPS_SAMPLED, module_id), steps, reduce="sum")
+        metrics.log_value(
+            (NUM_MODULE_STEPS_SAMPLED_LIFETIME, module_id), steps, reduce="lifetime_sum"
+        )
+
+
+def log_successes(tally: EpisodeTally, success: np.ndarray | None, ended: np.ndarray) -> None:
+    """``info["success"]`` of the episodes that ended (a SMAX win) as the runner's
+    ``EPISODE_SUCCESS``: a mean over the episode metrics window."""
+    if success is None:
+        return
+    reported = success[ended & np.isfinite(success)]
+    for value in reported[-tally.window :].tolist():
+        tally.runner.metrics.log_value(EPISODE_SUCCESS, value, reduce="mean", window=tally.window)

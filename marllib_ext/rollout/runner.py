@@ -35,14 +35,6 @@ from ray.rllib.callbacks.utils import make_callback
 from ray.rllib.core.columns import Columns
 from ray.rllib.env.multi_agent_episode import MultiAgentEpisode
 from ray.rllib.utils.metrics import (
-    NUM_AGENT_STEPS_SAMPLED,
-    NUM_AGENT_STEPS_SAMPLED_LIFETIME,
-    NUM_ENV_STEPS_SAMPLED,
-    NUM_ENV_STEPS_SAMPLED_LIFETIME,
-    NUM_EPISODES,
-    NUM_EPISODES_LIFETIME,
-    NUM_MODULE_STEPS_SAMPLED,
-    NUM_MODULE_STEPS_SAMPLED_LIFETIME,
     SAMPLE_TIMER,
     TIME_BETWEEN_SAMPLING,
     WEIGHTS_SEQ_NO,
@@ -67,7 +59,13 @@ from marllib_ext.rllib_compat.env_runners import (
 from marllib_ext.rollout.actions import env_actions, uniform_actions
 from marllib_ext.rollout.blocks import RolloutBlock
 from marllib_ext.rollout.chunks import Block, StepArrays, build_chunk
-from marllib_ext.rollout.direct import EpisodeTally, rollout_block, rollout_block_refusal
+from marllib_ext.rollout.direct import (
+    EpisodeTally,
+    log_sample_counts,
+    log_successes,
+    rollout_block,
+    rollout_block_refusal,
+)
 from marllib_ext.rollout.extensions import ExtensionChain
 from marllib_ext.rollout.recurrent import RecurrentStates
 
@@ -302,10 +300,12 @@ class ArrayRollout:
     def _block(self, block: Block) -> RolloutBlock:
         """The block as arrays for the learner; the episodes that ended in it are
         logged from each world's tally."""
-        arrays = rollout_block(StepArrays(block), self.module_of)
+        steps = StepArrays(block)
+        arrays = rollout_block(steps, self.module_of)
         self.tally.add(arrays, self.started, block.times)
         ended = arrays.terminated | arrays.truncated
-        self._log_counts(len(ended), int(ended.sum()), block.alive.sum(axis=(0, 1)))
+        log_sample_counts(self.tally, len(ended), int(ended.sum()), block.alive.sum(axis=(0, 1)))
+        log_successes(self.tally, steps.success, ended)
         return arrays
 
     def _start_episode(self, world: int, began: float) -> None:
@@ -366,29 +366,7 @@ class ArrayRollout:
                 self.env_t[world] = episode.env_t
                 self.started[world] = began
                 self.last_rewards[world] = step_rewards[stop - 1][world]
-        self._log_counts(horizon, int(ended.sum()), block.alive.sum(axis=(0, 1)))
+        log_sample_counts(self.tally, horizon, int(ended.sum()), block.alive.sum(axis=(0, 1)))
+        log_successes(self.tally, arrays.success, ended)
         done_cache.extend(done_episodes)
         return done_episodes + ongoing_episodes
-
-    def _log_counts(self, horizon: int, num_episodes: int, agent_steps: np.ndarray) -> None:
-        """The env runner's step and episode counters for ``horizon`` steps of all worlds
-        (``agent_steps``: each agent's steps present)."""
-        metrics = self.runner.metrics
-        env_steps = horizon * self.num_envs
-        metrics.log_value(NUM_ENV_STEPS_SAMPLED, env_steps, reduce="sum")
-        metrics.log_value(
-            NUM_ENV_STEPS_SAMPLED_LIFETIME, env_steps, reduce="lifetime_sum", with_throughput=True
-        )
-        if num_episodes:
-            metrics.log_value(NUM_EPISODES, num_episodes, reduce="sum")
-            metrics.log_value(NUM_EPISODES_LIFETIME, num_episodes, reduce="lifetime_sum")
-        for agent, steps in zip(self.agents, agent_steps.tolist(), strict=True):
-            module_id = self.module_of[agent]
-            metrics.log_value((NUM_AGENT_STEPS_SAMPLED, agent), steps, reduce="sum")
-            metrics.log_value(
-                (NUM_AGENT_STEPS_SAMPLED_LIFETIME, agent), steps, reduce="lifetime_sum"
-            )
-            metrics.log_value((NUM_MODULE_STEPS_SAMPLED, module_id), steps, reduce="sum")
-            metrics.log_value(
-                (NUM_MODULE_STEPS_SAMPLED_LIFETIME, module_id), steps, reduce="lifetime_sum"
-            )
