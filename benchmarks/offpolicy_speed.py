@@ -1,4 +1,5 @@
-"""Seconds per gradient update of ``sac_roer``, ``isac_roer``, ``qmix`` and ``maddpg``
+"""Seconds per gradient update of ``sac_roer``, ``isac_roer``, ``qmix`` (feed-forward,
+and GRU agents with TD(lambda) targets) and ``maddpg``
 against the same update as a plain torch loop, measured in one run on one thread::
 
     python benchmarks/offpolicy_speed.py --updates 256 --team-updates 40
@@ -301,6 +302,96 @@ def qmix_plain_loop_seconds(updates: int, seed: int = 0) -> float:
     return (time.perf_counter() - start) / updates
 
 
+def qmix_gru_plain_loop_seconds(updates: int, seed: int = 0, lam: float = 0.6) -> float:
+    """Seconds per update of a plain torch QMIX loop with pymarl2's agent and target:
+    the GRU agent (``fc -> GRUCell -> fc``, ``rnn_hidden_dim``) unrolled over
+    ``batch_episode`` whole 25-step episodes of mpe:simple_spread held as numpy arrays,
+    double-Q values from the target agent, TD(lambda) targets over each episode (time
+    limits only: ``G_t = r_t + gamma ((1 - lambda) Q_{t+1} + lambda G_{t+1})``,
+    ``G_{T-1} = r + gamma Q_T``), the settings' optimizer and clip, one update per
+    episode played, a hard target copy every 200 episodes."""
+    torch.manual_seed(seed)
+    settings = algos.qmix(use_rnn=True, td_lambda=lam).settings(make_env("mpe:simple_spread"))
+    env, agents, obs_dim, state_dim = spread_env(continuous=False)
+    n, n_actions, hidden = len(agents), env.action_space(agents[0]).n, settings.rnn_hidden_dim
+    encoder = torch.nn.Sequential(torch.nn.Linear(obs_dim, hidden), torch.nn.ReLU())
+    gru, head = torch.nn.GRUCell(hidden, hidden), torch.nn.Linear(hidden, n_actions)
+    agent = torch.nn.ModuleList([encoder, gru, head])
+    mixer = QMixHypernetworks(state_dim, n, settings.mixer_embed_dim, settings.hypernet_embed_dim)
+    target_agent, target_mixer = copy.deepcopy(agent), copy.deepcopy(mixer)
+    params = [*agent.parameters(), *mixer.parameters()]
+    optimizer = torch.optim.RMSprop(params, lr=settings.lr, alpha=0.99, eps=1e-5)
+    steps, capacity = 25, settings.buffer_size
+    store = {
+        "obs": np.zeros((capacity, steps + 1, n, obs_dim), np.float32),
+        "state": np.zeros((capacity, steps + 1, state_dim), np.float32),
+        "act": np.zeros((capacity, steps, n), np.int64),
+        "rew": np.zeros((capacity, steps), np.float32),
+    }
+    rng, held = np.random.default_rng(seed), 0
+
+    def unroll(net, obs):  # (B, L + 1, n, d) -> (B, L + 1, n, A)
+        b = obs.shape[0]
+        h = obs.new_zeros(b * n, hidden)
+        out = []
+        for t in range(obs.shape[1]):
+            h = net[1](net[0](obs[:, t].reshape(b * n, -1)), h)
+            out.append(net[2](h).reshape(b, n, -1))
+        return torch.stack(out, 1)
+
+    def mix(net, values, states):  # (B, L, n), (B, L, s) -> (B, L)
+        b, length = values.shape[:2]
+        return net(values.reshape(b * length, n), states.reshape(b * length, -1)).reshape(b, -1)
+
+    def play(epsilon: float) -> None:
+        nonlocal held
+        row = held % capacity
+        obs, _ = env.reset(seed=int(rng.integers(1 << 30)))
+        h = torch.zeros(n, hidden)
+        for t in range(steps):
+            stacked = np.stack([obs[a] for a in agents])
+            store["obs"][row, t], store["state"][row, t] = stacked, env.state()
+            with torch.no_grad():
+                h = gru(encoder(torch.from_numpy(stacked)), h)
+                greedy = head(h).argmax(-1).numpy()
+            actions = np.where(rng.random(n) < epsilon, rng.integers(0, n_actions, n), greedy)
+            obs, rewards, _, _, _ = env.step(dict(zip(agents, actions, strict=True)))
+            store["act"][row, t], store["rew"][row, t] = actions, sum(rewards.values())
+        store["obs"][row, steps] = np.stack([obs[a] for a in agents])
+        store["state"][row, steps] = env.state()
+        held += 1
+
+    for _ in range(settings.episodes_before_learning):
+        play(1.0)
+    start = time.perf_counter()
+    for update in range(updates):
+        play(0.05)
+        drawn = rng.integers(0, min(held, capacity), settings.batch_episode)
+        o, st, a, r = (torch.from_numpy(store[k][drawn]) for k in ("obs", "state", "act", "rew"))
+        r = (r - r.mean()) / (r.std() + 1e-8)
+        q = unroll(agent, o)
+        chosen = q[:, :-1].gather(-1, a.unsqueeze(-1)).squeeze(-1)  # (B, L, n)
+        with torch.no_grad():
+            best = q[:, 1:].argmax(-1, keepdim=True)
+            next_values = unroll(target_agent, o)[:, 1:].gather(-1, best).squeeze(-1)
+            next_total = mix(target_mixer, next_values, st[:, 1:])  # (B, L)
+            targets = torch.zeros_like(r)
+            running = next_total[:, -1]
+            for t in reversed(range(steps)):
+                if t < steps - 1:
+                    running = (1 - lam) * next_total[:, t] + lam * targets[:, t + 1]
+                targets[:, t] = r[:, t] + settings.gamma * running
+        loss = (mix(mixer, chosen, st[:, :-1]) - targets).pow(2).mean()
+        optimizer.zero_grad()
+        loss.backward()
+        torch.nn.utils.clip_grad_norm_(params, settings.grad_clip)
+        optimizer.step()
+        if (update + 1) % settings.target_network_update_freq == 0:
+            target_agent.load_state_dict(agent.state_dict())
+            target_mixer.load_state_dict(mixer.state_dict())
+    return (time.perf_counter() - start) / updates
+
+
 def maddpg_plain_loop_seconds(updates: int, seed: int = 0) -> float:
     """Seconds per update of a plain torch MADDPG loop on continuous mpe:simple_spread,
     each with the episode it earns: one shared actor ``mu(o)`` and one central critic
@@ -364,10 +455,10 @@ def maddpg_plain_loop_seconds(updates: int, seed: int = 0) -> float:
     return (time.perf_counter() - start) / updates
 
 
-def team_replay_seconds(name: str, updates: int, env) -> float:
+def team_replay_seconds(name: str, updates: int, env, **settings) -> float:
     """Seconds per update of a team-replay algorithm (its training steps, with the
     episodes they sample: one update per sampled episode)."""
-    algorithm = algos.get(name).rllib_config(env, seed=0).build_algo()
+    algorithm = algos.get(name, **settings).rllib_config(env, seed=0).build_algo()
     try:
         settings = algorithm.replay_settings
         while len(algorithm.store) < settings.episodes_before_learning + 8:
@@ -386,15 +477,16 @@ def main() -> None:
     parser.add_argument("--updates", type=int, default=200)
     parser.add_argument("--team-updates", type=int, default=40)
     parser.add_argument("--fragment", type=int, default=32, help="env steps per training step")
+    parser.add_argument("--algorithms", nargs="+", help="sections to run (default: all)")
     args = parser.parse_args()
     torch.set_num_threads(1)
     ray.init(num_cpus=2, include_dashboard=False, configure_logging=False, log_to_driver=False)
     spread = make_env("mpe:simple_spread")
     continuous_spread = make_env("mpe:simple_spread", continuous_actions=True)
     k = args.fragment
-    # (algorithm, its plain loop's seconds, [(path, seconds)], env steps per update)
-    sections = [
-        ("sac_roer", plain_loop_seconds(args.updates, 256, [256, 256]), [
+    # algorithm -> () -> (its plain loop's seconds, [(path, seconds)], env steps per update)
+    sections = {
+        "sac_roer": lambda: (plain_loop_seconds(args.updates, 256, [256, 256]), [
             (f"fast_replay, uniform, K = {k}",
              roer_seconds("sac_roer", "Pendulum-v1", args.updates, k, per_type="uniform")),
             (f"fast_replay, JS, K = {k}",
@@ -405,22 +497,31 @@ def main() -> None:
              roer_seconds("sac_roer", "Pendulum-v1", args.updates // 4, 1, per_type="JS",
                           fast_replay=False)),
         ], 1),
-        ("isac_roer", isac_plain_loop_seconds(args.updates, 256, [256, 256]), [
+        "isac_roer": lambda: (isac_plain_loop_seconds(args.updates, 256, [256, 256]), [
             (f"fast_replay, JS, K = {k}",
              roer_seconds("isac_roer", continuous_spread, args.updates, k, per_type="JS")),
         ], 1),
-        ("qmix", qmix_plain_loop_seconds(args.team_updates), [
+        "qmix": lambda: (qmix_plain_loop_seconds(args.team_updates), [
             ("team store, uniform", team_replay_seconds("qmix", args.team_updates, spread)),
         ], 25),
-        ("maddpg", maddpg_plain_loop_seconds(args.team_updates), [
+        "qmix_gru_td_lambda": lambda: (qmix_gru_plain_loop_seconds(args.team_updates), [
+            ("team store, uniform, GRU agents, TD(0.6)", team_replay_seconds(
+                "qmix", args.team_updates, spread, use_rnn=True, td_lambda=0.6)),
+        ], 25),
+        "maddpg": lambda: (maddpg_plain_loop_seconds(args.team_updates), [
             ("team store, uniform",
              team_replay_seconds("maddpg", args.team_updates, continuous_spread)),
         ], 25),
-    ]  # fmt: skip
+    }  # fmt: skip
+    chosen = args.algorithms or list(sections)
+    unknown = sorted(set(chosen) - set(sections))
+    if unknown:
+        parser.error(f"unknown --algorithms {unknown}; known: {sorted(sections)}")
     print("| algorithm | update path | ms per update (with its env steps) | / its plain loop "
           "| env steps/s |")  # fmt: skip
     print("|---|---|---|---|---|")
-    for name, plain, rows, env_steps in sections:
+    for name in chosen:
+        plain, rows, env_steps = sections[name]()
         for path, seconds in [("plain torch loop", plain), *rows]:
             print(
                 f"| `{name}` | {path} | {1000 * seconds:.1f} | {seconds / plain:.2f} | "
