@@ -399,6 +399,10 @@ def test_remote_env_runners_act_with_the_learners_weights(ray_session):
         )
         for key, value in learner_weights.items():
             torch.testing.assert_close(runner_weights[key], value)
+        sampling = algo.env_runner_group.foreach_env_runner(
+            lambda runner: runner.sampling, local_env_runner=False
+        )
+        assert sampling == ["sampling: team episodes from arrays"]
     finally:
         algo.stop()
 
