@@ -128,7 +128,8 @@ class JointQMixer(TorchRLModule):
     """A team's mixer and its target: ``Q_tot = mixer(Q_1..Q_k; s)``.
 
     ``model_config``: ``mixer`` (``none`` | ``vdn`` | ``qmix``), ``n_agents`` (of the
-    team), ``state_dim``, ``mixer_embed_dim``, ``hypernet_embed_dim`` and
+    team), ``state_dim``, ``mixer_embed_dim``, ``hypernet_embed_dim``,
+    ``mixer_init_scale`` (``QMixHypernetworks``' ``init_scale``) and
     ``state_normalize``: the hypernetworks then read the state standardized by running
     moments of every state the learner has trained on (buffers, kept in checkpoints).
     Why: a state on a scale of several units (LBF's grid coordinates and levels, up to
@@ -154,6 +155,7 @@ class JointQMixer(TorchRLModule):
                 config["n_agents"],
                 config["mixer_embed_dim"],
                 config["hypernet_embed_dim"],
+                init_scale=config.get("mixer_init_scale"),
             )
 
         self.state_normalize = bool(config.get("state_normalize", False))

@@ -26,9 +26,21 @@ AGENT_VALUE_SPREAD = "agent_value_spread"
 
 
 class QMixHypernetworks(nn.Module):
-    """State-conditioned weights of the QMIX mixer (Rashid et al., 2018)."""
+    """State-conditioned weights of the QMIX mixer (Rashid et al., 2018).
 
-    def __init__(self, state_dim: int, n_agents: int, embed_dim: int, hypernet_dim: int) -> None:
+    ``init_scale``: ``None`` keeps torch's default initialization (PyMARL's); a gain
+    gives every layer an orthogonal weight of that gain and a zero bias (JaxMARL's
+    ``MIXER_INIT_SCALE``, 0.01 on SMAX), which starts ``Q_tot`` near 0 on any state
+    scale."""
+
+    def __init__(
+        self,
+        state_dim: int,
+        n_agents: int,
+        embed_dim: int,
+        hypernet_dim: int,
+        init_scale: float | None = None,
+    ) -> None:
         super().__init__()
         self.n_agents, self.embed_dim = n_agents, embed_dim
         self.w1 = nn.Sequential(
@@ -41,6 +53,11 @@ class QMixHypernetworks(nn.Module):
             nn.Linear(state_dim, hypernet_dim), nn.ReLU(), nn.Linear(hypernet_dim, embed_dim)
         )
         self.b2 = nn.Sequential(nn.Linear(state_dim, embed_dim), nn.ReLU(), nn.Linear(embed_dim, 1))
+        if init_scale is not None:
+            for layer in self.modules():
+                if isinstance(layer, nn.Linear):
+                    nn.init.orthogonal_(layer.weight, gain=init_scale)
+                    nn.init.zeros_(layer.bias)
 
     def forward(self, agent_values: torch.Tensor, state: torch.Tensor) -> torch.Tensor:
         w1 = self.w1(state).view(-1, self.n_agents, self.embed_dim)

@@ -100,6 +100,7 @@ def build_joint_q(
             settings.mixer_embed_dim,
             settings.hypernet_embed_dim,
             state_normalize=settings.state_normalize,
+            init_scale=settings.mixer_init_scale,
             reward_running_moments=settings.running_reward_moments,
         )
     )

@@ -35,6 +35,7 @@ class JointQSettings(TeamReplaySettings):
     mixer_embed_dim: int
     hypernet_embed_dim: int
     state_normalize: bool
+    mixer_init_scale: float | None
     grad_clip: float | None
     td_lambda: float | None
     obs_agent_id: bool
@@ -59,6 +60,11 @@ class JointQSettings(TeamReplaySettings):
             ),
             (self.epsilon_timesteps >= 0, "epsilon_timesteps", "must be >= 0"),
             (self.reward_moments in REWARD_MOMENTS, "reward_moments", f"one of {REWARD_MOMENTS}"),
+            (
+                self.mixer_init_scale is None or self.mixer_init_scale > 0,
+                "mixer_init_scale",
+                "null (torch's default init) or > 0",
+            ),
             (self.rnn_hidden_dim > 0, "rnn_hidden_dim", "must be > 0"),
             (self.activation in ACTIVATION_NAMES, "activation", f"one of {ACTIVATION_NAMES}"),
             (

@@ -67,6 +67,7 @@ def mixer_specs(
     hypernet_dim: int,
     *,
     state_normalize: bool,
+    init_scale: float | None = None,
     twin: bool = False,
     reward_running_moments: bool = False,
 ) -> dict[str, RLModuleSpec]:
@@ -87,6 +88,7 @@ def mixer_specs(
                 "mixer_embed_dim": embed_dim,
                 "hypernet_embed_dim": hypernet_dim,
                 "state_normalize": state_normalize,
+                "mixer_init_scale": init_scale,
                 "twin": twin,
                 "reward_running_moments": reward_running_moments,
             },

@@ -553,3 +553,35 @@ def test_the_optimizer_and_its_parameters_are_settings(ray_session, optimizer, e
 def test_a_bad_rmsprop_alpha_is_refused_by_name():
     with pytest.raises(ConfigError, match="rmsprop_alpha"):
         algos.vdn(rmsprop_alpha=1.5).settings("toy:coordination")
+
+
+def test_a_small_mixer_init_scale_starts_q_tot_near_zero_on_a_large_state():
+    """JaxMARL's ``MIXER_INIT_SCALE``: orthogonal hypernetwork layers of that gain and
+    zero biases; on SMAX-like states (coordinates up to ~26) torch's default init puts
+    ``|mix(0, s)|`` at several units, a gain of 0.01 keeps it near 0."""
+    from marllib_ext.policies.vd_critic import QMixHypernetworks
+
+    torch.manual_seed(0)
+    state = 26.0 * torch.rand(256, 72)
+    values = torch.zeros(256, 3)
+    default = QMixHypernetworks(72, 3, 32, 64)
+    small = QMixHypernetworks(72, 3, 32, 64, init_scale=0.01)
+    with torch.no_grad():
+        assert default(values, state).abs().mean() > 0.5
+        assert small(values, state).abs().mean() < 1e-2
+    layer = small.w1[0].weight
+    torch.testing.assert_close(  # orthogonal rows of norm 0.01
+        layer @ layer.T, 1e-4 * torch.eye(layer.shape[0]), atol=1e-8, rtol=1e-4
+    )
+    assert all(m.bias.abs().max() == 0 for m in small.modules() if isinstance(m, torch.nn.Linear))
+
+
+def test_the_mixer_init_scale_reaches_the_team_mixer(ray_session):
+    algo = build("qmix", mixer_init_scale=0.01)
+    try:
+        mixer = local_learner(algo).module["joint_q"]
+        weight = mixer.hypernetworks.b1.weight
+        assert float(weight.norm(dim=1).max()) == pytest.approx(0.01, rel=1e-3)
+        torch.testing.assert_close(weight, mixer.target_hypernetworks.b1.weight)
+    finally:
+        algo.stop()
