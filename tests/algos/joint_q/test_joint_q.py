@@ -585,3 +585,31 @@ def test_the_mixer_init_scale_reaches_the_team_mixer(ray_session):
         torch.testing.assert_close(weight, mixer.target_hypernetworks.b1.weight)
     finally:
         algo.stop()
+
+
+def test_a_gru_agents_sequence_is_its_cell_stepped_from_zeros():
+    """``q_sequence`` (torch's fused GRU on the cell's weights) gives the values and
+    gradients of stepping the ``GRUCell`` from a zero state, and keeps one set of
+    weights in the state dict."""
+    from marllib_ext.policies.q_agent import QAgentRLModule
+
+    module = QAgentRLModule(
+        observation_space=spaces.Box(-1.0, 1.0, (5,), np.float32),
+        action_space=spaces.Discrete(4),
+        model_config={
+            "use_rnn": True, "rnn_hidden_dim": 8, "activation": "relu", "hiddens": [8],
+            "epsilon_start": 1.0, "epsilon_end": 0.05, "epsilon_timesteps": 10,
+        },
+    )  # fmt: skip
+    obs = torch.randn(6, 7, 5)
+    fused = module.q_sequence(obs)
+    hidden, stepped = torch.zeros(6, 8), []
+    for t in range(7):
+        hidden = module.gru(module.encoder(obs[:, t]), hidden)
+        stepped.append(module.head(hidden))
+    stepped = torch.stack(stepped, 1)
+    torch.testing.assert_close(fused, stepped)
+    (fused_grad,) = torch.autograd.grad(fused.square().sum(), module.gru.weight_hh)
+    (stepped_grad,) = torch.autograd.grad(stepped.square().sum(), module.gru.weight_hh)
+    torch.testing.assert_close(fused_grad, stepped_grad)
+    assert not any(key.startswith("sequence_gru") for key in module.state_dict())
