@@ -510,6 +510,7 @@ def test_the_pymarl2_source_is_its_finetuned_qmix(name):
     assert settings.training_intensity == 0.125 and settings.num_envs_per_env_runner == 8
     assert not settings.reward_standardize
     assert settings.episodes_before_learning == 128
+    assert settings.state_normalize == (name == "qmix")  # SMAX's raw state (qmix.yaml)
 
 
 def test_pymarl2_iql_keeps_one_step_targets_and_a_batch_of_32():
