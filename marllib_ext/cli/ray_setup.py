@@ -15,10 +15,10 @@ def set_threads(threads: int | None) -> str:
     Ray workers it starts; returns the line that states them.
 
     Why 1 by default: the driver samples and learns with torch's default of one thread
-    per core, whose OpenMP workers spin while they wait. Two runs side by side on 2
-    cores then slowed each other about tenfold (SMAX ``qmix``: 60 env steps/s each
-    against 830 alone); with one thread each they ran at 700-780, and a run alone lost
-    4% (BENCHMARKS.md, "Runs side by side"). JAX (SMAX) keeps XLA's own pool."""
+    per core, whose OpenMP workers spin while they wait. Two SMAX ``qmix`` runs side by
+    side on 2 cores then ran at 70 and 68 env steps/s against 738 alone; with one thread
+    each at 582 and 479 against 715 alone, and a run alone lost 3%
+    (``benchmarks/side_by_side.py``). JAX (SMAX) keeps XLA's own pool."""
     import torch
 
     if threads is None or threads < 0:
