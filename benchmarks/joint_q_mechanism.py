@@ -64,12 +64,13 @@ def mechanism(run_dir: Path, episodes: int, seed: int) -> dict[str, float]:
 
     from marllib_ext.algos.restore import register_checkpoint_env
     from marllib_ext.ops.td import team_sum
+    from marllib_ext.rllib_compat import local_learner
 
     checkpoint = run_dir / "checkpoint"
     register_checkpoint_env(checkpoint)
     algorithm = Algorithm.from_checkpoint(str(checkpoint.resolve()))
     try:
-        learner = algorithm.learner_group._learner
+        learner = local_learner(algorithm)
         np.random.seed(seed)
         sampled = algorithm.store.sample_episodes(min(episodes, len(algorithm.store)))
         columns = {k: torch.as_tensor(v) for k, v in sampled.columns().items() if v is not None}

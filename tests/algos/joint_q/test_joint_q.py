@@ -541,7 +541,7 @@ def test_the_optimizer_and_its_parameters_are_settings(ray_session, optimizer, e
     algo = build("vdn", optimizer=optimizer, optimizer_eps=eps, rmsprop_alpha=0.9)
     try:
         learner = local_learner(algo)
-        optimizers = [o for _, o in learner._named_optimizers.items()]
+        optimizers = [o for _, o in learner.get_optimizers_for_module("shared")]
     finally:
         algo.stop()
     assert optimizers and all(isinstance(o, expected[0]) for o in optimizers)
