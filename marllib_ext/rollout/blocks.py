@@ -81,19 +81,26 @@ class RolloutBlock(CountedAsEpisodes):
         if num_envs % parts:
             raise ValueError(f"{num_envs} worlds do not split into {parts} equal blocks")
         width = num_envs // parts
-        return [_worlds(self, slice(k * width, (k + 1) * width)) for k in range(parts)]
+        return [
+            _sliced(self, (slice(None), slice(k * width, (k + 1) * width))) for k in range(parts)
+        ]
+
+    def steps(self, start: int, stop: int | None = None) -> RolloutBlock:
+        """The block's steps ``start .. stop - 1`` of every world (as a sampler that
+        stopped there would have handed them over)."""
+        return _sliced(self, (slice(start, stop),))
 
     def agent_steps(self) -> int:
         return int(self.alive.sum())
 
 
-def _worlds(block: RolloutBlock, worlds: slice) -> RolloutBlock:
-    """``block`` restricted to ``worlds`` (the second axis of every ``(T, B, ...)``
-    array, also inside the per-agent dicts)."""
+def _sliced(block: RolloutBlock, index: tuple[slice, ...]) -> RolloutBlock:
+    """``block`` with every ``(T, B, ...)`` array, also inside the per-agent dicts,
+    indexed by ``index`` (steps, then worlds)."""
 
     def part(value):
         if isinstance(value, np.ndarray):
-            return value[:, worlds]
+            return value[index]
         if isinstance(value, dict):
             return {key: part(item) for key, item in value.items()}
         return value

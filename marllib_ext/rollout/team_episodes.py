@@ -246,9 +246,8 @@ class TeamEpisodeEnvRunner(WholeEpisodeEnvRunner):
         explore = self.config.explore if explore is None else explore
         ended: list[TeamEpisode] = []
         while len(ended) < self.num_envs:
-            mean_length = self.ended_steps / max(self.ended_episodes, 1)
             (block,) = self.array_rollout.sample(
-                num_timesteps=self.num_envs * max(1, round(mean_length)),
+                num_timesteps=self.next_sample_steps(),
                 explore=explore,
                 random_actions=random_actions,
                 force_reset=force_reset,
@@ -257,6 +256,5 @@ class TeamEpisodeEnvRunner(WholeEpisodeEnvRunner):
             force_reset = False
             for episode in self.assembler.add(block):
                 ended.append(episode)
-                self.ended_episodes += 1
-                self.ended_steps += episode.length
+                self.count_ended(episode.length)
         return ended

@@ -80,6 +80,16 @@ class WholeEpisodeEnvRunner(BatchedEnvRunner):
         self.numpy_episodes = self.episodes_to_numpy
         self.episodes_to_numpy = False
 
+    def next_sample_steps(self) -> int:
+        """Env steps of the next inner ``sample()`` call: every env the mean length of
+        the episodes ended so far (one step each before any ended)."""
+        mean_length = self.ended_steps / max(self.ended_episodes, 1)
+        return self.num_envs * max(1, round(mean_length))
+
+    def count_ended(self, length: int) -> None:
+        self.ended_episodes += 1
+        self.ended_steps += length
+
     @override(MultiAgentEnvRunner)
     def sample(
         self,
@@ -106,9 +116,8 @@ class WholeEpisodeEnvRunner(BatchedEnvRunner):
             self.unfinished.clear()
         ended = []
         while len(ended) < self.num_envs:
-            mean_length = self.ended_steps / max(self.ended_episodes, 1)
             chunks = super().sample(
-                num_timesteps=self.num_envs * max(1, round(mean_length)),
+                num_timesteps=self.next_sample_steps(),
                 explore=explore,
                 random_actions=random_actions,
                 force_reset=force_reset,
@@ -125,8 +134,7 @@ class WholeEpisodeEnvRunner(BatchedEnvRunner):
                     join_chunks(episode, chunk)
                 if episode.is_done:
                     ended.append(episode)
-                    self.ended_episodes += 1
-                    self.ended_steps += episode.env_steps()
+                    self.count_ended(episode.env_steps())
                 else:
                     self.unfinished[chunk.id_] = episode
         if self.numpy_episodes:

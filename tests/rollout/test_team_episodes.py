@@ -4,15 +4,12 @@ of the same steps (``ArrayRollout`` hands both forms of one sampled block); epis
 across ``sample()`` calls join into the same arrays; a GRU agent acts on the arrays with
 its state carried per world and restarted with the world's episode."""
 
-import dataclasses
-
 import numpy as np
 import pytest
 import torch
 
 from marllib_ext import algos, make_env
 from marllib_ext.rllib_compat import reset_before_next_sample
-from marllib_ext.rollout.blocks import RolloutBlock
 from marllib_ext.rollout.team_episodes import TeamEpisodeAssembler, team_episode
 
 pytestmark = pytest.mark.filterwarnings("ignore::UserWarning")
@@ -90,24 +87,6 @@ def test_assembled_episodes_are_the_ones_read_from_rllib_episodes(ray_session, c
         assert all(e.action_mask is not None for e in got)
 
 
-def _steps(block: RolloutBlock, steps: slice) -> RolloutBlock:
-    """``block`` restricted to ``steps`` (the first axis of every array)."""
-
-    def part(value):
-        if isinstance(value, np.ndarray):
-            return value[steps]
-        if isinstance(value, dict):
-            return {key: part(item) for key, item in value.items()}
-        return value
-
-    changed = {
-        field.name: part(getattr(block, field.name))
-        for field in dataclasses.fields(block)
-        if field.name not in ("agents", "module_of")
-    }
-    return dataclasses.replace(block, **changed)
-
-
 @pytest.mark.parametrize("case", ["smax", "legal_moves"])
 def test_episodes_cut_between_calls_join_into_the_same_arrays(ray_session, case):
     algorithm, arrays, _ = _sampled(case, 40)
@@ -119,8 +98,8 @@ def test_episodes_cut_between_calls_join_into_the_same_arrays(ray_session, case)
     whole = TeamEpisodeAssembler(agents, obs_dim).add(arrays)
     for cut in (1, 7, 23):
         assembler = TeamEpisodeAssembler(agents, obs_dim)
-        joined = assembler.add(_steps(arrays, slice(0, cut)))
-        joined += assembler.add(_steps(arrays, slice(cut, None)))
+        joined = assembler.add(arrays.steps(0, cut))
+        joined += assembler.add(arrays.steps(cut))
         assert len(joined) == len(whole)
         for mine, theirs in zip(
             sorted(joined, key=_contents), sorted(whole, key=_contents), strict=True
@@ -141,7 +120,7 @@ def test_a_world_restarted_by_the_rollout_drops_its_unfinished_steps(ray_session
     finally:
         algorithm.stop()
     assembler = TeamEpisodeAssembler(agents, obs_dim)
-    assembler.add(_steps(arrays, slice(0, 3)))  # every world mid-episode
+    assembler.add(arrays.steps(0, 3))  # every world mid-episode
     assert len(assembler.pending) == WORLDS
     # The same steps again: every world starts at the block's first step.
     again = assembler.add(arrays)
