@@ -26,7 +26,7 @@ from marllib_ext.ops.rollout import episode_pieces
 from marllib_ext.replay.team_episodes import TeamEpisode
 from marllib_ext.rllib_compat import learner_value
 from marllib_ext.rollout.blocks import RolloutBlock
-from marllib_ext.rollout.whole_episodes import COMPLETE_EPISODES, WholeEpisodeEnvRunner
+from marllib_ext.rollout.whole_episodes import WholeEpisodeEnvRunner
 
 TEAM_LAYOUT_KEY = "team_replay_layout"  # learner_config_dict key of the agent/team layout
 
@@ -227,8 +227,7 @@ class TeamEpisodeEnvRunner(WholeEpisodeEnvRunner):
         random_actions: bool = False,
         force_reset: bool = False,
     ):
-        whole = num_timesteps is None and num_episodes is None
-        if not whole or self.config.batch_mode != COMPLETE_EPISODES:
+        if not self.whole_episode_call(num_timesteps, num_episodes):
             return super().sample(
                 num_timesteps=num_timesteps,
                 num_episodes=num_episodes,

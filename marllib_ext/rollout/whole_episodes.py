@@ -86,6 +86,15 @@ class WholeEpisodeEnvRunner(BatchedEnvRunner):
         mean_length = self.ended_steps / max(self.ended_episodes, 1)
         return self.num_envs * max(1, round(mean_length))
 
+    def whole_episode_call(self, num_timesteps: int | None, num_episodes: int | None) -> bool:
+        """A default ``sample()`` call in ``complete_episodes`` mode (the one this runner
+        answers with whole episodes; calls with step or episode counts are RLlib's)."""
+        return (
+            num_timesteps is None
+            and num_episodes is None
+            and self.config.batch_mode == COMPLETE_EPISODES
+        )
+
     def count_ended(self, length: int) -> None:
         self.ended_episodes += 1
         self.ended_steps += length
@@ -100,11 +109,7 @@ class WholeEpisodeEnvRunner(BatchedEnvRunner):
         random_actions: bool = False,
         force_reset: bool = False,
     ):
-        if (
-            num_timesteps is not None
-            or num_episodes is not None
-            or self.config.batch_mode != COMPLETE_EPISODES
-        ):
+        if not self.whole_episode_call(num_timesteps, num_episodes):
             return super().sample(
                 num_timesteps=num_timesteps,
                 num_episodes=num_episodes,

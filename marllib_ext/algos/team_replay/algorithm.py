@@ -54,8 +54,6 @@ class TeamReplayAlgorithm(Algorithm):
         settings: TeamReplaySettings = settings_of(self.config)
         self.replay_settings = settings
         layout = learner_value(self.config, LAYOUT_KEY)
-        self.team_agents: tuple[str, ...] = tuple(layout["agents"])
-        self.team_obs_dim = max(layout["obs_dim_of"].values())
         self.team_modules = list(layout["teams"])
         self.agent_policies = sorted(set(layout["policy_of"].values()))
         rule = settings.priority_rule
