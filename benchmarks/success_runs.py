@@ -47,6 +47,7 @@ def run(
         "eval_team_return": evaluated.team_return_mean,
         "episodes": len(evaluated.successes),
         "greedy_win_rate": greedy.success_rate,
+        "greedy_team_return": greedy.team_return_mean,
     }
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text(json.dumps(row, indent=1))
