@@ -139,10 +139,19 @@ class PPOSettings(Settings):
     # RLlib's std = exp(p), unbounded.
     std_bound: float | None
     feature_norm: bool  # HARL's use_feature_normalization: LayerNorm on the inputs
+    # Recurrent actors (rMAPPO): a GRU or LSTM layer of rnn_hidden_dim units after the
+    # MLP, trained on sequences of at most max_seq_len steps (the data chunks).
+    use_rnn: bool
+    rnn_type: str
+    rnn_hidden_dim: int
+    max_seq_len: int
 
     def checks(self) -> list[Check]:
         return [
             (self.lr > 0, "lr", "must be > 0"),
+            (self.rnn_type in ("gru", "lstm"), "rnn_type", "one of ('gru', 'lstm')"),
+            (self.rnn_hidden_dim > 0, "rnn_hidden_dim", "must be > 0"),
+            (self.max_seq_len > 0, "max_seq_len", "must be > 0"),
             (0 <= self.gamma <= 1, "gamma", "must be in [0, 1]"),
             (0 <= self.lambda_ <= 1, "lambda_", "must be in [0, 1]"),
             (self.clip_param > 0, "clip_param", "must be > 0"),

@@ -22,15 +22,24 @@ from typing import Any
 
 import numpy as np
 import torch
+import tree
 from ray.rllib.core.columns import Columns
 
 from marllib_ext.envs.adapter import ACTION_MASK_KEY, OBSERVATION_KEY
 from marllib_ext.ops.advantages import block_gae, standardize_valid
+from marllib_ext.ops.sequences import (
+    gather_sequences,
+    scatter_sequences,
+    segment_starts,
+    sequence_layout,
+)
 from marllib_ext.policies.joint_critic import OLD_VALUES, STATE
+from marllib_ext.policies.recurrent import max_seq_len
 from marllib_ext.policies.vd_critic import AGENT_OBS, AGENT_PRESENT
 from marllib_ext.postprocessing.block_hooks import BlockHooks
 from marllib_ext.rllib_compat import plain_module
 from marllib_ext.rollout.blocks import RolloutBlock
+from marllib_ext.rollout.recurrent import is_state_column, nested_state
 
 TEAM_ADVANTAGE_MEAN = "team_advantage_mean"
 TEAM_VALUE_MEAN = "team_value_mean"
@@ -40,6 +49,9 @@ TEAM_ROW = "happo_team_row"
 # Advantage-connector class attribute: the ``joint_critic_block_batch`` options of
 # the class (its critic's inputs, HAPPO's team rows).
 BLOCK_BATCH_OPTIONS = "BLOCK_BATCH_OPTIONS"
+# Row column until a recurrent module's rows become sequences: the world's episode
+# starts at the row's step.
+EPISODE_START = "episode_start"
 
 
 def block_batch_options(connector_class: type) -> dict[str, Any]:
@@ -109,11 +121,42 @@ def world_major(array: np.ndarray) -> np.ndarray:
     return array.swapaxes(0, 1).reshape(-1, *array.shape[2:])
 
 
-def episode_major(columns: dict[str, np.ndarray], keys: list[np.ndarray]) -> dict:
+def episode_major(
+    columns: dict[str, np.ndarray], keys: list[np.ndarray], module=None
+) -> dict[str, np.ndarray]:
     """Actor rows reordered by ``keys`` (block, world, agent, step), most significant
-    first: each world's agents' steps together, as RLlib batches episode by episode."""
+    first: each world's agents' steps together, as RLlib batches episode by episode.
+    For a recurrent ``module``, the rows as its sequences (``module_sequences``)."""
     order = np.lexsort(tuple(reversed(keys)))
-    return {column: array[order] for column, array in columns.items()}
+    columns = {column: array[order] for column, array in columns.items()}
+    episode_starts = columns.pop(EPISODE_START, None)
+    length = None if module is None else max_seq_len(module)
+    if length is None:
+        return {c: v for c, v in columns.items() if not is_state_column(c)}
+    keys = [key[order] for key in keys]
+    return module_sequences(columns, segment_starts(keys[:-1], keys[-1], episode_starts), length)
+
+
+def module_sequences(
+    columns: dict[str, np.ndarray], new_segment: np.ndarray, length: int
+) -> dict[str, Any]:
+    """A recurrent module's rows (in order) as RLlib's zero-padded sequences
+    (``ops.sequences``): every column ``(N, L, ...)`` (action masks all legal on
+    padding), ``Columns.STATE_IN`` the state recorded at each sequence's first row,
+    ``Columns.SEQ_LENS`` and the ``(N, L)`` loss mask."""
+    index, valid = sequence_layout(new_segment, length)
+    out: dict[str, Any] = {}
+    state = {}
+    for column, array in columns.items():
+        if is_state_column(column):
+            state[column] = array[index[:, 0]]
+        else:
+            fill = True if column == ACTION_MASK_KEY else 0
+            out[column] = gather_sequences(array, index, valid, fill=fill)
+    out[Columns.STATE_IN] = nested_state(state)
+    out[Columns.SEQ_LENS] = valid.sum(axis=1).astype(np.int32)
+    out[Columns.LOSS_MASK] = valid
+    return out
 
 
 def row_keys(k: int, agent_position: int, rows: np.ndarray) -> list[np.ndarray]:
@@ -192,11 +235,13 @@ def _actor_columns(
     agent_terms: dict[tuple[int, int], np.ndarray],
     terms_column: str | None,
     extra: list[dict[str, np.ndarray]],
+    module=None,
 ):
     """Numpy columns of one actor module: its agents' rows, block by block; with
     ``team_rows``, each row's index in the critic's rows (``TEAM_ROW``);
     ``agent_terms`` (``BlockHooks.block_agent_terms``) added to the advantages or
-    written to ``terms_column``. Rows go world by world (``episode_major``)."""
+    written to ``terms_column``. Rows go world by world (``episode_major``; a recurrent
+    ``module``'s as sequences)."""
     parts: dict[str, list[np.ndarray]] = {}
     keys: list[list[np.ndarray]] = []
     offsets = np.cumsum([0] + [t.acting.size for t in teams])[:-1]  # each block's first row
@@ -214,6 +259,7 @@ def _actor_columns(
                 Columns.VALUE_TARGETS: team.value_targets[rows],
                 **{key: v[rows] for key, v in block.outputs[agent].items()},
                 **{column: values[rows] for column, values in extra[k].items()},
+                EPISODE_START: episode_starts(block)[rows],
             }
             terms = agent_terms.get((k, i))
             if terms is not None and terms_column is not None:
@@ -230,7 +276,14 @@ def _actor_columns(
                 parts.setdefault(column, []).append(array)
             keys.append(row_keys(k, i, rows))
     columns = {column: np.concatenate(arrays) for column, arrays in parts.items()}
-    return episode_major(columns, [np.concatenate(key) for key in zip(*keys, strict=True)])
+    return episode_major(columns, [np.concatenate(key) for key in zip(*keys, strict=True)], module)
+
+
+def episode_starts(block: RolloutBlock) -> np.ndarray:
+    """``(T, B)`` the world's episode starts at the step (none where not recorded)."""
+    if block.starts is None:
+        return np.zeros(block.terminated.shape, bool)
+    return block.starts
 
 
 def joint_critic_block_batch(
@@ -285,6 +338,7 @@ def joint_critic_block_batch(
             agent_terms,
             connector.agent_terms_column,
             actor_extra,
+            plain_module(rl_module, module_id),
         )
         batch[module_id] = module_tensors(columns, device)
     inputs = [{k: world_major(v) for k, v in t.inputs.items()} for t in teams]
@@ -327,31 +381,21 @@ def own_value_block_batch(
     module's ``V(o)``, bootstrapped from the observation after each step where the world
     was truncated or cut by the sampler, not where the agent died or the world
     terminated; advantages standardized over the module's rows (RLlib's connector also
-    counts each chunk's bootstrap row, which a block has none of). ``None`` where no
-    agent of the block uses the module."""
+    counts each chunk's bootstrap row, which a block has none of). A recurrent module's
+    values come from its sequences (``recurrent_values``), its rows go as sequences.
+    ``None`` where no agent of the block uses the module."""
     parts: dict[str, list[np.ndarray]] = {}
     keys: list[list[np.ndarray]] = []
+    recurrent = max_seq_len(module) is not None
     for k, block in enumerate(blocks):
         for i, agent in enumerate(block.agents):
             if block.module_of[agent] != module_id:
                 continue
             present = block.alive[:, :, i]
-            shape = present.shape
-            with torch.no_grad():
-                values = module.compute_values(
-                    _module_input(
-                        block.observations[agent], _masks(block.action_masks, agent), device
-                    )
-                )
-                next_values = module.compute_values(
-                    _module_input(
-                        block.next_observations[agent],
-                        _masks(block.next_action_masks, agent),
-                        device,
-                    )
-                )
-            values = values.cpu().numpy().astype(np.float64).reshape(shape)
-            next_values = next_values.cpu().numpy().astype(np.float64).reshape(shape)
+            if recurrent:
+                values, next_values = recurrent_values(module, block, i, device)
+            else:
+                values, next_values = feed_forward_values(module, block, agent, device)
             rewards = present_rewards(block, [i])[:, :, 0]
             advantages, value_targets = block_gae(
                 rewards, values, next_values, block.terminated | block.died[:, :, i],
@@ -364,6 +408,7 @@ def own_value_block_batch(
                 Columns.ADVANTAGES: advantages[present],
                 Columns.VALUE_TARGETS: value_targets[present],
                 **{k: v[present] for k, v in block.outputs[agent].items()},
+                EPISODE_START: episode_starts(block)[present],
             }
             if block.action_masks is not None:
                 columns[ACTION_MASK_KEY] = block.action_masks[agent][present]
@@ -373,20 +418,87 @@ def own_value_block_batch(
     if not parts:
         return None
     columns = {column: np.concatenate(arrays) for column, arrays in parts.items()}
-    columns = episode_major(columns, [np.concatenate(p) for p in zip(*keys, strict=True)])
     advantages = columns[Columns.ADVANTAGES]
     columns[Columns.ADVANTAGES] = standardize_valid(advantages, np.ones(len(advantages), bool))
+    columns = episode_major(columns, [np.concatenate(p) for p in zip(*keys, strict=True)], module)
     return module_tensors(columns, device)
+
+
+def feed_forward_values(module, block: RolloutBlock, agent: str, device):
+    """``(T, B)`` ``V(o)`` of what ``agent`` acted on and of its observation after each
+    step, from a feed-forward module's value head."""
+    shape = block.terminated.shape
+    with torch.no_grad():
+        values = module.compute_values(
+            _module_input(block.observations[agent], _masks(block.action_masks, agent), device)
+        )
+        next_values = module.compute_values(
+            _module_input(
+                block.next_observations[agent], _masks(block.next_action_masks, agent), device
+            )
+        )
+    return (
+        values.cpu().numpy().astype(np.float64).reshape(shape),
+        next_values.cpu().numpy().astype(np.float64).reshape(shape),
+    )
+
+
+def recurrent_values(module, block: RolloutBlock, i: int, device):
+    """``(T, B)`` values of agent ``i``'s steps and of its observation after each step,
+    from a recurrent module: its steps as sequences (``module_sequences``) each run from
+    the state recorded at its first step, with one more position holding the
+    observation after the sequence's last step, so ``V`` after step ``t`` is the output
+    at the next position (the state carried over the step). 0 where it is absent."""
+    agent = block.agents[i]
+    present = block.alive[:, :, i]
+    worlds, steps = np.nonzero(present.T)  # world by world, steps in order
+    new = segment_starts([worlds], steps, episode_starts(block)[steps, worlds])
+    index, valid = sequence_layout(new, max_seq_len(module))
+    lengths = valid.sum(axis=1)
+    last = index[np.arange(len(index)), lengths - 1]
+
+    def extended(now: np.ndarray, after: np.ndarray, fill=0) -> np.ndarray:
+        sequences = gather_sequences(now[steps, worlds], index, valid, fill=fill)
+        out = np.concatenate([sequences, sequences[:, :1]], axis=1)  # one more position
+        out[:, -1] = fill
+        out[np.arange(len(index)), lengths] = after[steps, worlds][last]
+        return out
+
+    observations = extended(block.observations[agent], block.next_observations[agent])
+    batch = {Columns.OBS: _tensor(observations, device, np.float32)}
+    if block.action_masks is not None:
+        masks = extended(block.action_masks[agent], block.next_action_masks[agent], fill=1)
+        batch[Columns.OBS] = {
+            OBSERVATION_KEY: batch[Columns.OBS],
+            ACTION_MASK_KEY: _tensor(masks, device, np.float32),
+        }
+    state = {
+        column: _tensor(array[steps, worlds][index[:, 0]], device)
+        for column, array in block.outputs[agent].items()
+        if is_state_column(column)
+    }
+    batch[Columns.STATE_IN] = nested_state(state)
+    with torch.no_grad():
+        out = module.compute_values(batch).cpu().numpy().astype(np.float64)
+    rows = len(steps)
+    values = np.zeros(present.shape)
+    next_values = np.zeros(present.shape)
+    values[steps, worlds] = scatter_sequences(out[:, :-1], index, valid, rows)
+    next_values[steps, worlds] = scatter_sequences(out[:, 1:], index, valid, rows)
+    return values, next_values
 
 
 def _masks(masks: dict[str, np.ndarray] | None, agent: str) -> np.ndarray | None:
     return None if masks is None else masks[agent]
 
 
-def module_tensors(columns: dict[str, np.ndarray], device) -> dict[str, Any]:
+def module_tensors(columns: dict[str, Any], device) -> dict[str, Any]:
     """Numpy actor columns as the learner's tensors (float64 -> float32; a mask column
-    joins the observations as a masked observation), with an all-true loss mask."""
+    joins the observations as a masked observation), with an all-true loss mask unless
+    the columns carry one (a recurrent module's sequences: also their state and
+    ``seq_lens``)."""
     masks = columns.pop(ACTION_MASK_KEY, None)
+    state = columns.pop(Columns.STATE_IN, None)
     out = {}
     for column, array in columns.items():
         dtype = np.float32 if array.dtype == np.float64 else None
@@ -396,5 +508,8 @@ def module_tensors(columns: dict[str, np.ndarray], device) -> dict[str, Any]:
             OBSERVATION_KEY: out[Columns.OBS],
             ACTION_MASK_KEY: _tensor(masks, device, np.float32),
         }
-    out[Columns.LOSS_MASK] = torch.ones(len(out[Columns.ACTIONS]), dtype=torch.bool).to(device)
+    if state is not None:
+        out[Columns.STATE_IN] = tree.map_structure(lambda s: _tensor(s, device), state)
+    if Columns.LOSS_MASK not in out:
+        out[Columns.LOSS_MASK] = torch.ones(len(out[Columns.ACTIONS]), dtype=torch.bool).to(device)
     return out

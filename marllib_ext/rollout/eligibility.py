@@ -53,8 +53,13 @@ def array_rollout_refusal(env_runner) -> str | None:
     masked = any(has_action_mask(s) for s in adapter.observation_space.spaces.values())
     if masked and not getattr(world, "provides_action_masks", False):
         return "the env has action masks and the simulator's arrays carry none"
+    # Recurrent modules' states are carried in the arrays and kept in the blocks; the
+    # episode chunks built from arrays carry none.
     if not team_episodes and any(module.is_stateful() for module in env_runner.module.values()):
-        return "a module is recurrent"
+        if blocks_refusal is None:
+            blocks_refusal = rollout_block_refusal(env_runner)
+        if blocks_refusal is not None:
+            return f"a module is recurrent and the runner hands no blocks ({blocks_refusal})"
     for name in PER_STEP_CALLBACKS:
         callbacks = runner_callbacks(config, env_runner_callbacks(env_runner), name)
         if callbacks:

@@ -3,7 +3,11 @@
 module's initial state where the world's episode starts. The batch a stateful module
 sees is RLlib's on env runners: a time rank of 1 on every column and
 ``Columns.STATE_IN`` without one (``AddTimeDimToBatchAndZeroPad``), and its outputs lose
-the time rank again (``RemoveSingleTsTimeRankFromBatch``)."""
+the time rank again (``RemoveSingleTsTimeRankFromBatch``).
+
+The state each row acted from is kept with the module's outputs, one flat column per
+state tensor (``state_in/<path>``, ``state_columns``), so a learner can start a
+sequence at any step from it (``nested_state``)."""
 
 from __future__ import annotations
 
@@ -39,10 +43,44 @@ class RecurrentStates:
                 return torch.where(fresh.reshape(-1, *[1] * s0.dim()), s0, s)
 
             state = tree.map_structure(restart, state, initial)
+        self.states[module_id] = state
         batch = tree.map_structure(lambda column: column.unsqueeze(1), batch)
         return {**batch, Columns.STATE_IN: state}
 
     def module_output(self, module_id: str, out: dict) -> dict:
-        """Keeps the module's next state; its other outputs without the time rank."""
+        """Keeps the module's next state; its other outputs without the time rank, and
+        the state the rows acted from (``state_columns``)."""
+        acted_from = state_columns(self.states[module_id])
         self.states[module_id] = out.pop(Columns.STATE_OUT)
-        return {k: v[:, 0] if isinstance(v, torch.Tensor) else v for k, v in out.items()}
+        out = {k: v[:, 0] if isinstance(v, torch.Tensor) else v for k, v in out.items()}
+        return {**out, **acted_from}
+
+
+STATE_IN_PREFIX = "state_in/"
+
+
+def state_columns(state) -> dict[str, Any]:
+    """A nested state (``{"h": rows}``, ``{"actor": {"h", "c"}}``) as flat columns
+    ``state_in/<path>``."""
+    return {
+        STATE_IN_PREFIX + "/".join(map(str, path)): value
+        for path, value in tree.flatten_with_path(state)
+    }
+
+
+def is_state_column(column: str) -> bool:
+    return column.startswith(STATE_IN_PREFIX)
+
+
+def nested_state(columns: dict[str, Any]) -> dict[str, Any]:
+    """The nested state of the ``state_in/<path>`` columns among ``columns``."""
+    nested: dict[str, Any] = {}
+    for column, value in columns.items():
+        if not is_state_column(column):
+            continue
+        *parents, leaf = column[len(STATE_IN_PREFIX) :].split("/")
+        node = nested
+        for key in parents:
+            node = node.setdefault(key, {})
+        node[leaf] = value
+    return nested

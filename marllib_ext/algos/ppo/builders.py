@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Callable
 
 import gymnasium as gym
@@ -26,6 +27,7 @@ from marllib_ext.policies.joint_critic import (
     CentralValueCritic,
     team_critic_ids,
 )
+from marllib_ext.policies.recurrent import RecurrentPPOCatalog, recurrent_model_config
 from marllib_ext.policies.vd_critic import ValueDecompositionCritic
 
 # With num_learners >= 2 every module is wrapped in torch DDP. The actors of joint-critic
@@ -75,13 +77,33 @@ def base_ppo_config(settings: PPOSettings, env: EnvHandle, *, seed: int | None) 
     )
 
 
-def actor_model_config(settings: PPOSettings) -> DefaultModelConfig:
-    return DefaultModelConfig(
+def actor_model_config(
+    settings: PPOSettings, *, value_head_used: bool = True
+) -> DefaultModelConfig | dict:
+    """RLlib's PPO model config of an actor; with ``use_rnn``, RLlib's recurrent encoder
+    of ``rnn_type`` (a dict: the layer type is not a ``DefaultModelConfig`` field).
+    ``value_head_used`` false (joint-critic actors): a recurrent actor shares its encoder
+    with the unused value head rather than run a second recurrent layer."""
+    config = DefaultModelConfig(
         fcnet_hiddens=list(settings.actor_hiddens),
         fcnet_activation=settings.actor_activation,
-        vf_share_layers=settings.vf_share_layers,
+        vf_share_layers=settings.vf_share_layers or not value_head_used,
         free_log_std=settings.free_log_std,
     )
+    if not settings.use_rnn:
+        return dataclasses.replace(config, vf_share_layers=settings.vf_share_layers)
+    return {
+        **dataclasses.asdict(config),
+        **recurrent_model_config(settings.rnn_type, settings.rnn_hidden_dim, settings.max_seq_len),
+    }
+
+
+def actor_spec(settings: PPOSettings, *, value_head_used: bool = True) -> RLModuleSpec:
+    """An actor module's spec: RLlib's default PPO module (recurrent with ``use_rnn``)."""
+    config = actor_model_config(settings, value_head_used=value_head_used)
+    if settings.use_rnn:
+        return RLModuleSpec(model_config=config, catalog_class=RecurrentPPOCatalog)
+    return RLModuleSpec(model_config=config)
 
 
 def build_ippo(
@@ -90,6 +112,8 @@ def build_ippo(
     """Independent PPO: RLlib's PPO, each policy with its own value head and GAE."""
     config = base_ppo_config(settings, env, seed=seed).learners(learner_class=PPOLearner)
     if not env.is_multi_agent:
+        if settings.use_rnn:
+            return config.rl_module(rl_module_spec=actor_spec(settings))
         return config.rl_module(model_config=actor_model_config(settings))
     mapping = policy_mapping(env, share_policy)
     policies = sorted(set(mapping.values()))
@@ -97,9 +121,7 @@ def build_ippo(
         policies=policies, policy_mapping_fn=PolicyMappingFn(mapping)
     ).rl_module(
         rl_module_spec=MultiRLModuleSpec(
-            rl_module_specs={
-                pid: RLModuleSpec(model_config=actor_model_config(settings)) for pid in policies
-            }
+            rl_module_specs={pid: actor_spec(settings) for pid in policies}
         )
     )
 
@@ -209,10 +231,7 @@ def build_joint_critic_ppo(
         .rl_module(
             rl_module_spec=MultiRLModuleSpec(
                 rl_module_specs={
-                    **{
-                        pid: RLModuleSpec(model_config=actor_model_config(settings))
-                        for pid in policies
-                    },
+                    **{pid: actor_spec(settings, value_head_used=False) for pid in policies},
                     **critics,
                 }
             )

@@ -168,7 +168,7 @@ class PhasedLearner(
         the update's batch; logs the seconds since ``started`` (``perf_counter``) as
         ``block_batch_timer``."""
         batch = MultiAgentBatch(
-            {module_id: SampleBatch(columns[module_id]) for module_id in sorted(columns)},
+            {module_id: module_batch(columns[module_id]) for module_id in sorted(columns)},
             env_steps=sum(len(block) for block in blocks),
         )
         self.metrics.log_value(
@@ -251,6 +251,18 @@ class PhasedLearner(
         )
 
 
+def module_batch(columns: dict[str, Any]) -> SampleBatch:
+    """One module's columns as RLlib's batch; a recurrent module's ``[N, L, ...]``
+    sequences (``Columns.SEQ_LENS``) as RLlib's learner connectors leave them: zero-padded,
+    so that minibatches slice and shuffle whole sequences."""
+    seq_lens = columns.get(Columns.SEQ_LENS)
+    if seq_lens is None:
+        return SampleBatch(columns)
+    return SampleBatch(
+        columns, _zero_padded=True, _max_seq_len=int(columns[Columns.LOSS_MASK].shape[1])
+    )
+
+
 def rollout_blocks(training_data) -> list[RolloutBlock]:
     """The ``RolloutBlock`` arrays a batched env runner handed over as its episodes
     (empty for episodes or a batch)."""
@@ -296,8 +308,8 @@ class TeamFactors:
         """Adds the module's log ratios after its update to its team's factor."""
         critic = self.learner.critic_of_actor[module_id]
         self.log_factors[critic] += team_row_log_ratio(
-            self.log_ratio(module_id, module_batch),
-            module_batch[TEAM_ROW].long().cpu().numpy(),
+            self.log_ratio(module_id, module_batch).ravel(),  # sequences: (N, L)
+            module_batch[TEAM_ROW].long().cpu().numpy().ravel(),
             len(self.log_factors[critic]),
         )
 

@@ -1,0 +1,191 @@
+"""Recurrent actors on rollout blocks: the batched rollout carries each (agent, world)
+state and records the state each step acted from; the learner's batch cuts each
+agent's steps into sequences (``ops.sequences``) started from the recorded state, so
+the learner's sequence forward reproduces the log-probabilities sampled step by step,
+with resets at episode starts inside a sequence, deaths and action masks."""
+
+import numpy as np
+import pytest
+import torch
+import tree
+from ray.rllib.core.columns import Columns
+
+from marllib_ext import algos, make_env
+from marllib_ext.policies.joint_critic import is_critic_module
+from marllib_ext.postprocessing.block_batch import recurrent_values
+from marllib_ext.rllib_compat import plain_module, reset_before_next_sample
+from marllib_ext.rollout.recurrent import is_state_column, nested_state
+
+pytestmark = pytest.mark.filterwarnings("ignore::UserWarning")
+
+WORLDS = 4
+MAX_SEQ_LEN = 4
+
+
+def _algorithm(name, env, env_args, share_policy="all", **settings):
+    small = {"train_batch_size": 400, "minibatch_size": 200, "num_epochs": 1, **settings}
+    config = algos.get(name, use_rnn=True, max_seq_len=MAX_SEQ_LEN, **small).rllib_config(
+        make_env(env, **env_args),
+        share_policy=share_policy,
+        seed=3,
+        num_env_runners=0,
+        num_envs_per_env_runner=WORLDS,
+    )
+    return config.build_algo()
+
+
+def _on_learner(algorithm, fn):
+    return next(iter(algorithm.learner_group.foreach_learner(fn))).get()
+
+
+def _sampled_block(algorithm, steps=30):
+    runner = algorithm.env_runner
+    rollout = runner.array_rollout
+    assert rollout.blocks_refusal is None, rollout.blocks_refusal
+    reset_before_next_sample(runner)
+    runner.sample(num_timesteps=WORLDS * 7)  # worlds mid-episode when the block starts
+    return rollout._block(rollout._run(steps, True, False))
+
+
+def _logp_gaps(learner, block):
+    """Per actor module: the largest gap between the sampled log-probabilities and the
+    learner's sequence forward, the batch's rows and the module's present agent steps."""
+    batch = learner.block_batch([block])
+    gaps = {}
+    for module_id, columns in batch.policy_batches.items():
+        if is_critic_module(module_id):
+            continue
+        module = plain_module(learner.module, module_id)
+        columns = dict(columns)
+        mask = columns[Columns.LOSS_MASK]
+        assert mask.dim() == 2 and mask.shape[1] == MAX_SEQ_LEN
+        with torch.no_grad():
+            out = module.forward_train(columns)
+        dist = module.get_train_action_dist_cls().from_logits(out[Columns.ACTION_DIST_INPUTS])
+        logp = dist.logp(columns[Columns.ACTIONS])
+        gap = (logp - columns[Columns.ACTION_LOGP])[mask].abs().max().item()
+        agents = [i for i, a in enumerate(block.agents) if block.module_of[a] == module_id]
+        gaps[module_id] = (
+            gap,
+            int(mask.sum()),
+            int(block.alive[:, :, agents].sum()),
+            columns[Columns.SEQ_LENS].tolist(),
+            # no loss term reads padding: advantages and targets are 0 there
+            float(columns[Columns.ADVANTAGES][~mask].abs().sum()),
+        )
+    return gaps
+
+
+CASES = [
+    ("mappo", "vmas:navigation", {"max_steps": 11}, {"hyperparam_source": "vmas"}),
+    ("ippo", "vmas:navigation", {"max_steps": 11}, {"hyperparam_source": "vmas"}),
+    ("vdppo", "mpe:simple_spread", {"max_cycles": 9}, {}),
+    ("happo", "mpe:simple_spread", {"max_cycles": 9}, {"share_policy": "individual"}),
+    ("efx_mappo", "mpe:simple_spread", {"max_cycles": 9}, {}),
+    # action masks
+    ("mappo", "toy:legal_moves", {"episode_length": 7}, {}),
+    # an agent that dies while its world goes on
+    ("mappo", "toy:come_and_go", {"episode_length": 9, "arrival_step": None}, {}),
+    ("ippo", "toy:come_and_go", {"episode_length": 9, "arrival_step": None}, {}),
+    ("mappo", "smax:3m", {}, {}),  # masks, deaths, SMAX's own state
+]
+
+
+@pytest.mark.parametrize("rnn_type", ["gru", "lstm"])
+@pytest.mark.parametrize("name,env,env_args,settings", CASES[:2])
+def test_sequences_reproduce_sampled_logp_gru_and_lstm(
+    ray_session, name, env, env_args, settings, rnn_type
+):
+    pytest.importorskip("vmas", reason="the vmas extra is not installed")
+    _check_logp(name, env, env_args, {**settings, "rnn_type": rnn_type})
+
+
+@pytest.mark.parametrize("name,env,env_args,settings", CASES[2:])
+def test_sequences_reproduce_sampled_logp(ray_session, name, env, env_args, settings):
+    if env.startswith("smax:"):
+        pytest.importorskip("jaxmarl", reason="the smax extra is not installed")
+    _check_logp(name, env, env_args, settings)
+
+
+def _check_logp(name, env, env_args, settings):
+    algorithm = _algorithm(name, env, env_args, **settings)
+    try:
+        block = _sampled_block(algorithm)
+        assert block.starts[1:].any()  # episodes start inside the block
+        gaps = _on_learner(algorithm, lambda learner: _logp_gaps(learner, block))
+    finally:
+        algorithm.stop()
+    assert gaps
+    for module_id, (gap, rows, agent_steps, seq_lens, padding) in gaps.items():
+        assert gap < 1e-4, (module_id, gap)
+        assert rows == agent_steps == sum(seq_lens)  # every agent step once
+        assert max(seq_lens) <= MAX_SEQ_LEN and min(seq_lens) >= 1
+        assert padding == 0.0
+
+
+def test_recurrent_values_equal_stepping_each_agent(ray_session):
+    """``recurrent_values`` against a slow reference: each agent's steps one at a time
+    from the state recorded at its first step, afresh where its episode starts; the
+    value after a step from the state carried over it. The state each step carries
+    into the next equals the one the rollout recorded there."""
+    algorithm = _algorithm("ippo", "toy:come_and_go", {"episode_length": 9, "arrival_step": None})
+    try:
+        block = _sampled_block(algorithm, steps=20)
+        module = plain_module(algorithm.learner_group._learner.module, "shared")
+        values, next_values = recurrent_values(module, block, 1, "cpu")  # agent_1 dies
+        agent = block.agents[1]
+        present = block.alive[:, :, 1]
+        assert not present.all()  # it is absent after its death
+        initial = module.get_initial_state()
+        states = {
+            c: v for c, v in block.outputs[agent].items() if is_state_column(c)
+        }  # (T, B, ...)
+
+        def one(array):
+            return torch.as_tensor(array, dtype=torch.float32)[None, None]
+
+        for world in range(WORLDS):
+            state = None
+            for t in np.flatnonzero(present[:, world]):
+                recorded = nested_state(
+                    {c: torch.as_tensor(v[t, world])[None] for c, v in states.items()}
+                )
+                if block.starts[t, world]:
+                    state = tree.map_structure(lambda s: s[None], initial)
+                elif state is None:  # the agent's first step in this block
+                    state = recorded
+                else:  # the state carried equals the one recorded
+                    tree.map_structure(
+                        lambda a, b: np.testing.assert_allclose(a, b, atol=1e-5), state, recorded
+                    )
+                with torch.no_grad():
+                    batch = {Columns.OBS: one(block.observations[agent][t, world])}
+                    value = module.compute_values({**batch, Columns.STATE_IN: state})
+                    state = module.forward_train({**batch, Columns.STATE_IN: state})[
+                        Columns.STATE_OUT
+                    ]
+                    after = {Columns.OBS: one(block.next_observations[agent][t, world])}
+                    next_value = module.compute_values({**after, Columns.STATE_IN: state})
+                assert values[t, world] == pytest.approx(float(value), abs=1e-5)
+                assert next_values[t, world] == pytest.approx(float(next_value), abs=1e-5)
+            assert np.all(values[~present[:, world], world] == 0)
+    finally:
+        algorithm.stop()
+
+
+def test_recurrent_mappo_trains_and_evaluates(ray_session, tmp_path):
+    """A user's run: recurrent mappo trains on the batched runner, checkpoints, and the
+    checkpoint evaluates."""
+    from marllib_ext.algos.evaluation import evaluate
+
+    result = algos.get(
+        "mappo", use_rnn=True, train_batch_size=400, minibatch_size=200, num_epochs=2
+    ).fit(
+        make_env("mpe:simple_spread", max_cycles=10),
+        stop={"training_iteration": 2},
+        local_dir=tmp_path,
+        seed=0,
+    )
+    assert np.isfinite(result.final["episode_return_mean"])
+    evaluated = evaluate(result.checkpoint_path, episodes=2)
+    assert len(evaluated.team_returns) == 2
