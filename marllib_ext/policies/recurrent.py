@@ -8,8 +8,8 @@ from __future__ import annotations
 import dataclasses
 from typing import Any
 
-from ray.rllib.algorithms.ppo.ppo_catalog import PPOCatalog
 import torch
+from ray.rllib.algorithms.ppo.ppo_catalog import PPOCatalog
 from ray.rllib.core.models.configs import RecurrentEncoderConfig
 from ray.rllib.core.models.torch.heads import TorchFreeLogStdMLPHead
 

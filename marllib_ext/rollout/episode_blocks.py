@@ -26,6 +26,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 import numpy as np
+import tree
+from ray.rllib.core.columns import Columns
 from ray.rllib.utils.metrics import WEIGHTS_SEQ_NO
 
 from marllib_ext.envs.adapter import (
@@ -42,6 +44,7 @@ from marllib_ext.rollout.episode_steps import (
     chunk_step_infos,
     observed_steps,
 )
+from marllib_ext.rollout.recurrent import state_columns
 
 NO_STATE = (
     "the joint critic needs the global state in info['state']; build the env through "
@@ -168,8 +171,11 @@ class _ChunkWorld:
                 acting, horizon,
             )
             for key in sa_episode.extra_model_outputs
-            if key != WEIGHTS_SEQ_NO
+            if key not in (WEIGHTS_SEQ_NO, Columns.STATE_OUT)
         }  # fmt: skip
+        if Columns.STATE_OUT in sa_episode.extra_model_outputs:
+            for column, states in _states_acted_from(sa_episode, len(steps.acting)).items():
+                self.outputs[agent][column] = _placed(states, acting, horizon)
         self.next_present[after, i] = True
         if steps.terminated and steps.acting[-1] + 1 == max(steps.observed):
             last = steps.acting[-1]
@@ -187,6 +193,22 @@ class _ChunkWorld:
             self.has_costs = True
             self.costs[index - 1, i] = float(info[COST_KEY])
             self.team_costs[index - 1, i] = float(info.get(TEAM_COST_KEY, info[COST_KEY]))
+
+
+def _states_acted_from(sa_episode, steps: int) -> dict[str, np.ndarray]:
+    """A recurrent module's state each of the agent's first ``steps`` steps acted from,
+    as ``rollout.recurrent.state_columns`` (``(steps, ...)`` each): the state after its
+    previous step (the chunk's lookback before its first one), or RLlib's recurrent
+    encoders' initial state, zeros, where the agent's episode starts in this chunk."""
+    after = [sa_episode.get_extra_model_outputs(Columns.STATE_OUT, k) for k in range(steps)]
+    if sa_episode.t_started > 0:
+        first = sa_episode.get_extra_model_outputs(
+            Columns.STATE_OUT, -1, neg_index_as_lookback=True
+        )
+    else:
+        first = tree.map_structure(np.zeros_like, after[0])
+    acted_from = tree.map_structure(lambda *states: np.stack(states), first, *after[:-1])
+    return {c: np.asarray(v) for c, v in state_columns(acted_from).items()}
 
 
 def _placed(values: np.ndarray, indices: np.ndarray, horizon: int) -> np.ndarray:

@@ -9,11 +9,12 @@ import pytest
 import torch
 import tree
 from ray.rllib.core.columns import Columns
+from ray.rllib.core.learner.training_data import TrainingData
 
 from marllib_ext import algos, make_env
 from marllib_ext.policies.joint_critic import is_critic_module
 from marllib_ext.postprocessing.block_batch import recurrent_values
-from marllib_ext.rllib_compat import plain_module, reset_before_next_sample
+from marllib_ext.rllib_compat import learner_batch, plain_module, reset_before_next_sample
 from marllib_ext.rollout.recurrent import is_state_column, nested_state
 
 pytestmark = pytest.mark.filterwarnings("ignore::UserWarning")
@@ -50,7 +51,10 @@ def _sampled_block(algorithm, steps=30):
 def _logp_gaps(learner, block):
     """Per actor module: the largest gap between the sampled log-probabilities and the
     learner's sequence forward, the batch's rows and the module's present agent steps."""
-    batch = learner.block_batch([block])
+    return _batch_logp_gaps(learner, learner.block_batch([block]), block)
+
+
+def _batch_logp_gaps(learner, batch, block):
     gaps = {}
     for module_id, columns in batch.policy_batches.items():
         if is_critic_module(module_id):
@@ -64,11 +68,15 @@ def _logp_gaps(learner, block):
         dist = module.get_train_action_dist_cls().from_logits(out[Columns.ACTION_DIST_INPUTS])
         logp = dist.logp(columns[Columns.ACTIONS])
         gap = (logp - columns[Columns.ACTION_LOGP])[mask].abs().max().item()
-        agents = [i for i, a in enumerate(block.agents) if block.module_of[a] == module_id]
+        if isinstance(block, int):  # the agent steps counted from episodes
+            agent_steps = block
+        else:
+            agents = [i for i, a in enumerate(block.agents) if block.module_of[a] == module_id]
+            agent_steps = int(block.alive[:, :, agents].sum())
         gaps[module_id] = (
             gap,
             int(mask.sum()),
-            int(block.alive[:, :, agents].sum()),
+            agent_steps,
             columns[Columns.SEQ_LENS].tolist(),
             # no loss term reads padding: advantages and targets are 0 there
             float(columns[Columns.ADVANTAGES][~mask].abs().sum()),
@@ -105,6 +113,43 @@ def test_sequences_reproduce_sampled_logp(ray_session, name, env, env_args, sett
     if env.startswith("smax:"):
         pytest.importorskip("jaxmarl", reason="the smax extra is not installed")
     _check_logp(name, env, env_args, settings)
+
+
+@pytest.mark.parametrize("name", ["mappo", "ippo"])
+def test_rllib_episode_chunks_reproduce_sampled_logp(ray_session, name):
+    """RLlib's own per-world sampling (agents that arrive late and die early refuse the
+    arrays): the states RLlib recorded (``state_out``, the lookback before a chunk's
+    first step) give the learner's sequences."""
+    algorithm = _algorithm(name, "toy:come_and_go", {"episode_length": 9})
+    try:
+        runner = algorithm.env_runner
+        assert runner.array_rollout is None
+        runner.sample(num_timesteps=WORLDS * 5)  # worlds mid-episode after this
+        episodes = runner.sample(num_timesteps=WORLDS * 13)
+        assert any(e.env_t_started > 0 for e in episodes)  # chunks that continue one
+        agent_steps = sum(e.agent_steps() for e in episodes)
+        gaps = _on_learner(
+            algorithm,
+            lambda learner: _batch_logp_gaps(
+                learner, _episode_batch(learner, episodes), agent_steps
+            ),
+        )
+    finally:
+        algorithm.stop()
+    (gap, rows, steps, seq_lens, padding) = gaps["shared"]
+    assert gap < 1e-4
+    assert rows == steps  # every agent step once in the loss
+    assert max(seq_lens) <= MAX_SEQ_LEN
+    if name == "mappo":  # RLlib's connectors add a masked bootstrap row per chunk
+        assert sum(seq_lens) == rows and padding == 0.0
+
+
+def _episode_batch(learner, episodes):
+    """The learner's batch of episode chunks: its own builder's (the joint critics'), or
+    RLlib's learner connectors' (``ippo``: RLlib's own recurrent PPO pipeline)."""
+    return learner.episode_batch(episodes) or learner_batch(
+        learner, TrainingData(episodes=episodes)
+    )
 
 
 def _check_logp(name, env, env_args, settings):

@@ -28,7 +28,9 @@ from marllib_ext.ops.coma import (
 )
 from marllib_ext.policies.coma_critic import COMA_INPUTS
 from marllib_ext.postprocessing.block_batch import (
+    EPISODE_START,
     episode_major,
+    episode_starts,
     module_tensors,
     present_rewards,
     row_keys,
@@ -162,6 +164,7 @@ def coma_block_batch(
                 Columns.ADVANTAGES: advantages[:, :, j][rows],
                 Columns.VALUE_TARGETS: team.targets[:, :, j][rows],
                 **{key: v[rows] for key, v in block.outputs[agent].items()},
+                EPISODE_START: episode_starts(block)[rows],
             }
             for column, array in columns.items():
                 parts.setdefault(module_id, {}).setdefault(column, []).append(array)
@@ -170,7 +173,8 @@ def coma_block_batch(
     for module_id, columns in parts.items():
         joined = {column: np.concatenate(arrays) for column, arrays in columns.items()}
         order = [np.concatenate(key) for key in zip(*keys[module_id], strict=True)]
-        batch[module_id] = module_tensors(episode_major(joined, order), device)
+        actor = plain_module(rl_module, module_id)
+        batch[module_id] = module_tensors(episode_major(joined, order, actor), device)
 
     def critic_column(name, dtype=None):
         arrays = [world_major(getattr(t, name)) for t in teams]

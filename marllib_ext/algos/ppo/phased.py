@@ -294,15 +294,15 @@ class TeamFactors:
         critics = [m for m in batch.policy_batches if is_critic_module(m)]
         self.log_factors = {c: np.zeros(len(batch.policy_batches[c])) for c in critics}
 
-    def weighted(self, module_id: str, module_batch) -> SampleBatch:
+    def weighted(self, module_id: str, rows) -> SampleBatch:
         """The module's rows with its factor ``M`` in the ``HAPPO_FACTOR`` column."""
-        columns = dict(module_batch)
+        columns = dict(rows)
         team_rows = columns[TEAM_ROW].long().cpu().numpy()
         log_factor = self.log_factors[self.learner.critic_of_actor[module_id]][team_rows]
         columns[HAPPO_FACTOR] = torch.as_tensor(
             np.exp(log_factor), dtype=torch.float32, device=columns[TEAM_ROW].device
         )
-        return SampleBatch(columns)
+        return module_batch(columns)
 
     def record(self, module_id: str, module_batch) -> None:
         """Adds the module's log ratios after its update to its team's factor."""

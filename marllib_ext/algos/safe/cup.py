@@ -5,10 +5,10 @@ from __future__ import annotations
 
 import torch
 from ray.rllib.core.columns import Columns
-from ray.rllib.policy.sample_batch import SampleBatch
 from ray.rllib.utils.annotations import override
 
 from marllib_ext.algos.ppo.learners import masked_mean
+from marllib_ext.algos.ppo.phased import module_batch as module_batch_of
 from marllib_ext.algos.safe.learner import SafeJointCriticLearner, ratio_kl_entropy
 from marllib_ext.ops.lagrange import cup_coefficient, cup_projection_loss
 from marllib_ext.postprocessing.cost_advantage import COST_ADVANTAGES
@@ -39,6 +39,8 @@ class CUPLearner(SafeJointCriticLearner):
             Columns.ACTION_LOGP,
             COST_ADVANTAGES,
             Columns.LOSS_MASK,
+            Columns.STATE_IN,  # recurrent actors' sequences
+            Columns.SEQ_LENS,
         )
         projection = {}
         for module_id, module_batch in module_batches.items():
@@ -46,7 +48,7 @@ class CUPLearner(SafeJointCriticLearner):
             with torch.no_grad():
                 out = plain_module(self.module, module_id).forward_train(dict(data))
             data[CUP_REFERENCE_DIST_INPUTS] = out[Columns.ACTION_DIST_INPUTS].detach()
-            projection[module_id] = SampleBatch(data)
+            projection[module_id] = module_batch_of(data)
         return self.sgd_step(phase, projection, context)
 
     @override(SafeJointCriticLearner)
