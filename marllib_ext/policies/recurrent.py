@@ -65,7 +65,7 @@ def recurrent_model_config(rnn_type: str, hidden: int, max_seq_len: int) -> dict
 
 def max_seq_len(module) -> int | None:
     """The sequence length a recurrent module trains on (``None``: not recurrent)."""
-    if not module.is_stateful():
+    if not getattr(module, "is_stateful", lambda: False)():  # any value head; RLModules may be
         return None
     config = module.model_config
     value = config.get("max_seq_len") if isinstance(config, dict) else config.max_seq_len

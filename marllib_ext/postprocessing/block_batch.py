@@ -338,7 +338,7 @@ def joint_critic_block_batch(
             agent_terms,
             connector.agent_terms_column,
             actor_extra,
-            plain_module(rl_module, module_id),
+            plain_module(rl_module, module_id) if module_id in rl_module else None,
         )
         batch[module_id] = module_tensors(columns, device)
     inputs = [{k: world_major(v) for k, v in t.inputs.items()} for t in teams]

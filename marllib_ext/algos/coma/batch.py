@@ -173,7 +173,7 @@ def coma_block_batch(
     for module_id, columns in parts.items():
         joined = {column: np.concatenate(arrays) for column, arrays in columns.items()}
         order = [np.concatenate(key) for key in zip(*keys[module_id], strict=True)]
-        actor = plain_module(rl_module, module_id)
+        actor = plain_module(rl_module, module_id) if module_id in rl_module else None
         batch[module_id] = module_tensors(episode_major(joined, order, actor), device)
 
     def critic_column(name, dtype=None):
