@@ -17,29 +17,7 @@ import argparse
 import warnings
 from pathlib import Path
 
-import numpy as np
-from success_runs import run_seeds
-
-
-def print_returns(rows: dict[str, list[dict]]) -> None:
-    """One markdown row per label: mean [min, max] over seeds of each return."""
-    print(
-        "\n| label | env steps | greedy return | sampled return | training return "
-        "| wall s per run |"
-    )
-    print("|---|---|---|---|---|---|")
-
-    def spread(runs, key):
-        values = [r[key] for r in runs]
-        return f"{np.mean(values):.2f} [{min(values):.2f}, {max(values):.2f}]"
-
-    for label, runs in rows.items():
-        print(
-            f"| `{label}` ({len(runs)} seeds) | {runs[0]['env_steps']} | "
-            f"{spread(runs, 'greedy_team_return')} | {spread(runs, 'eval_team_return')} | "
-            f"{spread(runs, 'train_episode_return')} | "
-            f"{np.mean([r['wall_s'] for r in runs]):.0f} |"
-        )
+from success_runs import print_returns, run_seeds
 
 
 def main() -> None:

@@ -86,6 +86,27 @@ def print_table(rows: dict[str, list[dict]], rate: str = "win rate") -> None:
         )
 
 
+def print_returns(rows: dict[str, list[dict]]) -> None:
+    """One markdown row per label: mean [min, max] over seeds of each return."""
+    print(
+        "\n| label | env steps | greedy return | sampled return | training return "
+        "| wall s per run |"
+    )
+    print("|---|---|---|---|---|---|")
+
+    def spread(runs, key):
+        values = [r[key] for r in runs]
+        return f"{np.mean(values):.2f} [{min(values):.2f}, {max(values):.2f}]"
+
+    for label, runs in rows.items():
+        print(
+            f"| `{label}` ({len(runs)} seeds) | {runs[0]['env_steps']} | "
+            f"{spread(runs, 'greedy_team_return')} | {spread(runs, 'eval_team_return')} | "
+            f"{spread(runs, 'train_episode_return')} | "
+            f"{np.mean([r['wall_s'] for r in runs]):.0f} |"
+        )
+
+
 def run_seeds(
     env_name: str,
     labels,

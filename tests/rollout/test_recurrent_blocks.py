@@ -234,3 +234,13 @@ def test_recurrent_mappo_trains_and_evaluates(ray_session, tmp_path):
     assert np.isfinite(result.final["episode_return_mean"])
     evaluated = evaluate(result.checkpoint_path, episodes=2)
     assert len(evaluated.team_returns) == 2
+
+
+@pytest.mark.parametrize(
+    "key,value", [("rnn_type", "transformer"), ("rnn_hidden_dim", 0), ("max_seq_len", 0)]
+)
+def test_bad_recurrent_settings_name_the_key(key, value):
+    from marllib_ext.errors import ConfigError
+
+    with pytest.raises(ConfigError, match=key):
+        algos.get("mappo", use_rnn=True, **{key: value}).settings(make_env("mpe:simple_spread"))
