@@ -22,16 +22,18 @@ def run(
     checkpoint over ``episodes`` episodes with sampled actions (``info["success"]`` of
     each episode's last step), and greedily. ``label``: an algorithm, ``algo@source``
     for a hyperparameter source, ``+key=value`` parts for settings (``qmix@pymarl2+
-    td_lambda=null``). Writes ``<out>/<id>/<label>/seed<k>.json``; a run with its JSON
+    td_lambda=null``; ``+share_policy=individual`` for the run's policy sharing). Writes ``<out>/<id>/<label>/seed<k>.json``; a run with its JSON
     is read, not rerun."""
     env_id = env_name.partition(":")[2]
     path = out / env_id / label / f"seed{seed}.json"
     if path.exists():
         return json.loads(path.read_text())
     name, source, label_settings = parse_label(label)
+    share_policy = label_settings.pop("share_policy", "all")  # a run option, not a setting
     start = time.perf_counter()
     result = algos.get(name, source, **label_settings, **settings).fit(
         make_env(env_name),
+        share_policy=share_policy,
         stop={"timesteps_total": steps},
         local_dir=Path("runs") / env_name.replace(":", "_") / label / f"seed{seed}",
         seed=seed,
