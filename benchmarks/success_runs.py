@@ -22,8 +22,9 @@ def run(
     checkpoint over ``episodes`` episodes with sampled actions (``info["success"]`` of
     each episode's last step), and greedily. ``label``: an algorithm, ``algo@source``
     for a hyperparameter source, ``+key=value`` parts for settings (``qmix@pymarl2+
-    td_lambda=null``; ``+share_policy=individual`` for the run's policy sharing). Writes ``<out>/<id>/<label>/seed<k>.json``; a run with its JSON
-    is read, not rerun."""
+    td_lambda=null``; ``+share_policy=individual`` for the run's policy sharing).
+    Writes ``<out>/<id>/<label>/seed<k>.json``; a run with its JSON is read, not
+    rerun."""
     env_id = env_name.partition(":")[2]
     path = out / env_id / label / f"seed{seed}.json"
     if path.exists():
