@@ -298,3 +298,15 @@ def test_prioritized_replay_refuses_several_learners():
         algos.sac_roer(num_learners=2, per_type="JS").rllib_config("Pendulum-v1")
     # Uniform replay shards fine.
     algos.sac_roer(num_learners=2, per_type="uniform").rllib_config("Pendulum-v1")
+
+
+@pytest.mark.parametrize("name", ["mappo", pytest.param("ippo", marks=pytest.mark.slow)])
+def test_recurrent_actors_train_with_two_learners(ray_session, name):
+    """Each learner takes its worlds' sequences (a block splits by worlds) and both
+    stay identical."""
+    algorithm = two_learner_algorithm(name, use_rnn=True, max_seq_len=4)
+    try:
+        algorithm.train()
+        assert_learners_identical(algorithm)
+    finally:
+        algorithm.stop()
