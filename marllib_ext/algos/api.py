@@ -15,6 +15,15 @@ from typing import Any
 from ray.rllib.algorithms.algorithm_config import AlgorithmConfig
 
 from marllib_ext.algos.env_checks import raise_on_env_errors, with_episode_end_callback  # noqa: F401
+from marllib_ext.algos.periodic_evaluation import (
+    BEST_CHECKPOINT,
+    EvaluationEpisodes,
+    MarlEvalRecord,
+    best_reevaluated,
+    env_and_task,
+)
+from marllib_ext.algos.periodic_evaluation import PROGRESS_COLUMNS as EVAL_PROGRESS_COLUMNS
+from marllib_ext.algos.periodic_evaluation import progress_values as eval_progress_values
 from marllib_ext.algos.registry import AlgoSpec, get_algo_spec, progress_columns
 from marllib_ext.algos.tracking import (
     Trackers,
@@ -45,6 +54,7 @@ BASE_PROGRESS_FIELDS = (
     "time_total_s",
     "env_runners_healthy",  # remote env runners alive after the iteration
     "env_runners",  # remote env runners configured
+    *EVAL_PROGRESS_COLUMNS,  # the iteration's evaluation (evaluation_interval), else NaN
 )
 # The same columns for every algorithm (NaN where an algorithm has no such value), so
 # progress files of different algorithms line up.
@@ -92,6 +102,7 @@ def progress_row(result: Mapping[str, Any], spec: AlgoSpec | None = None) -> dic
         "time_total_s": float(result.get("time_total_s", math.nan)),
         "env_runners_healthy": math.nan,
         "env_runners": math.nan,
+        **eval_progress_values(None),  # Algo.fit fills in its evaluations
     }
     row.update(dict.fromkeys(PROGRESS_FIELDS[len(BASE_PROGRESS_FIELDS) :], math.nan))
     if spec is not None:
@@ -210,6 +221,10 @@ class Algo:
             wandb_project=wandb,
             mlflow_uri=mlflow_uri,
         )
+        settings = settings_of(config)
+        family, task = env_and_task(env.name)
+        record = MarlEvalRecord(run_dir, env=family, task=task, algorithm=self.name, seed=seed)
+        evaluations = EvaluationEpisodes(settings.evaluation_interval)
         failed = True
         try:
             if resume_from is not None:
@@ -223,11 +238,15 @@ class Algo:
                     result = algorithm.train()
                     raise_on_env_errors(result, env)
                     row = progress_row(result, self.spec)
+                    evaluated = evaluations.new(result)
+                    row.update(eval_progress_values(evaluated))
                     runners = algorithm.env_runner_group
                     row["env_runners_healthy"] = runners.num_healthy_remote_workers()
                     row["env_runners"] = runners.num_remote_workers()
                     progress.writerow(row)
                     f.flush()
+                    if evaluated is not None and record.add(row["timesteps_total"], evaluated):
+                        algorithm.save_to_path(str((run_dir / BEST_CHECKPOINT).resolve()))
                     if writer is not None:
                         _write_scalars(writer, result, row["training_iteration"])
                     trackers.log(result, row, row["training_iteration"])
@@ -244,6 +263,9 @@ class Algo:
                 checkpoint = run_dir / "checkpoint"
                 algorithm.save_to_path(str(checkpoint.resolve()))
                 fit_result.checkpoint_path = checkpoint
+            if record.best is not None:
+                best = run_dir / BEST_CHECKPOINT
+                record.set_absolute(best_reevaluated(algorithm, best, settings))
             failed = False
         except EnvError as error:
             raise EnvError(f"{error}; run directory kept: {run_dir}") from error

@@ -89,6 +89,22 @@ class Settings:
     ignored_keys: tuple[str, ...] = dataclasses.field(
         default=(), kw_only=True, metadata={"set_by_registry": True}
     )
+    # Evaluation during training (``algos.periodic_evaluation``): every
+    # evaluation_interval iterations (null: never), evaluation_duration episodes on
+    # RLlib's evaluation runner, greedy unless evaluation_explore.
+    evaluation_interval: int | None = dataclasses.field(default=None, kw_only=True)
+    evaluation_duration: int = dataclasses.field(default=32, kw_only=True)
+    evaluation_explore: bool = dataclasses.field(default=False, kw_only=True)
+
+    def checks(self) -> list[Check]:
+        return [
+            (
+                self.evaluation_interval is None or self.evaluation_interval > 0,
+                "evaluation_interval",
+                "must be > 0 or null (no evaluation)",
+            ),
+            (self.evaluation_duration > 0, "evaluation_duration", "must be > 0"),
+        ]
 
     def __post_init__(self) -> None:
         for cls in reversed(type(self).__mro__):

@@ -36,6 +36,7 @@ from marllib_ext.algos.config import (
 )
 from marllib_ext.algos.efx.budget import with_resolved_budget
 from marllib_ext.algos.env_checks import log_contract_breaches, with_episode_end_callback
+from marllib_ext.algos.periodic_evaluation import with_evaluation
 from marllib_ext.algos.ppo.phased import with_schedule
 from marllib_ext.algos.ppo.schedule import (
     A2C,
@@ -225,6 +226,7 @@ class AlgoSpec:
             # An action completes at the agent's next turn: learn on whole episodes, and
             # not RLlib's complete-episode sampling, which drops the long ones.
             config.env_runners(batch_mode=COMPLETE_EPISODES, env_runner_cls=WholeEpisodeEnvRunner)
+        config = with_evaluation(config, settings)
         return (
             with_episode_end_callback(config, log_contract_breaches)
             if env.is_multi_agent

@@ -103,6 +103,28 @@ def build_parser() -> argparse.ArgumentParser:
         metavar="CHECKPOINT",
         help="continue from a checkpoint of the same algorithm",
     )
+    evaluation = train.add_argument_group(
+        "evaluation during training (marl-eval records in the run's metrics.json)"
+    )
+    evaluation.add_argument(
+        "--eval-every",
+        type=int,
+        default=None,
+        metavar="N",
+        help="evaluate every N iterations (setting evaluation_interval)",
+    )
+    evaluation.add_argument(
+        "--eval-episodes",
+        type=int,
+        default=None,
+        metavar="M",
+        help="episodes per evaluation (setting evaluation_duration, default 32)",
+    )
+    evaluation.add_argument(
+        "--eval-explore",
+        action="store_true",
+        help="sample actions in evaluations (default: greedy)",
+    )
     _add_ray_arguments(train)
     train.set_defaults(func=train_command.cmd_train)
 

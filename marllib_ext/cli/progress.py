@@ -14,6 +14,10 @@ def format_row(row: dict[str, float], columns=()) -> str:
         extra = " | " + " ".join(f"{c.label} {row[c.name]:{c.fmt}}" for c in columns)
     success = row.get("success_rate", math.nan)
     won = "" if math.isnan(success) else f" | success {success:.2f}"
+    evaluated = row.get("eval_return_mean", math.nan)
+    if not math.isnan(evaluated):
+        wins = row.get("eval_success_rate", math.nan)
+        won += f" | eval return {evaluated:.3f}" + ("" if math.isnan(wins) else f" win {wins:.2f}")
     return (
         f"iter {row['training_iteration']:4d} | env steps {row['timesteps_total']:8d} | "
         f"episode return {row['episode_return_mean']:9.3f} "

@@ -9,11 +9,23 @@ from marllib_ext.cli.progress import format_row, print_run_start
 from marllib_ext.cli.ray_setup import init_ray
 
 
+def evaluation_overrides(args: argparse.Namespace) -> dict:
+    """``--eval-every``, ``--eval-episodes`` and ``--eval-explore`` as settings."""
+    out = {}
+    if args.eval_every is not None:
+        out["evaluation_interval"] = args.eval_every
+    if args.eval_episodes is not None:
+        out["evaluation_duration"] = args.eval_episodes
+    if args.eval_explore:
+        out["evaluation_explore"] = True
+    return out
+
+
 def cmd_train(args: argparse.Namespace) -> int:
     from marllib_ext import algos
     from marllib_ext.envs import make_env
 
-    overrides = parse_assignments(args.set, "--set")
+    overrides = {**parse_assignments(args.set, "--set"), **evaluation_overrides(args)}
     env = make_env(args.env, **parse_assignments(args.env_arg, "--env-arg"))
     algo = algos.get(args.algo, args.hyperparam_source)
     stop = stop_from_args(args)

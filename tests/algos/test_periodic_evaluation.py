@@ -1,0 +1,124 @@
+"""Evaluation during training (RLlib's evaluation runner) and its marl-eval records:
+the progress columns of the iterations that evaluate, the run's ``metrics.json`` in
+marl-eval's layout read back, the best evaluation re-evaluated with ten times the
+episodes, and training samples left untouched."""
+
+import json
+import math
+
+import pytest
+
+from marllib_ext import algos, make_env
+from marllib_ext.algos.periodic_evaluation import (
+    BEST_CHECKPOINT,
+    METRICS_FILE,
+    MarlEvalRecord,
+    env_and_task,
+)
+from marllib_ext.cli.parser import build_parser
+from marllib_ext.cli.train import evaluation_overrides
+from marllib_ext.errors import ConfigError
+
+pytestmark = pytest.mark.filterwarnings("ignore::UserWarning")
+
+
+def check_marl_eval_layout(data: dict) -> list[dict]:
+    """marl-eval's checks (``DiagnoseData``): env -> task -> algorithm -> run -> steps,
+    every step a ``step_count`` and one list of per-episode values per metric, the
+    same metrics at every step and in ``absolute_metrics``. Returns the runs."""
+    runs = []
+    for tasks in data.values():
+        for algorithms in tasks.values():
+            for seeds in algorithms.values():
+                for run_name, run in seeds.items():
+                    assert run_name.startswith("seed_")
+                    steps = {k: v for k, v in run.items() if k.startswith("step_")}
+                    assert set(run) == {*steps, "absolute_metrics"}
+                    metrics = None
+                    for index, step in enumerate(sorted(steps, key=lambda k: int(k[5:]))):
+                        assert step == f"step_{index}"
+                        values = steps[step]
+                        assert isinstance(values["step_count"], int)
+                        names = {k for k in values if k not in ("step_count", "elapsed_time")}
+                        assert metrics in (None, names)
+                        metrics = names
+                        assert all(isinstance(values[m], list) and values[m] for m in names)
+                    assert set(run["absolute_metrics"]) == metrics
+                    runs.append(run)
+    return runs
+
+
+@pytest.mark.parametrize(
+    "env,env_args,metrics",
+    [
+        ("mpe:simple_spread", {"max_cycles": 10}, {"return"}),
+        ("grid:pass", {}, {"return", "win_rate"}),  # the env reports success
+    ],
+)
+def test_run_evaluates_and_writes_marl_eval_records(ray_session, tmp_path, env, env_args, metrics):
+    result = algos.get(
+        "mappo",
+        evaluation_interval=2,
+        evaluation_duration=3,
+        train_batch_size=400,
+        minibatch_size=200,
+        num_epochs=1,
+    ).fit(make_env(env, **env_args), stop={"training_iteration": 4}, local_dir=tmp_path, seed=7)
+    rows = result.progress
+    # evaluations at iterations 2 and 4 only; training samples are not consumed
+    assert [math.isnan(r["eval_return_mean"]) for r in rows] == [True, False, True, False]
+    assert [r["eval_episodes"] for r in rows[1::2]] == [3, 3]
+    steps = [r["timesteps_total"] for r in rows]  # evaluating iterations sample as many
+    assert steps == [steps[0] * k for k in (1, 2, 3, 4)] and steps[0] >= 400
+    if "win_rate" in metrics:
+        assert all(0 <= r["eval_success_rate"] <= 1 for r in rows[1::2])
+    data = json.loads((result.run_dir / METRICS_FILE).read_text())
+    family, task = env.split(":")
+    [run] = check_marl_eval_layout(data)
+    assert list(data[family][task]["mappo"]) == ["seed_7"]
+    assert [run[f"step_{k}"]["step_count"] for k in (0, 1)] == [steps[1], steps[3]]
+    for k, row in zip((0, 1), rows[1::2], strict=True):
+        step = run[f"step_{k}"]
+        assert set(step) - {"step_count", "elapsed_time"} == metrics
+        assert len(step["return"]) == 3
+        assert sum(step["return"]) / 3 == pytest.approx(row["eval_return_mean"])
+    assert all(len(v) == 30 for v in run["absolute_metrics"].values())  # 10 x 3 episodes
+    assert (result.run_dir / BEST_CHECKPOINT).is_dir()
+
+
+def test_record_keeps_the_best_and_rewrites_the_file(tmp_path):
+    record = MarlEvalRecord(tmp_path, env="smax", task="3m", algorithm="mappo", seed=None)
+    assert record.add(100, {"return": [1.0, 2.0]}) is True
+    assert record.add(200, {"return": [0.0, 1.0]}) is False
+    assert record.add(300, {"return": [3.0]}) is True
+    assert record.best == (3.0, 2)
+    record.set_absolute({"return": [2.5]})
+    data = json.loads((tmp_path / METRICS_FILE).read_text())
+    run = data["smax"]["3m"]["mappo"]["seed_0"]
+    assert [run[f"step_{k}"]["step_count"] for k in range(3)] == [100, 200, 300]
+    assert run["absolute_metrics"] == {"return": [2.5]}
+    assert not list(tmp_path.glob("*.partial"))
+
+
+def test_env_and_task():
+    assert env_and_task("smax:3m") == ("smax", "3m")
+    assert env_and_task("lbf:Foraging-8x8-2p-2f-coop-v3") == ("lbf", "Foraging-8x8-2p-2f-coop-v3")
+    assert env_and_task("HalfCheetah-v5") == ("gymnasium", "HalfCheetah-v5")
+
+
+def test_cli_flags_are_the_settings():
+    args = build_parser().parse_args(
+        ["train", "mappo", "--eval-every", "5", "--eval-episodes", "32", "--eval-explore"]
+    )
+    assert evaluation_overrides(args) == {
+        "evaluation_interval": 5,
+        "evaluation_duration": 32,
+        "evaluation_explore": True,
+    }
+    assert evaluation_overrides(build_parser().parse_args(["train", "mappo"])) == {}
+
+
+@pytest.mark.parametrize("key,value", [("evaluation_interval", 0), ("evaluation_duration", 0)])
+def test_bad_evaluation_settings_name_the_key(key, value):
+    with pytest.raises(ConfigError, match=key):
+        algos.get("mappo", **{key: value}).settings(make_env("mpe:simple_spread"))
