@@ -1,0 +1,105 @@
+"""Aggregate statistics of runs the way the field reports them (Agarwal et al. 2021,
+"Deep RL at the Edge of the Statistical Precipice"; Gorsane et al. 2022, the
+cooperative-MARL evaluation protocol), in numpy (no Ray import).
+
+Scores are ``(runs, tasks)`` arrays of one algorithm, normalized per task so that
+tasks can be pooled. Interval estimates come from the stratified bootstrap: each
+task's runs are resampled with replacement independently, the statistic recomputed,
+and the 95% interval is the 2.5 and 97.5 percentiles of the replicates (rliable's
+``get_interval_estimates`` with its default percentile method)."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+import numpy as np
+
+
+def iqm(scores: np.ndarray) -> float:
+    """Interquartile mean of every (run, task) score: the mean of the middle 50%,
+    dropping the lowest and highest 25% (``scipy.stats.trim_mean(x, 0.25)``: with
+    ``n`` scores, ``floor(n / 4)`` cut at each end)."""
+    values = np.sort(np.asarray(scores, float).ravel())
+    cut = int(0.25 * len(values))
+    return float(values[cut : len(values) - cut].mean())
+
+
+def median(scores: np.ndarray) -> float:
+    """Median over tasks of each task's mean score over runs."""
+    return float(np.median(np.asarray(scores, float).mean(axis=0)))
+
+
+def mean(scores: np.ndarray) -> float:
+    """Mean over tasks of each task's mean score over runs."""
+    return float(np.asarray(scores, float).mean(axis=0).mean())
+
+
+def optimality_gap(scores: np.ndarray, threshold: float = 1.0) -> float:
+    """``mean(max(threshold - x, 0))``: how far the scores fall short of
+    ``threshold`` on average (scores above it count 0)."""
+    return float(np.maximum(threshold - np.asarray(scores, float), 0.0).mean())
+
+
+AGGREGATES: dict[str, Callable[[np.ndarray], float]] = {
+    "IQM": iqm,
+    "median": median,
+    "mean": mean,
+    "optimality gap": optimality_gap,
+}
+
+
+def probability_of_improvement(x: np.ndarray, y: np.ndarray) -> float:
+    """``P(X > Y)``: for each task the probability that a run of X scores above a run
+    of Y, ties counting a half (the Mann-Whitney statistic over ``runs_x * runs_y``
+    pairs), averaged over tasks. ``x``: ``(runs_x, tasks)``, ``y``: ``(runs_y,
+    tasks)``."""
+    x, y = np.asarray(x, float), np.asarray(y, float)
+    if x.shape[1] != y.shape[1]:
+        raise ValueError(f"x has {x.shape[1]} tasks and y {y.shape[1]}")
+    above = (x[:, None, :] > y[None, :, :]).mean(axis=(0, 1))
+    tied = (x[:, None, :] == y[None, :, :]).mean(axis=(0, 1))
+    return float((above + 0.5 * tied).mean())
+
+
+def stratified_resample(scores: np.ndarray, rng: np.random.Generator) -> np.ndarray:
+    """``scores`` with each task's runs drawn with replacement, independently per task."""
+    runs, tasks = scores.shape
+    picks = rng.integers(0, runs, size=(runs, tasks))
+    return scores[picks, np.arange(tasks)]
+
+
+def interval(
+    statistic: Callable[..., float],
+    *scores: np.ndarray,
+    reps: int = 2000,
+    seed: int = 0,
+    confidence: float = 0.95,
+) -> tuple[float, float, float]:
+    """``(point, low, high)``: ``statistic(*scores)`` and its stratified-bootstrap
+    percentile interval, each array of ``scores`` resampled independently per task in
+    every replicate."""
+    arrays = [np.asarray(s, float) for s in scores]
+    rng = np.random.default_rng(seed)
+    replicates = np.array(
+        [statistic(*(stratified_resample(a, rng) for a in arrays)) for _ in range(reps)]
+    )
+    tail = 100 * (1 - confidence) / 2
+    low, high = np.percentile(replicates, [tail, 100 - tail])
+    return statistic(*arrays), float(low), float(high)
+
+
+def performance_profile(scores: np.ndarray, thresholds: np.ndarray) -> np.ndarray:
+    """``(len(thresholds),)``: the fraction of (run, task) scores above each threshold
+    (the run-score distribution)."""
+    values = np.asarray(scores, float).ravel()
+    return (values[None, :] > np.asarray(thresholds, float)[:, None]).mean(axis=1)
+
+
+def min_max_normalized(scores: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
+    """Each algorithm's ``(runs, tasks)`` scores scaled per task to ``[0, 1]`` by the
+    lowest and highest score any algorithm reached on the task (marl-eval's
+    normalization); a task where every score is equal maps to 0."""
+    pooled = np.concatenate([np.asarray(s, float) for s in scores.values()])
+    low, high = pooled.min(axis=0), pooled.max(axis=0)
+    span = np.where(high > low, high - low, 1.0)
+    return {name: (np.asarray(s, float) - low) / span for name, s in scores.items()}
