@@ -7,6 +7,7 @@ import argparse
 from marllib_ext.cli import evaluate as evaluate_command
 from marllib_ext.cli import listing as list_command
 from marllib_ext.cli import plot as plot_command
+from marllib_ext.cli import report as report_command
 from marllib_ext.cli import train as train_command
 from marllib_ext.cli import tune as tune_command
 
@@ -202,6 +203,31 @@ def build_parser() -> argparse.ArgumentParser:
         help="average each run's metric over its rows in the last N env steps first",
     )
     plot.set_defaults(func=plot_command.cmd_plot)
+
+    report = commands.add_parser(
+        "report", help="IQM, probability of improvement and profiles of runs' evaluations"
+    )
+    report.add_argument(
+        "run_dirs",
+        nargs="+",
+        metavar="RUN_DIR",
+        help="run directories (or folders of them) with marl-eval metrics.json files",
+    )
+    report.add_argument("--out", required=True, help="folder for report.md and the plots")
+    report.add_argument(
+        "--metric",
+        default=None,
+        help="marl-eval metric (default: win_rate if recorded, else return)",
+    )
+    report.add_argument(
+        "--normalize",
+        choices=["minmax", "none"],
+        default=None,
+        help="per-task score scaling (default: minmax for returns, none for win rates)",
+    )
+    report.add_argument("--reps", type=int, default=2000, help="bootstrap replicates")
+    report.add_argument("--seed", type=int, default=0, help="bootstrap seed")
+    report.set_defaults(func=report_command.cmd_report)
 
     list_cmd = commands.add_parser("list", help="list algorithms and envs")
     list_cmd.add_argument(
