@@ -14,6 +14,7 @@ from marllib_ext.algos.restore import (
     check_checkpoint,
     restored_algorithm,
     save_frames,
+    save_video,
 )
 from marllib_ext.envs.adapter import SUCCESS_KEY
 from marllib_ext.errors import ConfigError
@@ -76,6 +77,7 @@ def evaluate(
     explore: bool = True,
     render: str | None = None,
     out: str | Path | None = None,
+    video: str | Path | None = None,
 ) -> EvaluationResult:
     """Loads ``checkpoint`` and runs ``episodes`` episodes without training.
 
@@ -87,16 +89,25 @@ def evaluate(
     and writes the frames as PNG files into ``out``.
     """
     path = check_checkpoint(checkpoint, episodes)
+    if video is not None:
+        if Path(video).suffix.lower() != ".gif":
+            raise ConfigError(f"--video writes a GIF: a path ending in .gif, got {str(video)!r}")
+        render = "rgb_array"
     if render not in (None, "rgb_array"):
         raise ConfigError(f"--render supports 'rgb_array' only, got {render!r}")
-    if render is not None and out is None:
+    if render is not None and out is None and video is None:
         raise ConfigError("--render needs --out DIR for the frames")
     with restored_algorithm(path, render=render) as algorithm:
         runner = algorithm.env_runner
         budget = play_at_budget(runner, z)  # EFX: the chosen or the deployment budget(s)
         team, agents, successes = run_episodes(runner, episodes, explore)
         frames = getattr(runner, FRAMES_ATTRIBUTE, [])
-    if render is not None:
+        env_name = algorithm.config.env
+    if render is not None and not frames:
+        raise ConfigError(f"env {env_name!r} rendered no frames: its family cannot render yet")
+    if video is not None:
+        save_video(frames, Path(video))
+    if out is not None and render is not None:
         save_frames(frames, Path(out))
     return EvaluationResult(
         team[:episodes], agents, budget, n_frames=len(frames), successes=successes[:episodes]

@@ -47,6 +47,19 @@ def save_frames(frames: list[np.ndarray], out: Path) -> list[Path]:
     return paths
 
 
+def save_video(frames: list[np.ndarray], path: Path, fps: int = 10) -> Path:
+    """Writes ``frames`` (``(height, width, 3)`` uint8) as an animated GIF (Pillow, which
+    matplotlib already needs), ``fps`` frames per second, looping."""
+    from PIL import Image
+
+    if not frames:
+        raise ConfigError("no frames to write")
+    path.parent.mkdir(parents=True, exist_ok=True)
+    images = [Image.fromarray(np.asarray(frame, np.uint8)) for frame in frames]
+    images[0].save(path, save_all=True, append_images=images[1:], duration=int(1000 / fps), loop=0)
+    return path
+
+
 def check_checkpoint(checkpoint: str | Path, episodes: int) -> Path:
     path = Path(checkpoint)
     if not path.exists():

@@ -75,6 +75,7 @@ def cmd_evaluate(args: argparse.Namespace) -> int:
             explore=not args.deterministic,
             render=args.render,
             out=args.out,
+            video=args.video,
         )
     finally:
         ray.shutdown()
@@ -86,6 +87,8 @@ def cmd_evaluate(args: argparse.Namespace) -> int:
     print(f"per-agent return mean {result.agent_return_mean:.3f}")
     if result.success_rate is not None:  # e.g. SMAX: the win rate
         print(f"success rate {result.success_rate:.3f} ({len(result.successes)} episodes)")
-    if args.render:
+    if args.render and args.out:
         print(f"frames: {result.n_frames} PNG files in {args.out}")
+    if args.video:
+        print(f"video: {result.n_frames} frames in {args.video}")
     return 0

@@ -181,6 +181,9 @@ def build_parser() -> argparse.ArgumentParser:
     evaluate.add_argument(
         "--out", default=None, help="directory for rendered frames; with --z-sweep, the plot"
     )
+    evaluate.add_argument(
+        "--video", default=None, metavar="FILE.gif", help="write the rendered episodes as a GIF"
+    )
     _add_ray_arguments(evaluate)
     evaluate.set_defaults(func=evaluate_command.cmd_evaluate)
 

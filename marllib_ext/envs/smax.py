@@ -49,7 +49,13 @@ class SmaxWorld:
     provides_action_masks = True
 
     def __init__(
-        self, scenario: str, num_envs: int, *, seed: int | None = None, **env_args: Any
+        self,
+        scenario: str,
+        num_envs: int,
+        *,
+        seed: int | None = None,
+        render_mode: str | None = None,
+        **env_args: Any,
     ) -> None:
         try:
             import jax
@@ -65,6 +71,7 @@ class SmaxWorld:
         except TypeError as e:
             raise ConfigError(f"env 'smax:{scenario}' rejected {env_args}: {e}") from e
         self.jax = jax
+        self.render_mode = render_mode
         self.num_envs = num_envs
         self.agents = list(self.env.agents)
         self.num_allies = self.env.num_allies
@@ -290,12 +297,50 @@ class SmaxSlot(WorldSlot):
     """Battle ``index`` of a ``SmaxWorld`` as a PettingZoo ParallelEnv (dead units leave
     ``agents``), with SMAX's world state."""
 
-    metadata = {"name": "smax", "is_parallelizable": True}
+    metadata = {"name": "smax", "is_parallelizable": True, "render_modes": ["rgb_array"]}
 
     def state(self) -> np.ndarray:
         if self.world.states is None:
             self.world.reset()
         return self.world.state(self.index)
+
+    def render(self) -> np.ndarray | None:
+        """With ``render_mode="rgb_array"``: the battle's units on the map
+        (``battle_frame``), else ``None``."""
+        if self.world.render_mode != "rgb_array" or self.world.states is None:
+            return None
+        state = self.world.states.state
+        env = self.world.env
+        return battle_frame(
+            np.asarray(state.unit_positions[self.index]),
+            np.asarray(state.unit_alive[self.index]),
+            np.asarray(state.unit_teams[self.index]),
+            np.asarray(state.unit_health[self.index])
+            / np.asarray(env.unit_type_health)[np.asarray(state.unit_types[self.index])],
+            (float(env.map_width), float(env.map_height)),
+        )
+
+
+def battle_frame(positions, alive, teams, health, map_size, pixels: int = 400) -> np.ndarray:
+    """``(pixels, pixels, 3)`` uint8: the living units at their ``(x, y)`` positions on
+    the ``map_size`` map, allies (team 0) blue and enemies red, each dot's area its
+    health fraction."""
+    from matplotlib.backends.backend_agg import FigureCanvasAgg
+    from matplotlib.figure import Figure
+
+    figure = Figure(figsize=(4, 4), dpi=pixels / 4)
+    FigureCanvasAgg(figure)
+    axis = figure.add_subplot()
+    for team, color in ((0, "tab:blue"), (1, "tab:red")):
+        here = alive & (teams == team)
+        axis.scatter(positions[here, 0], positions[here, 1], s=30 + 170 * health[here], c=color)
+    axis.set_xlim(0, map_size[0])
+    axis.set_ylim(0, map_size[1])
+    axis.set_xticks([])
+    axis.set_yticks([])
+    figure.tight_layout()
+    figure.canvas.draw()
+    return np.asarray(figure.canvas.buffer_rgba())[..., :3].copy()
 
 
 def smax_env(scenario: str, **kwargs: Any) -> ParallelEnv:

@@ -66,6 +66,8 @@ class VmasWorld:
             raise ConfigError(f"unknown VMAS task {task!r}; tasks: {sorted(VMAS_TASKS)}")
         args = {**VMAS_TASKS[task], **scenario_args}
         max_steps = args.pop("max_steps")
+        # PettingZoo's render_mode, not the scenario's: VMAS renders on request.
+        self.render_mode = args.pop("render_mode", None)
         with warnings.catch_warnings(record=True) as caught:
             warnings.simplefilter("always")
             try:
@@ -204,7 +206,14 @@ class VmasWorld:
 class VmasSlot(WorldSlot):
     """World ``index`` of a ``VmasWorld`` as a PettingZoo ParallelEnv."""
 
-    metadata = {"name": "vmas", "is_parallelizable": True}
+    metadata = {"name": "vmas", "is_parallelizable": True, "render_modes": ["rgb_array"]}
+
+    def render(self):
+        """The world's frame (``(700, 700, 3)`` uint8, VMAS's renderer) with
+        ``render_mode="rgb_array"``, else ``None``."""
+        if self.world.render_mode != "rgb_array":
+            return None
+        return self.world.env.render(mode="rgb_array", env_index=self.index)
 
 
 def vmas_env(task: str, **kwargs: Any) -> ParallelEnv:

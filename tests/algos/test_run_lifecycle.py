@@ -104,3 +104,47 @@ def test_evaluate_renders_frames(ray_session, tmp_path):
     frames = sorted(out.glob("frame_*.png"))
     assert evaluation.n_frames == len(frames) >= 5  # reset frame + one per step
     assert frames[0].stat().st_size > 1000
+
+
+@pytest.mark.parametrize(
+    "env,env_args,source,size",
+    [
+        ("mpe:simple_spread", {"max_cycles": 5}, None, (700, 700)),
+        ("vmas:navigation", {"max_steps": 5}, "vmas", (700, 700)),
+        ("smax:3m", {}, None, (400, 400)),
+    ],
+)
+def test_evaluate_writes_a_video(ray_session, tmp_path, env, env_args, source, size):
+    """``evaluate --video``: every rendered frame of the episode in the GIF (identical
+    consecutive frames merged with their durations summed), at the renderer's size."""
+    from PIL import Image
+
+    from marllib_ext import make_env
+    from marllib_ext.algos.evaluation import evaluate
+
+    module = {"vmas": "vmas", "smax": "jaxmarl"}.get(env.split(":")[0])
+    if module:
+        pytest.importorskip(module, reason=f"the {env.split(':')[0]} extra is not installed")
+    small = {"num_env_runners": 0, "train_batch_size": 320, "minibatch_size": 160}
+    result = algos.get("mappo", source, **small).fit(
+        make_env(env, **env_args), stop={"training_iteration": 1}, local_dir=tmp_path
+    )
+    video = tmp_path / "episode.gif"
+    evaluation = evaluate(result.checkpoint_path, episodes=1, video=video)
+    image = Image.open(video)
+    durations = []
+    for index in range(image.n_frames):
+        image.seek(index)
+        durations.append(image.info["duration"])
+    assert image.size == size
+    assert evaluation.n_frames >= 6  # the reset frame and one per step
+    assert sum(durations) == 100 * evaluation.n_frames  # 10 frames per second
+
+
+def test_video_must_be_a_gif(ray_session, tmp_path):
+    from marllib_ext.algos.evaluation import evaluate
+    from marllib_ext.errors import ConfigError
+
+    (tmp_path / "checkpoint").mkdir()
+    with pytest.raises(ConfigError, match="gif"):
+        evaluate(tmp_path / "checkpoint", video=tmp_path / "episode.mp4")
