@@ -244,3 +244,44 @@ def test_bad_recurrent_settings_name_the_key(key, value):
 
     with pytest.raises(ConfigError, match=key):
         algos.get("mappo", use_rnn=True, **{key: value}).settings(make_env("mpe:simple_spread"))
+
+
+def _on_policy_algorithms():
+    from marllib_ext.algos.registry import ALGORITHMS
+
+    return sorted(
+        name
+        for name, spec in ALGORITHMS.items()
+        if not spec.capabilities.off_policy and not spec.capabilities.single_agent_only
+    )
+
+
+DEFAULT_TIER = ("happo", "hatrpo", "coma")  # HAPPO's factor, the Fisher product, COMA
+
+
+@pytest.mark.parametrize(
+    "name",
+    [
+        name if name in DEFAULT_TIER else pytest.param(name, marks=pytest.mark.slow)
+        for name in _on_policy_algorithms()
+    ],
+)
+def test_every_on_policy_algorithm_trains_recurrent_actors(ray_session, tmp_path, name):
+    from marllib_ext.algos.registry import ALGORITHMS
+
+    spec = ALGORITHMS[name]
+    small = {"train_batch_size": 400, "minibatch_size": 200, "critic_minibatch_size": 200}
+    small = {k: v for k, v in small.items() if k not in algos.get(name).spec.ignored_keys()}
+    fields = {f for f in algos.get(name).settings("mpe:simple_spread").__dataclass_fields__}
+    small = {k: v for k, v in small.items() if k in fields}
+    if "a2c" in name or name in ("ipg", "coma"):  # one whole-batch step
+        small.pop("minibatch_size", None)
+    result = algos.get(name, use_rnn=True, max_seq_len=4, **small).fit(
+        make_env("mpe:simple_spread", max_cycles=10),
+        stop={"training_iteration": 2},
+        share_policy="individual" if spec.capabilities.sequential else "all",
+        local_dir=tmp_path,
+        seed=0,
+    )
+    assert result.final["timesteps_total"] >= 800
+    assert np.isfinite(result.final["episode_return_mean"])
