@@ -285,3 +285,47 @@ def test_every_on_policy_algorithm_trains_recurrent_actors(ray_session, tmp_path
     )
     assert result.final["timesteps_total"] >= 800
     assert np.isfinite(result.final["episode_return_mean"])
+
+
+def test_chunks_of_a_block_give_the_blocks_sequences(ray_session):
+    """The same seeded steps handed over as a block and as the episode chunks built from
+    it (read back by ``rollout.episode_blocks``) give the same sequences: equal
+    sequence lengths, and equal valid rows of observations, actions, log-probabilities,
+    advantages and the state each sequence starts from."""
+    algorithm = _algorithm("mappo", "toy:come_and_go", {"episode_length": 9, "arrival_step": None})
+    try:
+        rollout = algorithm.env_runner.array_rollout
+        reset_before_next_sample(algorithm.env_runner)
+        algorithm.env_runner.sample(num_timesteps=WORLDS * 5)
+        block = rollout._run(20, True, False)
+        arrays, chunks = rollout._block(block), rollout._episodes(block)
+
+        def both(learner):
+            return learner.block_batch([arrays]), learner.episode_batch(chunks)
+
+        direct, from_chunks = _on_learner(algorithm, both)
+    finally:
+        algorithm.stop()
+
+    def rows(columns):
+        mask = columns[Columns.LOSS_MASK].numpy()
+        state = np.concatenate(
+            [s.numpy().reshape(len(mask), -1) for s in tree.flatten(columns[Columns.STATE_IN])],
+            axis=1,
+        )
+        keys = [
+            tuple(np.round(np.concatenate([o, [a, lp, adv], st]), 4))
+            for seq, st in zip(range(len(mask)), state, strict=True)
+            for o, a, lp, adv, valid in zip(
+                columns[Columns.OBS][seq].numpy(),
+                columns[Columns.ACTIONS][seq].numpy(),
+                columns[Columns.ACTION_LOGP][seq].numpy(),
+                columns[Columns.ADVANTAGES][seq].numpy(),
+                mask[seq],
+                strict=True,
+            )
+            if valid
+        ]
+        return sorted(keys), sorted(columns[Columns.SEQ_LENS].tolist())
+
+    assert rows(direct.policy_batches["shared"]) == rows(from_chunks.policy_batches["shared"])
