@@ -18,6 +18,7 @@ LAYERS = {  # a module may import its own layer and the ones below
     "replay": 1,
     "rllib_compat": 1,
     "plotting": 1,
+    "report": 1,  # statistics and plots of runs' evaluation records
     "rollout": 2,  # samplers, over envs
     "postprocessing": 3,  # learner batches, from rollout blocks
     "algos": 4,

@@ -6,7 +6,7 @@ import json
 import numpy as np
 import pytest
 
-from marllib_ext.algos.periodic_evaluation import MarlEvalRecord
+from marllib_ext.algos.evaluation import MarlEvalRecord
 from marllib_ext.cli.parser import build_parser
 from marllib_ext.errors import ConfigError
 from marllib_ext.ops.statistics import iqm, probability_of_improvement

@@ -3,9 +3,9 @@
 import pytest
 
 from marllib_ext import make_env
-from marllib_ext.algos.config import search_space
 from marllib_ext.algos.efx import RESULT_KEY as EFX_RESULT_KEY
 from marllib_ext.cli import parse_grid
+from marllib_ext.configs.algo_files import search_space
 from marllib_ext.errors import ConfigError
 from marllib_ext.sweeps import format_table, sweep
 

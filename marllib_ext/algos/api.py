@@ -15,15 +15,15 @@ from typing import Any
 from ray.rllib.algorithms.algorithm_config import AlgorithmConfig
 
 from marllib_ext.algos.env_checks import raise_on_env_errors, with_episode_end_callback  # noqa: F401
-from marllib_ext.algos.periodic_evaluation import (
+from marllib_ext.algos.evaluation import (
     BEST_CHECKPOINT,
     EvaluationEpisodes,
     MarlEvalRecord,
     best_reevaluated,
     env_and_task,
 )
-from marllib_ext.algos.periodic_evaluation import PROGRESS_COLUMNS as EVAL_PROGRESS_COLUMNS
-from marllib_ext.algos.periodic_evaluation import progress_values as eval_progress_values
+from marllib_ext.algos.evaluation import PROGRESS_COLUMNS as EVAL_PROGRESS_COLUMNS
+from marllib_ext.algos.evaluation import progress_values as eval_progress_values
 from marllib_ext.algos.registry import AlgoSpec, get_algo_spec, progress_columns
 from marllib_ext.algos.tracking import (
     Trackers,

@@ -1,14 +1,44 @@
 """``evaluate``: a checkpoint's returns over complete episodes, without training (EFX's
-budget sweep and choice: :mod:`marllib_ext.algos.efx.deployment`)."""
+budget sweep and choice: :mod:`marllib_ext.algos.efx.deployment`); and evaluation
+during training.
+
+Evaluation during training on RLlib's evaluation machinery, and its records in
+marl-eval's JSON layout.
+
+Every ``evaluation_interval`` iterations RLlib's ``Algorithm.evaluate`` runs
+``evaluation_duration`` episodes on its own evaluation env runner (separate from the
+training runners: no training sample is consumed), one world at a time so that short
+episodes are not favoured, greedily unless ``evaluation_explore``. Each episode's team
+return and, where the env reports it, its success (a SMAX win) are kept per episode
+(``record_evaluation_episode``); the result's ``evaluation`` section then goes to
+``progress.csv`` (``eval_*`` columns), TensorBoard, W&B and MLflow with the rest.
+
+``MarlEvalRecord`` writes a run's evaluations as marl-eval reads them (InstaDeep's
+``marl_eval``, BenchMARL's ``metrics.json``)::
+
+    {env: {task: {algorithm: {"seed_N": {
+        "step_k": {"step_count": env steps, "elapsed_time": s, "return": [...],
+                   "win_rate": [...]},
+        "absolute_metrics": {"return": [...], "win_rate": [...]}}}}}}
+
+one value per evaluation episode; ``absolute_metrics``: the best evaluation's policy
+re-evaluated with ten times the episodes."""
 
 from __future__ import annotations
 
+import json
+import math
+import os
+import time
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 import numpy as np
+from ray.rllib.algorithms.algorithm_config import AlgorithmConfig
 
 from marllib_ext.algos.efx.deployment import play_at_budget
+from marllib_ext.algos.env_checks import with_episode_end_callback
 from marllib_ext.algos.restore import (
     FRAMES_ATTRIBUTE,
     check_checkpoint,
@@ -18,6 +48,7 @@ from marllib_ext.algos.restore import (
 )
 from marllib_ext.envs.adapter import SUCCESS_KEY
 from marllib_ext.errors import ConfigError
+from marllib_ext.rollout.direct import needs_no_episode_objects
 
 
 @dataclass(frozen=True)
@@ -112,3 +143,150 @@ def evaluate(
     return EvaluationResult(
         team[:episodes], agents, budget, n_frames=len(frames), successes=successes[:episodes]
     )
+
+
+# ---- evaluation during training -------------------------------------------------------
+EVALUATION = "evaluation"  # RLlib's result key
+RETURNS = "eval_episode_returns"  # per-episode series in the evaluation runner's metrics
+SUCCESSES = "eval_episode_successes"
+METRICS_FILE = "metrics.json"  # marl-eval's (and BenchMARL's) file name
+BEST_CHECKPOINT = "checkpoint_best"  # the run's best evaluation so far
+ABSOLUTE_EPISODES_FACTOR = 10
+# progress.csv columns (NaN in iterations without an evaluation)
+PROGRESS_COLUMNS = ("eval_return_mean", "eval_success_rate", "eval_episodes")
+
+
+def with_evaluation(config: AlgorithmConfig, settings: Any) -> AlgorithmConfig:
+    """``config`` evaluating every ``settings.evaluation_interval`` iterations (``None``:
+    never) for ``evaluation_duration`` episodes on a separate local env runner."""
+    interval = getattr(settings, "evaluation_interval", None)
+    if not interval:
+        return config
+    duration = int(settings.evaluation_duration)
+    config.evaluation(
+        evaluation_interval=int(interval),
+        evaluation_duration=duration,
+        evaluation_duration_unit="episodes",
+        evaluation_num_env_runners=0,
+        evaluation_config=AlgorithmConfig.overrides(
+            explore=bool(settings.evaluation_explore),
+            # One world: the first episodes to end would be the short ones.
+            num_envs_per_env_runner=1,
+            metrics_num_episodes_for_smoothing=duration,
+        ),
+    )
+    return with_episode_end_callback(config, record_evaluation_episode)
+
+
+@needs_no_episode_objects  # it records evaluation episodes only, never training ones
+def record_evaluation_episode(*, episode, env_runner=None, metrics_logger=None, **kwargs):
+    """``on_episode_end`` of the evaluation runner: the episode's team return and
+    success, each as one item of a per-evaluation series."""
+    if env_runner is None or metrics_logger is None or not env_runner.config.in_evaluation:
+        return
+    metrics_logger.log_value(RETURNS, float(episode.get_return()), reduce="item_series")
+    success = episode_success(episode)
+    if success is not None:
+        metrics_logger.log_value(SUCCESSES, float(success), reduce="item_series")
+
+
+class EvaluationEpisodes:
+    """The evaluations in a run's results. RLlib evaluates at the iterations that
+    ``evaluation_interval`` divides and keeps the last evaluation's section in the
+    results of the iterations between (its lifetime episode count does not grow
+    either), so an iteration's own evaluation is read at those iterations only."""
+
+    def __init__(self, interval: int | None) -> None:
+        self.interval = interval
+
+    def new(self, result: dict[str, Any]) -> dict[str, list[float]] | None:
+        """``{"return": [...], "win_rate": [...]}`` of the evaluation this iteration ran
+        (one value per episode; ``win_rate`` only where the env reports success),
+        ``None`` where it ran none."""
+        iteration = int(result.get("training_iteration", 0))
+        if not self.interval or iteration % self.interval:
+            return None
+        runners = (result.get(EVALUATION) or {}).get("env_runners") or {}
+        returns = runners.get(RETURNS)
+        if returns is None or len(returns) == 0:
+            return None
+        out = {"return": [float(v) for v in returns]}
+        successes = runners.get(SUCCESSES)
+        if successes is not None and len(successes) > 0:
+            out["win_rate"] = [float(v) for v in successes]
+        return out
+
+
+def progress_values(episodes: dict[str, list[float]] | None) -> dict[str, float]:
+    """The ``eval_*`` progress columns of one evaluation (NaN without one)."""
+    if episodes is None:
+        return dict.fromkeys(PROGRESS_COLUMNS, math.nan)
+    wins = episodes.get("win_rate")
+    return {
+        "eval_return_mean": float(np.mean(episodes["return"])),
+        "eval_success_rate": float(np.mean(wins)) if wins else math.nan,
+        "eval_episodes": float(len(episodes["return"])),
+    }
+
+
+class MarlEvalRecord:
+    """One run's evaluations in marl-eval's layout, rewritten whole to
+    ``run_dir/metrics.json`` after each one (a crash keeps every evaluation done)."""
+
+    def __init__(self, run_dir: Path, *, env: str, task: str, algorithm: str, seed: int | None):
+        self.path = Path(run_dir) / METRICS_FILE
+        self.run: dict[str, Any] = {"absolute_metrics": {}}
+        self.data = {env: {task: {algorithm: {f"seed_{seed or 0}": self.run}}}}
+        self.started = time.perf_counter()
+        self.steps = 0
+        self.best: tuple[float, int] | None = None  # (mean return, step index)
+
+    def add(self, step_count: int, episodes: dict[str, list[float]]) -> bool:
+        """Records one evaluation; ``True`` where its mean return is the best so far."""
+        index = self.steps
+        self.run[f"step_{index}"] = {
+            "step_count": int(step_count),
+            "elapsed_time": time.perf_counter() - self.started,
+            **episodes,
+        }
+        self.steps += 1
+        self._write()
+        mean = float(np.mean(episodes["return"]))
+        if self.best is None or mean > self.best[0]:
+            self.best = (mean, index)
+            return True
+        return False
+
+    def set_absolute(self, episodes: dict[str, list[float]]) -> None:
+        self.run["absolute_metrics"] = dict(episodes)
+        self._write()
+
+    def _write(self) -> None:
+        partial = self.path.with_suffix(".json.partial")
+        partial.write_text(json.dumps(self.data, indent=1))
+        os.replace(partial, self.path)
+
+
+def best_reevaluated(algorithm, checkpoint: Path, settings: Any) -> dict[str, list[float]]:
+    """The policy of the best evaluation (its checkpoint, restored into ``algorithm``)
+    evaluated over ten times ``evaluation_duration`` episodes on the evaluation
+    runner: marl-eval's ``absolute_metrics``."""
+    algorithm.restore_from_path(str(Path(checkpoint).resolve()))
+    algorithm.eval_env_runner_group.sync_weights(
+        from_worker_or_learner_group=algorithm.learner_group, inference_only=True
+    )
+    episodes = ABSOLUTE_EPISODES_FACTOR * int(settings.evaluation_duration)
+    returns, _, successes = run_episodes(
+        algorithm.eval_env_runner, episodes, bool(settings.evaluation_explore)
+    )
+    out = {"return": [float(v) for v in returns[:episodes]]}
+    if successes:
+        out["win_rate"] = [float(v) for v in successes[:episodes]]
+    return out
+
+
+def env_and_task(env_name: str) -> tuple[str, str]:
+    """marl-eval's environment and task of a registered env name (``smax:3m`` ->
+    ``("smax", "3m")``; a gymnasium id is its own task)."""
+    family, _, task = env_name.partition(":")
+    return (family, task) if task else ("gymnasium", family)

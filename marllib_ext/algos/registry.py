@@ -30,13 +30,10 @@ from marllib_ext.algos.config import (
     VDSettings,
     build_settings,
     gaussian_only_settings,
-    known_sources,
-    load_algo_yaml,
-    merged_values,
 )
 from marllib_ext.algos.efx.budget import with_resolved_budget
 from marllib_ext.algos.env_checks import log_contract_breaches, with_episode_end_callback
-from marllib_ext.algos.periodic_evaluation import with_evaluation
+from marllib_ext.algos.evaluation import with_evaluation
 from marllib_ext.algos.ppo.phased import with_schedule
 from marllib_ext.algos.ppo.schedule import (
     A2C,
@@ -51,6 +48,7 @@ from marllib_ext.algos.ppo.schedule import (
     ignored_keys,
 )
 from marllib_ext.algos.progress import ProgressColumn
+from marllib_ext.configs.algo_files import known_sources, load_algo_yaml, merged_values
 from marllib_ext.envs.handle import EnvHandle
 from marllib_ext.errors import ConfigError
 from marllib_ext.policies.actor_options import with_actor_options

@@ -16,8 +16,8 @@ from marllib_ext.cli.ray_setup import init_ray
 def cmd_tune(args: argparse.Namespace) -> int:
     import ray
 
-    from marllib_ext.algos.config import search_space
     from marllib_ext.algos.registry import get_algo_spec
+    from marllib_ext.configs.algo_files import search_space
     from marllib_ext.envs import make_env
     from marllib_ext.sweeps import format_table, sweep
 

@@ -1,53 +1,15 @@
 """Recurrent PPO-family actors on RLlib's own recurrent encoders: an MLP tokenizer
 (``fcnet_hiddens``), one GRU or LSTM layer, then RLlib's heads. RLlib's catalog builds
-an LSTM from ``use_lstm``; ``RecurrentPPOCatalog`` builds the layer type the model
-config names (RLlib's ``RecurrentEncoderConfig`` has both)."""
+an LSTM from ``use_lstm``; ``rllib_compat.recurrent.RecurrentPPOCatalog`` builds the
+layer type the model config names (RLlib's ``RecurrentEncoderConfig`` has both)."""
 
 from __future__ import annotations
 
-import dataclasses
 from typing import Any
 
-import torch
-from ray.rllib.algorithms.ppo.ppo_catalog import PPOCatalog
-from ray.rllib.core.models.configs import RecurrentEncoderConfig
-from ray.rllib.core.models.torch.heads import TorchFreeLogStdMLPHead
+from marllib_ext.rllib_compat.recurrent import RECURRENT_LAYER_KEY
 
-RECURRENT_LAYER_KEY = "recurrent_layer_type"  # model_config entry: "gru" | "lstm"
 RNN_TYPES = ("gru", "lstm")
-
-
-class SequenceFreeLogStdHead(TorchFreeLogStdMLPHead):
-    """RLlib's free-log-std Gaussian head on inputs with a time rank (``[B, T, D]``):
-    RLlib's repeats the log std over one batch axis only."""
-
-    def _forward(self, inputs: torch.Tensor, **kwargs) -> torch.Tensor:
-        mean = self.net(inputs)
-        log_std = self.log_std
-        if self.clip_log_std:
-            limit = self.log_std_clip_param_const
-            log_std = torch.clamp(log_std, -limit, limit)
-        return torch.cat([mean, log_std.expand(*mean.shape[:-1], -1)], dim=-1)
-
-
-class RecurrentPPOCatalog(PPOCatalog):
-    """RLlib's PPO catalog whose recurrent encoder is a GRU or an LSTM, as
-    ``model_config["recurrent_layer_type"]`` says (RLlib's: always an LSTM), and whose
-    free-log-std head takes sequences."""
-
-    def build_pi_head(self, framework: str):
-        head = super().build_pi_head(framework)
-        if isinstance(head, TorchFreeLogStdMLPHead):
-            return SequenceFreeLogStdHead(self.pi_head_config)
-        return head
-
-    @classmethod
-    def _get_encoder_config(cls, observation_space, model_config_dict, action_space=None):
-        config = super()._get_encoder_config(observation_space, model_config_dict, action_space)
-        layer = model_config_dict.get(RECURRENT_LAYER_KEY, "lstm")
-        if isinstance(config, RecurrentEncoderConfig) and config.recurrent_layer_type != layer:
-            config = dataclasses.replace(config, recurrent_layer_type=layer)
-        return config
 
 
 def recurrent_model_config(rnn_type: str, hidden: int, max_seq_len: int) -> dict[str, Any]:

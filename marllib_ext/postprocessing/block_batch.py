@@ -28,18 +28,21 @@ from ray.rllib.core.columns import Columns
 from marllib_ext.envs.adapter import ACTION_MASK_KEY, OBSERVATION_KEY
 from marllib_ext.ops.advantages import block_gae, standardize_valid
 from marllib_ext.ops.sequences import (
-    gather_sequences,
-    scatter_sequences,
     segment_starts,
-    sequence_layout,
 )
 from marllib_ext.policies.joint_critic import OLD_VALUES, STATE
 from marllib_ext.policies.recurrent import max_seq_len
 from marllib_ext.policies.vd_critic import AGENT_OBS, AGENT_PRESENT
 from marllib_ext.postprocessing.block_hooks import BlockHooks
+from marllib_ext.postprocessing.sequence_batch import (
+    EPISODE_START,
+    episode_starts,
+    module_sequences,
+    numpy_tensor,
+)
 from marllib_ext.rllib_compat import plain_module
 from marllib_ext.rollout.blocks import RolloutBlock
-from marllib_ext.rollout.recurrent import is_state_column, nested_state
+from marllib_ext.rollout.recurrent import is_state_column
 
 TEAM_ADVANTAGE_MEAN = "team_advantage_mean"
 TEAM_VALUE_MEAN = "team_value_mean"
@@ -49,9 +52,6 @@ TEAM_ROW = "happo_team_row"
 # Advantage-connector class attribute: the ``joint_critic_block_batch`` options of
 # the class (its critic's inputs, HAPPO's team rows).
 BLOCK_BATCH_OPTIONS = "BLOCK_BATCH_OPTIONS"
-# Row column until a recurrent module's rows become sequences: the world's episode
-# starts at the row's step.
-EPISODE_START = "episode_start"
 
 
 def block_batch_options(connector_class: type) -> dict[str, Any]:
@@ -137,28 +137,6 @@ def episode_major(
     return module_sequences(columns, segment_starts(keys[:-1], keys[-1], episode_starts), length)
 
 
-def module_sequences(
-    columns: dict[str, np.ndarray], new_segment: np.ndarray, length: int
-) -> dict[str, Any]:
-    """A recurrent module's rows (in order) as RLlib's zero-padded sequences
-    (``ops.sequences``): every column ``(N, L, ...)`` (action masks all legal on
-    padding), ``Columns.STATE_IN`` the state recorded at each sequence's first row,
-    ``Columns.SEQ_LENS`` and the ``(N, L)`` loss mask."""
-    index, valid = sequence_layout(new_segment, length)
-    out: dict[str, Any] = {}
-    state = {}
-    for column, array in columns.items():
-        if is_state_column(column):
-            state[column] = array[index[:, 0]]
-        else:
-            fill = True if column == ACTION_MASK_KEY else 0
-            out[column] = gather_sequences(array, index, valid, fill=fill)
-    out[Columns.STATE_IN] = nested_state(state)
-    out[Columns.SEQ_LENS] = valid.sum(axis=1).astype(np.int32)
-    out[Columns.LOSS_MASK] = valid
-    return out
-
-
 def row_keys(k: int, agent_position: int, rows: np.ndarray) -> list[np.ndarray]:
     """``(block, world, agent, step)`` of the rows selected by the ``(T, B)`` mask."""
     steps, worlds = np.nonzero(rows)
@@ -169,7 +147,7 @@ def block_values(compute, columns: dict[str, np.ndarray], device) -> np.ndarray:
     """``(T, B)`` ``compute(rows)`` (a critic's value head) of ``(T, B, ...)`` inputs."""
     shape = columns[STATE].shape[:2]
     inputs = {
-        k: _tensor(v.reshape(-1, *v.shape[2:]), device, np.float32) for k, v in columns.items()
+        k: numpy_tensor(v.reshape(-1, *v.shape[2:]), device, np.float32) for k, v in columns.items()
     }
     with torch.no_grad():
         values = compute(inputs)
@@ -223,10 +201,6 @@ def standardized_over_teams(arrays: list[np.ndarray], teams: list[TeamBlock]) ->
     ]
 
 
-def _tensor(array: np.ndarray, device, dtype=None) -> torch.Tensor:
-    return torch.from_numpy(np.ascontiguousarray(array, dtype=dtype)).to(device)
-
-
 def _actor_columns(
     teams: list[TeamBlock],
     standardized: list[np.ndarray],
@@ -277,13 +251,6 @@ def _actor_columns(
             keys.append(row_keys(k, i, rows))
     columns = {column: np.concatenate(arrays) for column, arrays in parts.items()}
     return episode_major(columns, [np.concatenate(key) for key in zip(*keys, strict=True)], module)
-
-
-def episode_starts(block: RolloutBlock) -> np.ndarray:
-    """``(T, B)`` the world's episode starts at the step (none where not recorded)."""
-    if block.starts is None:
-        return np.zeros(block.terminated.shape, bool)
-    return block.starts
 
 
 def joint_critic_block_batch(
@@ -345,12 +312,12 @@ def joint_critic_block_batch(
     value_targets = np.concatenate([world_major(t.value_targets) for t in teams])
     critic_columns = {
         **{
-            column: _tensor(np.concatenate([i[column] for i in inputs]), device, np.float32)
+            column: numpy_tensor(np.concatenate([i[column] for i in inputs]), device, np.float32)
             for column in inputs[0]
         },
-        Columns.VALUE_TARGETS: _tensor(value_targets, device, np.float32),
+        Columns.VALUE_TARGETS: numpy_tensor(value_targets, device, np.float32),
         **{
-            column: _tensor(
+            column: numpy_tensor(
                 np.concatenate([world_major(e[column]) for e in critic_extra]), device, np.float32
             )
             for column in critic_extra[0]
@@ -365,133 +332,6 @@ def joint_critic_block_batch(
     return batch
 
 
-def _module_input(observations: np.ndarray, masks: np.ndarray | None, device) -> dict:
-    rows = _tensor(observations.reshape(-1, observations.shape[-1]), device)
-    if masks is None:
-        return {Columns.OBS: rows}
-    flat = _tensor(masks.reshape(-1, masks.shape[-1]), device, np.float32)
-    return {Columns.OBS: {OBSERVATION_KEY: rows, ACTION_MASK_KEY: flat}}
-
-
-def own_value_block_batch(
-    blocks: list[RolloutBlock], *, module, module_id: str, settings: Any, device
-) -> dict[str, Any] | None:
-    """``{column: tensor}`` of one policy module with its own value head (``ippo``), as
-    RLlib's GAE connector writes it: per agent, GAE on the agent's own reward and its
-    module's ``V(o)``, bootstrapped from the observation after each step where the world
-    was truncated or cut by the sampler, not where the agent died or the world
-    terminated; advantages standardized over the module's rows (RLlib's connector also
-    counts each chunk's bootstrap row, which a block has none of). A recurrent module's
-    values come from its sequences (``recurrent_values``), its rows go as sequences.
-    ``None`` where no agent of the block uses the module."""
-    parts: dict[str, list[np.ndarray]] = {}
-    keys: list[list[np.ndarray]] = []
-    recurrent = max_seq_len(module) is not None
-    for k, block in enumerate(blocks):
-        for i, agent in enumerate(block.agents):
-            if block.module_of[agent] != module_id:
-                continue
-            present = block.alive[:, :, i]
-            if recurrent:
-                values, next_values = recurrent_values(module, block, i, device)
-            else:
-                values, next_values = feed_forward_values(module, block, agent, device)
-            rewards = present_rewards(block, [i])[:, :, 0]
-            advantages, value_targets = block_gae(
-                rewards, values, next_values, block.terminated | block.died[:, :, i],
-                block.truncated,
-                gamma=float(settings.gamma), lambda_=float(settings.lambda_),
-            )  # fmt: skip
-            columns = {
-                Columns.OBS: block.observations[agent][present],
-                Columns.ACTIONS: block.actions[agent][present],
-                Columns.ADVANTAGES: advantages[present],
-                Columns.VALUE_TARGETS: value_targets[present],
-                **{k: v[present] for k, v in block.outputs[agent].items()},
-                EPISODE_START: episode_starts(block)[present],
-            }
-            if block.action_masks is not None:
-                columns[ACTION_MASK_KEY] = block.action_masks[agent][present]
-            for column, array in columns.items():
-                parts.setdefault(column, []).append(array)
-            keys.append(row_keys(k, i, present))
-    if not parts:
-        return None
-    columns = {column: np.concatenate(arrays) for column, arrays in parts.items()}
-    advantages = columns[Columns.ADVANTAGES]
-    columns[Columns.ADVANTAGES] = standardize_valid(advantages, np.ones(len(advantages), bool))
-    columns = episode_major(columns, [np.concatenate(p) for p in zip(*keys, strict=True)], module)
-    return module_tensors(columns, device)
-
-
-def feed_forward_values(module, block: RolloutBlock, agent: str, device):
-    """``(T, B)`` ``V(o)`` of what ``agent`` acted on and of its observation after each
-    step, from a feed-forward module's value head."""
-    shape = block.terminated.shape
-    with torch.no_grad():
-        values = module.compute_values(
-            _module_input(block.observations[agent], _masks(block.action_masks, agent), device)
-        )
-        next_values = module.compute_values(
-            _module_input(
-                block.next_observations[agent], _masks(block.next_action_masks, agent), device
-            )
-        )
-    return (
-        values.cpu().numpy().astype(np.float64).reshape(shape),
-        next_values.cpu().numpy().astype(np.float64).reshape(shape),
-    )
-
-
-def recurrent_values(module, block: RolloutBlock, i: int, device):
-    """``(T, B)`` values of agent ``i``'s steps and of its observation after each step,
-    from a recurrent module: its steps as sequences (``module_sequences``) each run from
-    the state recorded at its first step, with one more position holding the
-    observation after the sequence's last step, so ``V`` after step ``t`` is the output
-    at the next position (the state carried over the step). 0 where it is absent."""
-    agent = block.agents[i]
-    present = block.alive[:, :, i]
-    worlds, steps = np.nonzero(present.T)  # world by world, steps in order
-    new = segment_starts([worlds], steps, episode_starts(block)[steps, worlds])
-    index, valid = sequence_layout(new, max_seq_len(module))
-    lengths = valid.sum(axis=1)
-    last = index[np.arange(len(index)), lengths - 1]
-
-    def extended(now: np.ndarray, after: np.ndarray, fill=0) -> np.ndarray:
-        sequences = gather_sequences(now[steps, worlds], index, valid, fill=fill)
-        out = np.concatenate([sequences, sequences[:, :1]], axis=1)  # one more position
-        out[:, -1] = fill
-        out[np.arange(len(index)), lengths] = after[steps, worlds][last]
-        return out
-
-    observations = extended(block.observations[agent], block.next_observations[agent])
-    batch = {Columns.OBS: _tensor(observations, device, np.float32)}
-    if block.action_masks is not None:
-        masks = extended(block.action_masks[agent], block.next_action_masks[agent], fill=1)
-        batch[Columns.OBS] = {
-            OBSERVATION_KEY: batch[Columns.OBS],
-            ACTION_MASK_KEY: _tensor(masks, device, np.float32),
-        }
-    state = {
-        column: _tensor(array[steps, worlds][index[:, 0]], device)
-        for column, array in block.outputs[agent].items()
-        if is_state_column(column)
-    }
-    batch[Columns.STATE_IN] = nested_state(state)
-    with torch.no_grad():
-        out = module.compute_values(batch).cpu().numpy().astype(np.float64)
-    rows = len(steps)
-    values = np.zeros(present.shape)
-    next_values = np.zeros(present.shape)
-    values[steps, worlds] = scatter_sequences(out[:, :-1], index, valid, rows)
-    next_values[steps, worlds] = scatter_sequences(out[:, 1:], index, valid, rows)
-    return values, next_values
-
-
-def _masks(masks: dict[str, np.ndarray] | None, agent: str) -> np.ndarray | None:
-    return None if masks is None else masks[agent]
-
-
 def module_tensors(columns: dict[str, Any], device) -> dict[str, Any]:
     """Numpy actor columns as the learner's tensors (float64 -> float32; a mask column
     joins the observations as a masked observation), with an all-true loss mask unless
@@ -502,14 +342,14 @@ def module_tensors(columns: dict[str, Any], device) -> dict[str, Any]:
     out = {}
     for column, array in columns.items():
         dtype = np.float32 if array.dtype == np.float64 else None
-        out[column] = _tensor(array, device, dtype)
+        out[column] = numpy_tensor(array, device, dtype)
     if masks is not None:
         out[Columns.OBS] = {
             OBSERVATION_KEY: out[Columns.OBS],
-            ACTION_MASK_KEY: _tensor(masks, device, np.float32),
+            ACTION_MASK_KEY: numpy_tensor(masks, device, np.float32),
         }
     if state is not None:
-        out[Columns.STATE_IN] = tree.map_structure(lambda s: _tensor(s, device), state)
+        out[Columns.STATE_IN] = tree.map_structure(lambda s: numpy_tensor(s, device), state)
     if Columns.LOSS_MASK not in out:
         out[Columns.LOSS_MASK] = torch.ones(len(out[Columns.ACTIONS]), dtype=torch.bool).to(device)
     return out

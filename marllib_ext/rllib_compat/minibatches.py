@@ -5,8 +5,9 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 
+from ray.rllib.core.columns import Columns
 from ray.rllib.core.learner.learner import Learner
-from ray.rllib.policy.sample_batch import MultiAgentBatch
+from ray.rllib.policy.sample_batch import MultiAgentBatch, SampleBatch
 from ray.rllib.utils.annotations import override
 from ray.rllib.utils.minibatch_utils import MiniBatchCyclicIterator
 
@@ -103,3 +104,19 @@ class EqualPassesMinibatches:
             shuffle=shuffle_batch_per_epoch and num_epochs > 1,
             num_total_minibatches=num_total_minibatches,
         )
+
+
+def module_batch(columns: dict) -> SampleBatch:
+    """One module's columns as RLlib's batch; a recurrent module's ``[N, L, ...]``
+    sequences (``Columns.SEQ_LENS``) as RLlib's learner connectors leave them, so that
+    minibatches slice and shuffle whole sequences.
+
+    Relies on: ``SampleBatch(..., _zero_padded=True, _max_seq_len=L)`` marks columns
+    that already carry the time rank; its length is then ``sum(seq_lens)`` and
+    ``shuffle`` permutes sequences (RLlib's own recurrent PPO batches)."""
+    seq_lens = columns.get(Columns.SEQ_LENS)
+    if seq_lens is None:
+        return SampleBatch(columns)
+    return SampleBatch(
+        columns, _zero_padded=True, _max_seq_len=int(columns[Columns.LOSS_MASK].shape[1])
+    )

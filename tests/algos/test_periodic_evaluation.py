@@ -9,7 +9,7 @@ import math
 import pytest
 
 from marllib_ext import algos, make_env
-from marllib_ext.algos.periodic_evaluation import (
+from marllib_ext.algos.evaluation import (
     BEST_CHECKPOINT,
     METRICS_FILE,
     MarlEvalRecord,

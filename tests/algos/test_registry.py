@@ -6,8 +6,9 @@ import pytest
 from ray.rllib.algorithms.algorithm_config import AlgorithmConfig
 
 from marllib_ext import algos
-from marllib_ext.algos.config import ALGO_CONFIG_DIR, known_sources
 from marllib_ext.algos.policy_sharing import SHARED_POLICY_ID
+from marllib_ext.configs import ALGO_CONFIG_DIR
+from marllib_ext.configs.algo_files import known_sources
 from marllib_ext.envs import make_env, register_env
 from marllib_ext.envs.toy import CoordinationEnv
 from marllib_ext.errors import ConfigError

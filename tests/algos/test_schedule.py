@@ -6,7 +6,6 @@ import dataclasses
 import pytest
 
 from marllib_ext import algos
-from marllib_ext.algos.config import load_algo_yaml
 from marllib_ext.algos.ppo.schedule import (
     ACTORS,
     ALL,
@@ -24,6 +23,7 @@ from marllib_ext.algos.ppo.schedule import (
     schedule_table,
 )
 from marllib_ext.algos.registry import ALGORITHMS
+from marllib_ext.configs.algo_files import load_algo_yaml
 from marllib_ext.errors import ConfigError
 from marllib_ext.policies.joint_critic import is_critic_module
 from marllib_ext.rllib_compat import local_learner

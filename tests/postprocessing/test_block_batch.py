@@ -10,8 +10,9 @@ from ray.rllib.core.columns import Columns
 
 from marllib_ext.ops import standardize_valid, team_gae
 from marllib_ext.policies.joint_critic import STATE
-from marllib_ext.postprocessing.block_batch import joint_critic_block_batch, own_value_block_batch
+from marllib_ext.postprocessing.block_batch import joint_critic_block_batch
 from marllib_ext.postprocessing.joint_advantage import JointAdvantageConnector
+from marllib_ext.postprocessing.own_value_batch import own_value_block_batch
 from marllib_ext.rollout.blocks import RolloutBlock
 
 SETTINGS = SimpleNamespace(gamma=0.9, lambda_=0.8, value_clip=None)

@@ -13,8 +13,13 @@ from ray.rllib.core.learner.training_data import TrainingData
 
 from marllib_ext import algos, make_env
 from marllib_ext.policies.joint_critic import is_critic_module
-from marllib_ext.postprocessing.block_batch import recurrent_values
-from marllib_ext.rllib_compat import learner_batch, plain_module, reset_before_next_sample
+from marllib_ext.postprocessing.sequence_batch import recurrent_values
+from marllib_ext.rllib_compat import (
+    learner_batch,
+    local_learner,
+    plain_module,
+    reset_before_next_sample,
+)
 from marllib_ext.rollout.recurrent import is_state_column, nested_state
 
 pytestmark = pytest.mark.filterwarnings("ignore::UserWarning")
@@ -176,7 +181,7 @@ def test_recurrent_values_equal_stepping_each_agent(ray_session):
     algorithm = _algorithm("ippo", "toy:come_and_go", {"episode_length": 9, "arrival_step": None})
     try:
         block = _sampled_block(algorithm, steps=20)
-        module = plain_module(algorithm.learner_group._learner.module, "shared")
+        module = plain_module(local_learner(algorithm).module, "shared")
         values, next_values = recurrent_values(module, block, 1, "cpu")  # agent_1 dies
         agent = block.agents[1]
         present = block.alive[:, :, 1]

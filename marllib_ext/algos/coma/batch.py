@@ -28,15 +28,14 @@ from marllib_ext.ops.coma import (
 )
 from marllib_ext.policies.coma_critic import COMA_INPUTS
 from marllib_ext.postprocessing.block_batch import (
-    EPISODE_START,
     episode_major,
-    episode_starts,
     module_tensors,
     present_rewards,
     row_keys,
     team_agents,
     world_major,
 )
+from marllib_ext.postprocessing.sequence_batch import EPISODE_START, episode_starts
 from marllib_ext.rllib_compat import plain_module
 
 COMA_ADVANTAGE_MEAN = "coma_advantage_mean"

@@ -27,8 +27,9 @@ from marllib_ext.policies.joint_critic import (
     CentralValueCritic,
     team_critic_ids,
 )
-from marllib_ext.policies.recurrent import RecurrentPPOCatalog, recurrent_model_config
+from marllib_ext.policies.recurrent import recurrent_model_config
 from marllib_ext.policies.vd_critic import ValueDecompositionCritic
+from marllib_ext.rllib_compat.recurrent import RecurrentPPOCatalog
 
 # With num_learners >= 2 every module is wrapped in torch DDP. The actors of joint-critic
 # algorithms never use their value heads: a static graph lets DDP learn once which

@@ -19,10 +19,8 @@ from marllib_ext.algos.ppo.phased import PhasedLearner
 from marllib_ext.ops.value_loss import value_loss
 from marllib_ext.policies.joint_critic import ACTOR_MODULES, OLD_VALUES, is_critic_module
 from marllib_ext.policies.vd_critic import AGENT_VALUE_SPREAD
-from marllib_ext.postprocessing.block_batch import (
-    own_value_block_batch,
-)
 from marllib_ext.postprocessing.joint_advantage import JointAdvantageConnector
+from marllib_ext.postprocessing.own_value_batch import own_value_block_batch
 from marllib_ext.postprocessing.vd_advantage import VDJointAdvantageConnector
 from marllib_ext.rllib_compat import (
     ObservesBatchBeforeLoss,

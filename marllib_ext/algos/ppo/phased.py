@@ -41,7 +41,7 @@ from marllib_ext.rllib_compat import (
     update_on_part,
     with_learner_value,
 )
-from marllib_ext.rllib_compat.minibatches import EqualPassesMinibatches
+from marllib_ext.rllib_compat.minibatches import EqualPassesMinibatches, module_batch
 from marllib_ext.rollout.blocks import RolloutBlock
 
 # Seconds the learner took to build its batch from rollout blocks.
@@ -249,18 +249,6 @@ class PhasedLearner(
             last=context.last_part,
             **schedule,
         )
-
-
-def module_batch(columns: dict[str, Any]) -> SampleBatch:
-    """One module's columns as RLlib's batch; a recurrent module's ``[N, L, ...]``
-    sequences (``Columns.SEQ_LENS``) as RLlib's learner connectors leave them: zero-padded,
-    so that minibatches slice and shuffle whole sequences."""
-    seq_lens = columns.get(Columns.SEQ_LENS)
-    if seq_lens is None:
-        return SampleBatch(columns)
-    return SampleBatch(
-        columns, _zero_padded=True, _max_seq_len=int(columns[Columns.LOSS_MASK].shape[1])
-    )
 
 
 def rollout_blocks(training_data) -> list[RolloutBlock]:

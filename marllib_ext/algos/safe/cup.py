@@ -8,11 +8,11 @@ from ray.rllib.core.columns import Columns
 from ray.rllib.utils.annotations import override
 
 from marllib_ext.algos.ppo.learners import masked_mean
-from marllib_ext.algos.ppo.phased import module_batch as module_batch_of
 from marllib_ext.algos.safe.learner import SafeJointCriticLearner, ratio_kl_entropy
 from marllib_ext.ops.lagrange import cup_coefficient, cup_projection_loss
 from marllib_ext.postprocessing.cost_advantage import COST_ADVANTAGES
 from marllib_ext.rllib_compat import plain_module
+from marllib_ext.rllib_compat.minibatches import module_batch as module_batch_of
 
 CUP_REFERENCE_DIST_INPUTS = "cup_reference_action_dist_inputs"
 
