@@ -300,7 +300,8 @@ def test_prioritized_replay_refuses_several_learners():
     algos.sac_roer(num_learners=2, per_type="uniform").rllib_config("Pendulum-v1")
 
 
-@pytest.mark.parametrize("name", ["mappo", pytest.param("ippo", marks=pytest.mark.slow)])
+@pytest.mark.slow
+@pytest.mark.parametrize("name", ["mappo", "ippo"])
 def test_recurrent_actors_train_with_two_learners(ray_session, name):
     """Each learner takes its worlds' sequences (a block splits by worlds) and both
     stay identical."""
