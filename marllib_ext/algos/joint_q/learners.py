@@ -74,6 +74,9 @@ class JointQLearner(TeamReplayLearner):
     def build(self) -> None:
         super().build()
         self.last_target_sync = 0
+        self.agents_of_policy: dict[str, list[int]] = {}
+        for index, agent in enumerate(self.agents):
+            self.agents_of_policy.setdefault(self.policy_of[agent], []).append(index)
 
     @override(TeamReplayLearner)
     def observe_batch(self, columns: dict[str, torch.Tensor]) -> None:
@@ -93,12 +96,19 @@ class JointQLearner(TeamReplayLearner):
         return torch.optim.Adam(params, lr=settings.lr, eps=eps), settings.lr
 
     def agent_q_values(self, obs: torch.Tensor, *, target: bool) -> torch.Tensor:
-        """``(B, L + 1, n, d)`` observations -> ``(B, L + 1, n, A)`` per-agent values."""
-        values = []
-        for index, agent in enumerate(self.agents):
-            policy = self.policy_of[agent]
+        """``(B, L + 1, n, d)`` observations -> ``(B, L + 1, n, A)`` per-agent values.
+
+        The agents of one policy run as one batch of ``B * k`` sequences: one GRU call
+        instead of ``k`` (each row's values are its own, whatever rows run beside it)."""
+        batch, steps = obs.shape[:2]
+        values = [None] * len(self.agents)
+        for policy, indices in self.agents_of_policy.items():
             network = self.module[target_module_id(policy) if target else policy]
-            values.append(network.q_sequence(obs[:, :, index, : self.obs_dim_of[agent]]))
+            rows = obs[:, :, indices, : self.obs_dim_of[self.agents[indices[0]]]]
+            rows = rows.transpose(1, 2).reshape(batch * len(indices), steps, -1)
+            q = network.q_sequence(rows).reshape(batch, len(indices), steps, -1)
+            for k, index in enumerate(indices):
+                values[index] = q[:, k]
         return torch.stack(values, dim=2)
 
     @override(TeamReplayLearner)

@@ -614,3 +614,25 @@ def test_a_gru_agents_sequence_is_its_cell_stepped_from_zeros():
     (stepped_grad,) = torch.autograd.grad(stepped.square().sum(), module.gru.weight_hh)
     torch.testing.assert_close(fused_grad, stepped_grad)
     assert not any(key.startswith("sequence_gru") for key in module.state_dict())
+
+
+@pytest.mark.parametrize("share_policy", ["all", "individual"])
+def test_agent_values_are_each_agents_own_sequence(ray_session, share_policy):
+    """The agents of one policy run as one batch of sequences; each agent's values are
+    those of its own network on its own observations alone."""
+    algo = build("qmix", share_policy=share_policy, use_rnn=True, batch_episode=2)
+    try:
+        algo.train()
+        learner = local_learner(algo)
+        obs = torch.randn(3, 5, len(learner.agents), 4)
+        with torch.no_grad():
+            for target in (False, True):
+                values = learner.agent_q_values(obs, target=target)
+                for index, agent in enumerate(learner.agents):
+                    policy = learner.policy_of[agent]
+                    network = learner.module[target_module_id(policy) if target else policy]
+                    torch.testing.assert_close(
+                        values[:, :, index], network.q_sequence(obs[:, :, index])
+                    )
+    finally:
+        algo.stop()
