@@ -59,7 +59,8 @@ LABELS: dict[str, tuple[str, dict]] = {
     "qmix_per": ("qmix", {"per_type": "PER"}),
     "maddpg": ("maddpg", {}),
     "facmac": ("facmac", {}),
-    # MARLlib's FACMAC: no twin critics, no target smoothing (diverged here, BENCHMARKS.md)
+    # MARLlib's FACMAC: no twin critics, no target smoothing (diverged here,
+    # docs/benchmarks/off_policy.md)
     "facmac_marllib": ("facmac", {"twin_q": False, "smooth_target_policy": False}),
     "iddpg": ("iddpg", {}),
     "mappo": ("mappo", {}),

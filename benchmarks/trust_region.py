@@ -48,7 +48,7 @@ from marllib_ext.cli import parse_assignments
 WINDOW = 5
 COLUMNS = ("timesteps_total", "agent_return_mean", "tr_kl", "tr_accept_rate")
 EVAL_EPISODES = 20  # after training, with the mean action (HARL evaluates 40)
-# The tables in BENCHMARKS.md: (env, labels, env steps), each label with 3 kept seeds
+# The tables in docs/benchmarks/on_policy.md: (env, labels, env steps), each label with 3 kept seeds
 # under benchmarks/results/trust_region/<env>/ (a test checks the document against them).
 REPORTED = (
     ("mpe:simple_spread", ["itrpo", "matrpo", "hatrpo", "ipg", "mappo", "happo"], 300_000),
