@@ -18,6 +18,7 @@ from marllib_ext.algos.env_checks import raise_on_env_errors, with_episode_end_c
 from marllib_ext.algos.evaluation import (
     BEST_CHECKPOINT,
     EvaluationEpisodes,
+    EvaluationVideos,
     MarlEvalRecord,
     best_reevaluated,
     env_and_task,
@@ -30,6 +31,7 @@ from marllib_ext.algos.tracking import (
     check_wandb_credentials,
     numeric_entries,
     require_mlflow,
+    tensorboard_gif,
 )
 from marllib_ext.envs.handle import EnvHandle, make_env
 from marllib_ext.errors import ConfigError, EnvError
@@ -225,6 +227,7 @@ class Algo:
         family, task = env_and_task(env.name)
         record = MarlEvalRecord(run_dir, env=family, task=task, algorithm=self.name, seed=seed)
         evaluations = EvaluationEpisodes(settings.evaluation_interval)
+        videos = EvaluationVideos(run_dir, settings)
         failed = True
         try:
             if resume_from is not None:
@@ -247,9 +250,16 @@ class Algo:
                     f.flush()
                     if evaluated is not None and record.add(row["timesteps_total"], evaluated):
                         algorithm.save_to_path(str((run_dir / BEST_CHECKPOINT).resolve()))
+                    video = None
+                    if evaluated is not None:
+                        video = videos.after_evaluation(algorithm, row["timesteps_total"])
                     if writer is not None:
                         _write_scalars(writer, result, row["training_iteration"])
                     trackers.log(result, row, row["training_iteration"])
+                    if video is not None:
+                        trackers.log_video(video, row["training_iteration"])
+                        if writer is not None:
+                            tensorboard_gif(writer, video, row["training_iteration"])
                     fit_result.progress.append(row)
                     fit_result.last_result = result
                     if on_iteration is not None:

@@ -85,9 +85,18 @@ class Settings:
     evaluation_interval: int | None = dataclasses.field(default=None, kw_only=True)
     evaluation_duration: int = dataclasses.field(default=32, kw_only=True)
     evaluation_explore: bool = dataclasses.field(default=False, kw_only=True)
+    # Every evaluation_video_interval-th evaluation also renders one episode to a GIF
+    # (run dir videos/, TensorBoard, W&B, MLflow); null: no videos.
+    evaluation_video_interval: int | None = dataclasses.field(default=None, kw_only=True)
 
     def checks(self) -> list[Check]:
         return [
+            (
+                self.evaluation_video_interval is None
+                or (self.evaluation_video_interval > 0 and self.evaluation_interval),
+                "evaluation_video_interval",
+                "must be > 0 or null, and needs evaluation_interval (videos of evaluations)",
+            ),
             (
                 self.evaluation_interval is None or self.evaluation_interval > 0,
                 "evaluation_interval",

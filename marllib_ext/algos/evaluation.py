@@ -29,7 +29,9 @@ from __future__ import annotations
 import json
 import math
 import os
+import shutil
 import time
+import warnings
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -283,6 +285,45 @@ def best_reevaluated(algorithm, checkpoint: Path, settings: Any) -> dict[str, li
     if successes:
         out["win_rate"] = [float(v) for v in successes[:episodes]]
     return out
+
+
+VIDEOS_DIR = "videos"
+VIDEO_CHECKPOINT = "checkpoint_video"  # the policy being rendered; removed after
+
+
+class EvaluationVideos:
+    """Every ``evaluation_video_interval``-th evaluation of a run renders one episode of
+    the current policy to ``videos/step_<env steps>.gif`` (greedy unless
+    ``evaluation_explore``; EFX at its evaluation budget), through ``evaluate --video``
+    on a checkpoint of the moment. A family that cannot render turns the videos off
+    with a warning; training goes on."""
+
+    def __init__(self, run_dir: Path, settings: Any) -> None:
+        self.run_dir = run_dir
+        self.interval = getattr(settings, "evaluation_video_interval", None)
+        self.explore = bool(getattr(settings, "evaluation_explore", False))
+        self.budget = getattr(settings, "evaluation_budget", None)
+        self.evaluations = 0
+
+    def after_evaluation(self, algorithm, env_steps: int) -> Path | None:
+        """The video of this evaluation, if one is due (else ``None``)."""
+        if not self.interval:
+            return None
+        self.evaluations += 1
+        if self.evaluations % self.interval:
+            return None
+        checkpoint = (self.run_dir / VIDEO_CHECKPOINT).resolve()
+        algorithm.save_to_path(str(checkpoint))
+        path = self.run_dir / VIDEOS_DIR / f"step_{env_steps}.gif"
+        try:
+            evaluate(checkpoint, episodes=1, explore=self.explore, z=self.budget, video=path)
+        except ConfigError as error:
+            warnings.warn(f"evaluation videos are off for this run: {error}", stacklevel=2)
+            self.interval = None
+            return None
+        finally:
+            shutil.rmtree(checkpoint, ignore_errors=True)
+        return path
 
 
 def env_and_task(env_name: str) -> tuple[str, str]:

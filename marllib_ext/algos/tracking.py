@@ -105,6 +105,25 @@ def plain_config(config: Mapping[str, Any]) -> dict[str, Any]:
     return json.loads(json.dumps(dict(config), default=str))
 
 
+VIDEO_KEY = "evaluation/video"  # the videos' tag in W&B and TensorBoard
+
+
+def tensorboard_gif(writer, path: Path, step: int, tag: str = VIDEO_KEY) -> None:
+    """An animated GIF as a TensorBoard image summary (what ``add_video`` writes, without
+    moviepy: TensorBoard's image dashboard plays the GIF)."""
+    from PIL import Image
+    from tensorboardX.proto.summary_pb2 import Summary
+
+    with Image.open(path) as gif:
+        width, height = gif.size
+    image = Summary.Image(
+        height=height, width=width, colorspace=3, encoded_image_string=Path(path).read_bytes()
+    )
+    writer._get_file_writer().add_summary(
+        Summary(value=[Summary.Value(tag=tag, image=image)]), step
+    )
+
+
 @dataclass
 class Trackers:
     """The plain training loop's W&B and MLflow runs (each ``None`` when off)."""
@@ -154,6 +173,14 @@ class Trackers:
             self.mlflow.log_metrics(
                 {_MLFLOW_KEY.sub("_", k): v for k, v in metrics.items()}, step=step
             )
+
+    def log_video(self, path: Path, step: int) -> None:
+        """An evaluation's GIF: a W&B video and an MLflow artifact under ``videos/``."""
+        if self.wandb_run is not None:
+            wandb = _require("wandb", "wandb")
+            self.wandb_run.log({VIDEO_KEY: wandb.Video(str(path), format="gif")}, step=step)
+        if self.mlflow is not None:
+            self.mlflow.log_artifact(str(path), artifact_path="videos")
 
     def finish(self, checkpoint_path: Path | None, *, failed: bool = False) -> None:
         path = "" if checkpoint_path is None else str(Path(checkpoint_path).resolve())

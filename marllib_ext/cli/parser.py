@@ -126,6 +126,13 @@ def build_parser() -> argparse.ArgumentParser:
         action="store_true",
         help="sample actions in evaluations (default: greedy)",
     )
+    evaluation.add_argument(
+        "--eval-video-every",
+        type=int,
+        default=None,
+        metavar="K",
+        help="a GIF of one episode every K evaluations (setting evaluation_video_interval)",
+    )
     _add_ray_arguments(train)
     train.set_defaults(func=train_command.cmd_train)
 

@@ -10,7 +10,8 @@ from marllib_ext.cli.ray_setup import init_ray
 
 
 def evaluation_overrides(args: argparse.Namespace) -> dict:
-    """``--eval-every``, ``--eval-episodes`` and ``--eval-explore`` as settings."""
+    """``--eval-every``, ``--eval-episodes``, ``--eval-explore`` and ``--eval-video-every``
+    as settings."""
     out = {}
     if args.eval_every is not None:
         out["evaluation_interval"] = args.eval_every
@@ -18,6 +19,8 @@ def evaluation_overrides(args: argparse.Namespace) -> dict:
         out["evaluation_duration"] = args.eval_episodes
     if args.eval_explore:
         out["evaluation_explore"] = True
+    if args.eval_video_every is not None:
+        out["evaluation_video_interval"] = args.eval_video_every
     return out
 
 

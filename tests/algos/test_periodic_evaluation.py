@@ -108,17 +108,81 @@ def test_env_and_task():
 
 def test_cli_flags_are_the_settings():
     args = build_parser().parse_args(
-        ["train", "mappo", "--eval-every", "5", "--eval-episodes", "32", "--eval-explore"]
-    )
+        ["train", "mappo", "--eval-every", "5", "--eval-episodes", "32", "--eval-explore",
+         "--eval-video-every", "3"]
+    )  # fmt: skip
     assert evaluation_overrides(args) == {
         "evaluation_interval": 5,
         "evaluation_duration": 32,
         "evaluation_explore": True,
+        "evaluation_video_interval": 3,
     }
     assert evaluation_overrides(build_parser().parse_args(["train", "mappo"])) == {}
 
 
-@pytest.mark.parametrize("key,value", [("evaluation_interval", 0), ("evaluation_duration", 0)])
-def test_bad_evaluation_settings_name_the_key(key, value):
+@pytest.mark.parametrize(
+    "settings,key",
+    [
+        ({"evaluation_interval": 0}, "evaluation_interval"),
+        ({"evaluation_duration": 0}, "evaluation_duration"),
+        ({"evaluation_interval": 2, "evaluation_video_interval": 0}, "evaluation_video_interval"),
+        ({"evaluation_video_interval": 1}, "evaluation_video_interval"),  # no evaluations
+    ],
+)
+def test_bad_evaluation_settings_name_the_key(settings, key):
     with pytest.raises(ConfigError, match=key):
-        algos.get("mappo", **{key: value}).settings(make_env("mpe:simple_spread"))
+        algos.get("mappo", **settings).settings(make_env("mpe:simple_spread"))
+
+
+def test_a_family_that_cannot_render_turns_videos_off_and_training_goes_on(ray_session, tmp_path):
+    small = {"train_batch_size": 200, "minibatch_size": 100, "num_epochs": 1}
+    algo = algos.get(
+        "mappo", evaluation_interval=1, evaluation_duration=1, evaluation_video_interval=1, **small
+    )
+    with pytest.warns(UserWarning, match="videos are off for this run: .*toy:coordination"):
+        result = algo.fit(
+            make_env("toy:coordination"), stop={"training_iteration": 2}, local_dir=tmp_path
+        )
+    assert len(result.progress) == 2 and result.checkpoint_path.is_dir()
+    assert not (result.run_dir / "videos").exists()
+    assert not (result.run_dir / "checkpoint_video").exists()
+
+
+@pytest.mark.parametrize("evaluation_budget", [None, 1.5])
+def test_efx_evaluates_at_the_deployment_budget_or_a_given_z(ray_session, evaluation_budget):
+    """The evaluation runner plays every episode at one budget: the training runner's
+    current deployment budget (the outer loop moves it), or ``evaluation_budget``;
+    training keeps sampling its mixture of budgets."""
+    from marllib_ext.algos.efx.outer_loop import budget_connector
+
+    config = algos.get(
+        "efx_mappo",
+        evaluation_interval=1,
+        evaluation_duration=2,
+        evaluation_budget=evaluation_budget,
+        z_low=0.0,
+        z_high=3.0,
+        train_batch_size=200,
+        minibatch_size=100,
+        num_epochs=1,
+    ).rllib_config(make_env("mpe:simple_spread", max_cycles=10), seed=3)
+    algo = config.build_algo()
+    try:
+        for _ in range(2):
+            result = algo.train()
+        training = budget_connector(algo.env_runner)
+        evaluating = budget_connector(algo.eval_env_runner)
+        assert evaluating is not training and evaluating.z_sampling == "fixed"
+        assert training.z_sampling != "fixed"
+        expected = training.budget if evaluation_budget is None else evaluation_budget
+        assert evaluating.budget == pytest.approx(expected)
+        assert evaluating.draw_initial_budgets() == (True, {"agent": pytest.approx(expected)})
+        assert result["evaluation"]["env_runners"]["num_episodes"] >= 2
+    finally:
+        algo.stop()
+
+
+def test_an_evaluation_budget_outside_the_trained_range_names_the_key():
+    with pytest.raises(ConfigError, match="evaluation_budget"):
+        algo = algos.get("efx_mappo", evaluation_budget=9.0, z_low=0.0, z_high=3.0)
+        algo.settings(make_env("mpe:simple_spread"))

@@ -152,3 +152,47 @@ def test_tune_logs_each_trial_to_mlflow_through_rays_callback(tmp_path):
     for run in runs:
         steps = client.get_metric_history(run.info.run_id, "agent_return_mean")
         assert len(steps) == 2
+
+
+def test_evaluation_videos_reach_the_run_dir_tensorboard_wandb_and_mlflow(tmp_path):
+    """``--eval-video-every 2``: the second evaluation renders one episode to
+    ``videos/step_<env steps>.gif``, a TensorBoard image summary, a W&B video and an
+    MLflow artifact; the checkpoint it was rendered from is not left behind."""
+    pytest.importorskip("wandb", reason="the wandb extra is not installed")
+    pytest.importorskip("mlflow", reason="the mlflow extra is not installed")
+    from mlflow.tracking import MlflowClient
+    from PIL import Image
+
+    done = subprocess.run(
+        [sys.executable, "-m", "marllib_ext.cli", "train", "mappo", "--env",
+         "mpe:simple_spread", "--env-arg", "max_cycles=5", "--stop-iters", "2",
+         "--num-cpus", "2", "--set", "train_batch_size=150", "--set", "minibatch_size=75",
+         "--set", "num_epochs=1", "--eval-every", "1", "--eval-episodes", "1",
+         "--eval-video-every", "2", "--local-dir", str(tmp_path / "runs"),
+         "--wandb", "demo", "--mlflow"],
+        env={**os.environ, "WANDB_MODE": "offline"},
+        cwd=tmp_path, capture_output=True, text=True, timeout=600,
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr[-3000:]
+    (run_dir,) = (tmp_path / "runs").iterdir()
+    (video,) = (run_dir / "videos").iterdir()  # evaluations 1 and 2: one video
+    assert video.name.startswith("step_") and video.suffix == ".gif"
+    with Image.open(video) as gif:
+        assert gif.n_frames >= 2 and gif.size == (700, 700)
+    assert not (run_dir / "checkpoint_video").exists()
+    (events,) = (run_dir / "tb").glob("events.out.tfevents.*")
+    assert b"evaluation/video" in events.read_bytes() and b"GIF89a" in events.read_bytes()
+    (path,) = glob.glob(str(run_dir / "wandb" / "offline-run-*" / "run-*.wandb"))
+    logged = [
+        items(record.history.item)
+        for record in wandb_records(path)
+        if record.WhichOneof("record_type") == "history"
+    ]
+    videos = [row for row in logged if "evaluation/video/_type" in row]
+    assert [row["evaluation/video/_type"] for row in videos] == ["video-file"]
+    assert videos[0]["evaluation/video/path"].endswith(".gif")
+    client = MlflowClient(tracking_uri=f"sqlite:///{run_dir / 'mlflow.db'}")
+    (run,) = client.search_runs([client.get_experiment_by_name("marllib-ext").experiment_id])
+    assert [a.path for a in client.list_artifacts(run.info.run_id, "videos")] == [
+        f"videos/{video.name}"
+    ]

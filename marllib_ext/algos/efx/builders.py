@@ -18,7 +18,11 @@ from marllib_ext.algos.efx.learners import (
     EFXJointCriticLearner,
     EFXVDLearner,
 )
-from marllib_ext.algos.efx.outer_loop import log_episode_returns, update_budget
+from marllib_ext.algos.efx.outer_loop import (
+    log_episode_returns,
+    play_evaluation_budget,
+    update_budget,
+)
 from marllib_ext.algos.efx.settings import EFXFields
 from marllib_ext.algos.happo.builders import build_happo
 from marllib_ext.algos.ppo.builders import build_mappo, build_vdppo
@@ -90,7 +94,11 @@ def _with_budget(base_builder, learner_class: type, name: str) -> Callable[..., 
             env_to_module_connector=functools.partial(
                 budget_connector_factory, settings=settings, seed=seed
             )
-        ).callbacks(on_episode_end=log_episode_returns, on_train_result=update_budget)
+        ).callbacks(
+            on_episode_end=log_episode_returns,
+            on_train_result=update_budget,
+            on_evaluate_start=play_evaluation_budget,
+        )
 
     build.__doc__ = f"{name}: {base_builder.__doc__}"
     return build

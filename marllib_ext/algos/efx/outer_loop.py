@@ -107,6 +107,20 @@ def budget_connector(env_runner) -> BudgetObservationConnector | None:
     return found[0] if found else None
 
 
+def play_evaluation_budget(*, algorithm, **kwargs) -> None:
+    """``on_evaluate_start``: the evaluation runner plays every episode at each team's
+    current deployment budget (copied from the training runner: the outer loop
+    broadcasts to the training runners only), or at the fixed ``evaluation_budget``."""
+    runner = getattr(algorithm, "eval_env_runner", None)
+    connector = None if runner is None else budget_connector(runner)
+    if connector is None:
+        return
+    source = budget_connector(algorithm.env_runner)
+    if source is not None and source is not connector:
+        connector.set_state(source.get_state())
+    connector.play_fixed(settings_of(algorithm.config).evaluation_budget)
+
+
 def _get_controller_states(env_runner):
     connector = budget_connector(env_runner)
     return None if connector is None else connector.get_state()

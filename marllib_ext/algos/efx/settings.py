@@ -47,6 +47,7 @@ class EFXFields:
     # A class-level default: settings pickled in checkpoints written before this key
     # existed read back as the range they trained with.
     budget_range: str = field(default="full", kw_only=True)
+    evaluation_budget: float | None = field(default=None, kw_only=True)
     budget_temperature: bool = field(default=False, kw_only=True)
     budget_temperature_hidden: int = field(default=16, kw_only=True)
     push_gradient: str = field(default="policy", kw_only=True)
@@ -101,6 +102,14 @@ class EFXFields:
                 self.z_low is None or self.z_high is None or self.z_low <= self.z_high,
                 "z_low",
                 f"must not exceed z_high = {self.z_high}",
+            ),
+            (
+                self.evaluation_budget is None
+                or self.z_low is None
+                or self.z_high is None
+                or self.z_low <= self.evaluation_budget <= self.z_high,
+                "evaluation_budget",
+                f"must be within [z_low, z_high] = [{self.z_low}, {self.z_high}] (or null)",
             ),
         ]
 
