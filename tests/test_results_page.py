@@ -67,3 +67,16 @@ def test_a_cell_without_runs_or_value_is_refused_by_its_name(page, tmp_path):
     (tmp_path / "seed0.json").write_text(json.dumps({"win_rate": None}))
     with pytest.raises(page.ResultsError, match="has no value under 'win_rate'"):
         page.read_cell("t", {"files": "seed*.json", "json": "win_rate"}, tmp_path)
+
+
+def test_every_reproduction_command_names_a_script_and_its_own_flags(page):
+    """Each row's command runs a script in ``benchmarks/`` with flags that script
+    defines (read from its ``add_argument`` calls)."""
+    for table in page.load_spec()["tables"]:
+        for row in table["rows"]:
+            for line in row["command"].strip().splitlines():
+                words = line.replace(";", " ").split()
+                script = next(w for w in words if w.startswith("benchmarks/"))
+                source = (ROOT / script).read_text()
+                for flag in (w for w in words if w.startswith("--")):
+                    assert f'"{flag}"' in source, (row["label"], script, flag)
