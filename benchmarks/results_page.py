@@ -167,7 +167,7 @@ def render_page(spec: dict, results: Path = RESULTS) -> str:
     parts += ["| family | metric | tasks |", "|---|---|---|"]
     for table in spec["tables"]:
         anchor = re.sub(r"[^a-z0-9 _-]", "", table["family"].lower()).replace(" ", "-")
-        tasks = ", ".join(table["columns"].values())
+        tasks = "; ".join(table["columns"].values())
         parts.append(f"| [{table['family']}](#{anchor}) | {table['metric']} | {tasks} |")
     parts.append("")
     parts += [render_table(table, results) for table in spec["tables"]]
