@@ -148,7 +148,7 @@ def test_a_family_that_cannot_render_turns_videos_off_and_training_goes_on(ray_s
     assert not (result.run_dir / "checkpoint_video").exists()
 
 
-@pytest.mark.parametrize("evaluation_budget", [None, 1.5])
+@pytest.mark.parametrize("evaluation_budget", [None, pytest.param(1.5, marks=pytest.mark.slow)])
 def test_efx_evaluates_at_the_deployment_budget_or_a_given_z(ray_session, evaluation_budget):
     """The evaluation runner plays every episode at one budget: the training runner's
     current deployment budget (the outer loop moves it), or ``evaluation_budget``;

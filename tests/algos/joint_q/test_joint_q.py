@@ -616,7 +616,9 @@ def test_a_gru_agents_sequence_is_its_cell_stepped_from_zeros():
     assert not any(key.startswith("sequence_gru") for key in module.state_dict())
 
 
-@pytest.mark.parametrize("share_policy", ["all", "individual"])
+@pytest.mark.parametrize(
+    "share_policy", ["all", pytest.param("individual", marks=pytest.mark.slow)]
+)
 def test_agent_values_are_each_agents_own_sequence(ray_session, share_policy):
     """The agents of one policy run as one batch of sequences; each agent's values are
     those of its own network on its own observations alone."""
