@@ -33,7 +33,7 @@ from pathlib import Path
 
 import numpy as np
 import ray
-from run_csv import finished_run, mean_at, window_mean
+from run_csv import earlier_runs, finished_run, mean_at, window_mean
 from timing import interleaved_seconds_per_iteration
 
 from marllib_ext import algos, make_env
@@ -128,29 +128,6 @@ def learn(
 
 def spread(values: list[float]) -> str:
     return f"{np.mean(values):.2f} [{min(values):.2f}, {max(values):.2f}]"
-
-
-EARLIER_RUNS = "earlier_runs.csv"
-
-
-def earlier_runs(out: Path) -> tuple[dict[str, set[int]], dict[tuple, list[float]]]:
-    """Values of runs whose CSVs are not kept, from ``<out>/earlier_runs.csv`` (columns
-    algo, seeds, column, env_steps, value, source; ``seeds`` such as ``0|1`` names the
-    seeds a group of values came from, order unknown): the seeds each algorithm has there,
-    and the values by (algo, column, env_steps)."""
-    path = out / EARLIER_RUNS
-    seeds: dict[str, set[int]] = {}
-    values: dict[tuple, list[float]] = {}
-    if path.exists():
-        with open(path) as f:
-            for row in csv.DictReader(f):
-                if row["column"] == "per_agent_return":
-                    seeds.setdefault(row["algo"], set()).update(
-                        int(s) for s in row["seeds"].split("|")
-                    )
-                key = (row["algo"], row["column"], int(row["env_steps"]))
-                values.setdefault(key, []).append(float(row["value"]))
-    return seeds, values
 
 
 def column_values(

@@ -33,7 +33,7 @@ from pathlib import Path
 
 import numpy as np
 import yaml
-from run_csv import mean_at, read_run
+from run_csv import earlier_runs, mean_at, read_run
 
 ROOT = Path(__file__).resolve().parents[1]
 RESULTS = ROOT / "benchmarks" / "results"
@@ -69,12 +69,10 @@ def read_cell(where: str, spec: dict, results: Path = RESULTS) -> Cell:
     files = sorted(glob.glob(str(results / spec["files"])), key=seed_of)
     earlier_rows, earlier_seeds = [], set()
     if "earlier" in spec:  # a seed kept there is not read again from a CSV
-        earlier = spec["earlier"]
-        for row in _csv_rows(results / earlier["file"]):
-            if row["algo"] == earlier["algo"]:
-                earlier_seeds.update(int(s) for s in row["seeds"].split("|"))
-                if (row["column"], int(row["env_steps"])) == (spec["csv"], spec["at"]):
-                    earlier_rows.append(float(row["value"]))
+        algo = spec["earlier"]["algo"]
+        seeds, earlier = earlier_runs(results, spec["csv"], results / spec["earlier"]["file"])
+        earlier_seeds = seeds.get(algo, set())
+        earlier_rows = earlier.get((algo, spec["csv"], spec["at"]), [])
     values, seeds = list(earlier_rows), [-1] * len(earlier_rows)  # their seeds: unordered
     for path in (f for f in files if seed_of(f) not in earlier_seeds):
         if "json" in spec:
@@ -93,13 +91,6 @@ def read_cell(where: str, spec: dict, results: Path = RESULTS) -> Cell:
     if not values:
         raise ResultsError(f"{where}: no stored run matches {spec['files']!r}")
     return Cell(values, seeds)
-
-
-def _csv_rows(path: Path) -> list[dict[str, str]]:
-    import csv
-
-    with open(path) as f:
-        return list(csv.DictReader(f))
 
 
 def number(value: float, digits: int) -> str:

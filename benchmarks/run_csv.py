@@ -33,3 +33,29 @@ def mean_at(rows: list[dict[str, float]], steps: int, key: str, window: int) -> 
     ``steps`` env steps."""
     reached = next(i for i, r in enumerate(rows) if r["timesteps_total"] >= steps)
     return window_mean(rows[: reached + 1], key, window)
+
+
+EARLIER_RUNS = "earlier_runs.csv"
+
+
+def earlier_runs(
+    out: Path, seeds_column: str = "per_agent_return", path: Path | None = None
+) -> tuple[dict[str, set[int]], dict[tuple, list[float]]]:
+    """Values of runs whose CSVs are not kept, from ``<out>/earlier_runs.csv`` (columns
+    algo, seeds, column, env_steps, value, source; ``seeds`` such as ``0|1`` names the
+    seeds a group of values came from, order unknown): the seeds each algorithm has there,
+    and the values by (algo, column, env_steps). An algorithm's seeds are read from the
+    rows of ``seeds_column``; ``path`` reads another file than ``<out>/earlier_runs.csv``."""
+    path = out / EARLIER_RUNS if path is None else path
+    seeds: dict[str, set[int]] = {}
+    values: dict[tuple, list[float]] = {}
+    if path.exists():
+        with open(path) as f:
+            for row in csv.DictReader(f):
+                if row["column"] == seeds_column:
+                    seeds.setdefault(row["algo"], set()).update(
+                        int(s) for s in row["seeds"].split("|")
+                    )
+                key = (row["algo"], row["column"], int(row["env_steps"]))
+                values.setdefault(key, []).append(float(row["value"]))
+    return seeds, values
