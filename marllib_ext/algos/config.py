@@ -232,6 +232,7 @@ class CentralCriticSettings(PPOSettings):
     critic_hiddens: list[int]
     critic_activation: str
     critic_lr: float | None  # the joint critics' optimizer (HARL's critic_lr); null: lr
+    critic_use_rnn: bool  # rMAPPO's critic: rnn_type / rnn_hidden_dim / max_seq_len
     value_norm: bool
     value_norm_beta: float
     huber_delta: float | None
@@ -274,6 +275,11 @@ class VDSettings(CentralCriticSettings):
                 not self.feature_norm,
                 "feature_norm",
                 "the value-decomposition critic's inputs are not normalized yet: false",
+            ),
+            (
+                not self.critic_use_rnn,
+                "critic_use_rnn",
+                "the value-decomposition critic is feed-forward yet: false",
             ),
             (self.mixer in MIXERS, "mixer", f"one of {MIXERS}"),
             (self.mixer_embed_dim >= 1, "mixer_embed_dim", "must be >= 1"),

@@ -12,6 +12,7 @@ from ray.rllib.utils.annotations import override
 from torch import nn
 
 from marllib_ext.ops.value_norm import denormalize, normalize, update_moments
+from marllib_ext.policies.recurrent_critic import RecurrentValueNet
 
 CRITIC_MODULE_ID = "joint_critic"
 # model_config key of a central critic: the value-normalization beta (None: off).
@@ -63,6 +64,16 @@ def mlp(
     return nn.Sequential(*layers)
 
 
+def recurrent_value_net(
+    in_dim: int, hiddens: list[int], activation: str, rnn_type: str, rnn_hidden: int, *,
+    input_norm: bool = False,
+) -> RecurrentValueNet:  # fmt: skip
+    """``mlp``'s hidden layers, then a ``rnn_type`` layer of ``rnn_hidden`` units and a
+    linear value head (``policies.recurrent_critic``)."""
+    trunk = mlp(in_dim, hiddens, 1, activation, input_norm=input_norm)[:-1]
+    return RecurrentValueNet(trunk, hiddens[-1] if hiddens else in_dim, rnn_type, rnn_hidden)
+
+
 class CentralValueCritic(TorchRLModule, ValueFunctionAPI):
     """Central value ``V(s)`` on the global state.
 
@@ -79,6 +90,10 @@ class CentralValueCritic(TorchRLModule, ValueFunctionAPI):
     learns standardized targets: ``forward_train``'s ``vf_preds`` are in that space,
     ``compute_values`` de-normalizes them (GAE and value targets see returns), and the
     running moments are a buffer (``value_moments``), so they live in checkpoints.
+    ``rnn_type`` (``gru`` | ``lstm``; absent or None: feed-forward), ``rnn_hidden_dim``
+    and ``max_seq_len``: a recurrent critic (rMAPPO's, ``recurrent_critic``); its batch
+    is then ``[N, L]`` sequences with ``Columns.STATE_IN``, and ``block_values`` gives
+    a rollout block's values step by step.
     """
 
     @override(TorchRLModule)
@@ -86,13 +101,26 @@ class CentralValueCritic(TorchRLModule, ValueFunctionAPI):
         config = self.model_config
         network = (config["state_dim"], list(config["hiddens"]), 1, config["activation"])
         input_norm = bool(config.get("feature_norm", False))
-        self.value_net = mlp(*network, input_norm=input_norm)
+        self.rnn_type = config.get("rnn_type")
+        if self.rnn_type is not None:
+            if config.get("cost_head", False):
+                raise ValueError("a recurrent central critic has no cost head yet")
+            self.value_net = recurrent_value_net(
+                *network[:2], network[3], self.rnn_type, int(config["rnn_hidden_dim"]),
+                input_norm=input_norm,
+            )  # fmt: skip
+        else:
+            self.value_net = mlp(*network, input_norm=input_norm)
         self.cost_value_net = (
             mlp(*network, input_norm=input_norm) if config.get("cost_head", False) else None
         )
         self.value_norm_beta = config.get(VALUE_NORM_BETA)
         if self.value_norm_beta is not None:
             self.register_buffer("value_moments", torch.zeros(3, dtype=torch.float64))
+
+    @override(TorchRLModule)
+    def get_initial_state(self) -> dict[str, torch.Tensor]:
+        return {} if self.rnn_type is None else self.value_net.initial_state()
 
     @override(TorchRLModule)
     def _forward(self, batch: dict[str, Any], **kwargs) -> dict[str, Any]:
@@ -116,8 +144,22 @@ class CentralValueCritic(TorchRLModule, ValueFunctionAPI):
         return denormalize(raw, self.moments()).to(raw.dtype)
 
     def raw_values(self, batch: dict[str, Any]) -> torch.Tensor:
-        """The value network's outputs, ``(B,)`` (standardized under value norm)."""
+        """The value network's outputs, ``(B,)`` (standardized under value norm); a
+        recurrent critic's ``(N, L)`` over its sequences."""
+        if self.rnn_type is not None:
+            return self.value_net.sequences(batch[STATE], batch[Columns.STATE_IN])
         return self.value_net(batch[STATE]).squeeze(-1)
+
+    def block_values(self, states: torch.Tensor, next_states: torch.Tensor, resets):
+        """A recurrent critic's ``(T, B)`` values of a block's states and of the states
+        after each step, on the returns' scale, and the state entered at each step
+        (``RecurrentValueNet.block_values``)."""
+        values, next_values, entered = self.value_net.block_values(states, next_states, resets)
+        if self.value_norm_beta is not None:
+            moments = self.moments()
+            values = denormalize(values, moments).to(values.dtype)
+            next_values = denormalize(next_values, moments).to(values.dtype)
+        return values, next_values, entered
 
     def moments(self) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
         """The running ``(m, s, d)`` of the value targets."""

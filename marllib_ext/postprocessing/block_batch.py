@@ -36,9 +36,11 @@ from marllib_ext.policies.vd_critic import AGENT_OBS, AGENT_PRESENT
 from marllib_ext.postprocessing.block_hooks import BlockHooks
 from marllib_ext.postprocessing.sequence_batch import (
     EPISODE_START,
+    critic_resets,
     episode_starts,
     module_sequences,
     numpy_tensor,
+    recurrent_block_values,
 )
 from marllib_ext.rllib_compat import plain_module
 from marllib_ext.rollout.blocks import RolloutBlock
@@ -72,6 +74,8 @@ class TeamBlock:
     value_targets: np.ndarray
     acting: np.ndarray  # bool, an agent of the team acted
     rewards: np.ndarray  # the team reward
+    # A recurrent critic's state entered at each step, {"state_in/<key>": (T, B, h)}.
+    critic_state: dict[str, np.ndarray] | None = None
 
 
 def present_rewards(block: RolloutBlock, agents: list[int]) -> np.ndarray:
@@ -174,9 +178,15 @@ def team_block(
     alive = block.alive[:, :, team]
     rewards = present_rewards(block, team)
     inputs = critic_inputs(block, team, after=False, agent_obs=agent_obs, hooks=hooks)
-    values = block_values(critic.compute_values, inputs, device)
     after = critic_inputs(block, team, after=True, agent_obs=agent_obs, hooks=hooks)
-    next_values = block_values(critic.compute_values, after, device)
+    critic_state = None
+    if getattr(critic, "rnn_type", None) is not None:
+        values, next_values, critic_state = recurrent_block_values(
+            critic, inputs, after, critic_resets(block), device
+        )
+    else:
+        values = block_values(critic.compute_values, inputs, device)
+        next_values = block_values(critic.compute_values, after, device)
     team_rewards = rewards.sum(-1)
     advantages, value_targets = block_gae(
         team_rewards, values, next_values, block.terminated, block.truncated,
@@ -184,7 +194,7 @@ def team_block(
     )  # fmt: skip
     return TeamBlock(
         block, team, inputs, after, values, advantages, value_targets, alive.any(-1),
-        team_rewards,
+        team_rewards, critic_state,
     )  # fmt: skip
 
 
@@ -308,28 +318,53 @@ def joint_critic_block_batch(
             plain_module(rl_module, module_id) if module_id in rl_module else None,
         )
         batch[module_id] = module_tensors(columns, device)
-    inputs = [{k: world_major(v) for k, v in t.inputs.items()} for t in teams]
-    value_targets = np.concatenate([world_major(t.value_targets) for t in teams])
-    critic_columns = {
-        **{
-            column: numpy_tensor(np.concatenate([i[column] for i in inputs]), device, np.float32)
-            for column in inputs[0]
-        },
-        Columns.VALUE_TARGETS: numpy_tensor(value_targets, device, np.float32),
-        **{
-            column: numpy_tensor(
-                np.concatenate([world_major(e[column]) for e in critic_extra]), device, np.float32
-            )
-            for column in critic_extra[0]
-        },
-        Columns.LOSS_MASK: torch.ones(len(value_targets), dtype=torch.bool).to(device),
+    batch[critic_module_id] = critic_batch(critic, teams, critic_extra, settings, device)
+    return batch
+
+
+def critic_batch(critic, teams: list[TeamBlock], critic_extra, settings, device) -> dict:
+    """The joint critic's columns: one row per (step, world), world by world; a
+    recurrent critic's rows as its sequences (``module_sequences``: each from the state
+    entered at its first step, cut where an episode starts)."""
+    columns = {
+        column: np.concatenate([world_major(t.inputs[column]) for t in teams])
+        for column in teams[0].inputs
     }
+    columns[Columns.VALUE_TARGETS] = np.concatenate([world_major(t.value_targets) for t in teams])
+    for column in critic_extra[0]:
+        columns[column] = np.concatenate([world_major(e[column]) for e in critic_extra])
     if getattr(settings, "value_clip", None) is not None:
         old = torch.from_numpy(np.concatenate([world_major(t.values) for t in teams]))
         old = critic.normalized(old) if hasattr(critic, "normalized") else old
-        critic_columns[OLD_VALUES] = old.to(torch.float32).to(device)
-    batch[critic_module_id] = critic_columns
-    return batch
+        columns[OLD_VALUES] = old.numpy()
+    length = max_seq_len(critic)
+    if length is None:
+        columns[Columns.LOSS_MASK] = np.ones(len(columns[Columns.VALUE_TARGETS]), bool)
+    else:
+        for column in teams[0].critic_state:
+            columns[column] = np.concatenate([world_major(t.critic_state[column]) for t in teams])
+        keys = [
+            np.concatenate([np.full(t.acting.size, k) for k, t in enumerate(teams)]),
+            np.concatenate([world_major(np.indices(t.acting.shape)[1]) for t in teams]),
+        ]
+        steps = np.concatenate([world_major(np.indices(t.acting.shape)[0]) for t in teams])
+        resets = np.concatenate([world_major(critic_resets(t.block)) for t in teams])
+        columns = module_sequences(columns, segment_starts(keys, steps, resets), length)
+    return critic_tensors(columns, device)
+
+
+def critic_tensors(columns: dict[str, Any], device) -> dict[str, Any]:
+    """Numpy critic columns as float32 tensors (the loss mask as bool, ``seq_lens`` as
+    ints, the nested state)."""
+    state = columns.pop(Columns.STATE_IN, None)
+    kept = (Columns.LOSS_MASK, Columns.SEQ_LENS)
+    out = {
+        column: numpy_tensor(array, device, None if column in kept else np.float32)
+        for column, array in columns.items()
+    }
+    if state is not None:
+        out[Columns.STATE_IN] = tree.map_structure(lambda s: numpy_tensor(s, device), state)
+    return out
 
 
 def module_tensors(columns: dict[str, Any], device) -> dict[str, Any]:

@@ -18,9 +18,10 @@ from marllib_ext.ops.sequences import (
     segment_starts,
     sequence_layout,
 )
+from marllib_ext.policies.joint_critic import STATE
 from marllib_ext.policies.recurrent import max_seq_len
 from marllib_ext.rollout.blocks import RolloutBlock
-from marllib_ext.rollout.recurrent import is_state_column, nested_state
+from marllib_ext.rollout.recurrent import is_state_column, nested_state, state_columns
 
 # Row column until a recurrent module's rows become sequences: the world's episode
 # starts at the row's step.
@@ -99,6 +100,30 @@ def recurrent_values(module, block: RolloutBlock, i: int, device):
     values[steps, worlds] = scatter_sequences(out[:, :-1], index, valid, rows)
     next_values[steps, worlds] = scatter_sequences(out[:, 1:], index, valid, rows)
     return values, next_values
+
+
+def critic_resets(block: RolloutBlock) -> np.ndarray:
+    """``(T, B)`` the steps where a recurrent critic starts from its initial state:
+    where the world's episode starts, and after a step where it ended."""
+    ended = block.terminated | block.truncated
+    resets = episode_starts(block).copy()
+    resets[1:] |= ended[:-1]
+    return resets
+
+
+def recurrent_block_values(critic, inputs, after, resets: np.ndarray, device):
+    """A recurrent critic's ``(T, B)`` values and next values of a block
+    (``CentralValueCritic.block_values``) and the state entered at each step as
+    ``state_in/<key>`` columns ``(T, B, h)``."""
+    with torch.no_grad():
+        values, next_values, entered = critic.block_values(
+            numpy_tensor(inputs[STATE], device, np.float32),
+            numpy_tensor(after[STATE], device, np.float32),
+            torch.from_numpy(resets).to(device),
+        )
+    state = {column: tensor.cpu().numpy() for column, tensor in state_columns(entered).items()}
+    as_numpy = [v.cpu().numpy().astype(np.float64) for v in (values, next_values)]
+    return *as_numpy, state
 
 
 def numpy_tensor(array: np.ndarray, device, dtype=None) -> torch.Tensor:

@@ -29,6 +29,7 @@ from marllib_ext.policies.joint_critic import (
 )
 from marllib_ext.policies.recurrent import recurrent_model_config
 from marllib_ext.policies.vd_critic import ValueDecompositionCritic
+from marllib_ext.postprocessing.block_batch import block_batch_options, joint_critic_block_batch
 from marllib_ext.rllib_compat.recurrent import RecurrentPPOCatalog
 
 # With num_learners >= 2 every module is wrapped in torch DDP. The actors of joint-critic
@@ -135,8 +136,21 @@ def central_critic_spec(
     cost_head: bool = False,
 ) -> RLModuleSpec:
     """Central ``V(s)`` module; ``extra_inputs`` widens its input (EFX appends z);
-    ``cost_head`` adds the cost value ``V_c(s)`` (safe MARL)."""
+    ``cost_head`` adds the cost value ``V_c(s)`` (safe MARL); ``critic_use_rnn`` makes
+    it recurrent (``rnn_type``, ``rnn_hidden_dim``, ``max_seq_len``)."""
     state_space = env.layout.state_space
+    recurrent = {}
+    if settings.critic_use_rnn:
+        if cost_head:
+            raise ConfigError(
+                "critic_use_rnn: the safe-MARL critics (with a cost head) are feed-forward "
+                "yet: false"
+            )
+        recurrent = {
+            "rnn_type": settings.rnn_type,
+            "rnn_hidden_dim": settings.rnn_hidden_dim,
+            "max_seq_len": settings.max_seq_len,
+        }
     return RLModuleSpec(
         module_class=CentralValueCritic,
         learner_only=True,
@@ -150,6 +164,7 @@ def central_critic_spec(
             "cost_head": cost_head,
             VALUE_NORM_BETA: settings.value_norm_beta if settings.value_norm else None,
             "feature_norm": settings.feature_norm,
+            **recurrent,
         },
     )
 
@@ -201,6 +216,9 @@ def build_joint_critic_ppo(
     """PPO actors (value heads unused) plus one learner-only joint critic module per
     team (``critic_spec(mapping, team_agents)``): ``joint_critic`` on a one-team env,
     ``joint_critic_<team>`` for each team of a mixed env."""
+    refusal = recurrent_critic_refusal(learner_class.advantage_connector_class)
+    if settings.critic_use_rnn and refusal:
+        raise ConfigError(f"critic_use_rnn: {refusal}: false")
     mapping = policy_mapping(env, share_policy)
     policies = sorted(set(mapping.values()))
     teams = env.layout.teams
@@ -238,6 +256,17 @@ def build_joint_critic_ppo(
             )
         )
     )
+
+
+def recurrent_critic_refusal(connector_class: type) -> str | None:
+    """Why the critic of ``connector_class``'s family cannot be recurrent (``None``: it
+    can): HAPPO's factor M indexes the critic's rows one per step, and COMA's critic
+    has its own batch builder."""
+    if block_batch_options(connector_class).get("team_rows", False):
+        return "HAPPO's and HATRPO's factor M reads the critic's rows step by step"
+    if connector_class.block_builder is not joint_critic_block_batch:
+        return "this family's critic has its own batch and stays feed-forward"
+    return None
 
 
 def build_mappo(
