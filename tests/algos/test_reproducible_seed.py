@@ -10,9 +10,11 @@ Before, RLlib iterated an episode's agents in the per-process hash order of a se
 the modules were built in the hash order of the policy-id set, so the seeded initial
 weights went to different agents."""
 
+import contextlib
 import os
 import subprocess
 import sys
+import tempfile
 
 import pytest
 
@@ -59,26 +61,41 @@ SLOW_CASES = [
 ] + ["qmix,mpe:simple_spread,all", "maddpg,vmas:navigation,all", "happo,vmas:navigation,individual"]
 
 
-def two_iterations(hash_seed: str, cases: list[str]) -> list[str]:
-    env = {**os.environ, "PYTHONHASHSEED": hash_seed, "OMP_NUM_THREADS": "1"}
-    done = subprocess.run(
-        [sys.executable, "-c", TWO_ITERATIONS, *cases], env=env, capture_output=True,
-        text=True, timeout=1200,
-    )  # fmt: skip
-    lines = [line for line in done.stdout.splitlines() if line.startswith("RESULT")]
-    assert done.returncode == 0 and len(lines) == len(cases), done.stderr[-3000:]
-    return lines
+def two_iterations(hash_seeds: tuple[str, str], cases: list[str]) -> list[list[str]]:
+    """One process per hash seed, side by side (one Ray CPU each; output to files, so
+    neither blocks on a full pipe), then each one's ``RESULT`` lines."""
+    with contextlib.ExitStack() as stack:
+        runs = []
+        for hash_seed in hash_seeds:
+            env = {**os.environ, "PYTHONHASHSEED": hash_seed, "OMP_NUM_THREADS": "1"}
+            out = stack.enter_context(tempfile.TemporaryFile("w+"))
+            err = stack.enter_context(tempfile.TemporaryFile("w+"))
+            command = [sys.executable, "-c", TWO_ITERATIONS, *cases]
+            process = subprocess.Popen(command, env=env, stdout=out, stderr=err)
+            stack.callback(lambda p=process: p.poll() is None and p.kill())
+            runs.append((process, out, err))
+        results = []
+        for process, out, err in runs:
+            process.wait(timeout=1200)
+            out.seek(0)
+            err.seek(0)
+            lines = [line for line in out.read().splitlines() if line.startswith("RESULT")]
+            assert process.returncode == 0 and len(lines) == len(cases), err.read()[-3000:]
+            results.append(lines)
+        return results
 
 
 def test_the_same_seed_trains_the_same_weights_in_two_processes():
     pytest.importorskip("vmas", reason="the vmas extra is not installed")
-    assert two_iterations("1", DEFAULT_CASES) == two_iterations("2", DEFAULT_CASES)
+    first, second = two_iterations(("1", "2"), DEFAULT_CASES)
+    assert first == second
 
 
 @pytest.mark.slow
 def test_every_pipeline_reproduces_on_mpe_and_vmas():
     pytest.importorskip("vmas", reason="the vmas extra is not installed")
-    assert two_iterations("1", SLOW_CASES) == two_iterations("2", SLOW_CASES)
+    first, second = two_iterations(("1", "2"), SLOW_CASES)
+    assert first == second
 
 
 @pytest.mark.parametrize(
@@ -92,4 +109,5 @@ def test_smax_and_grf_reproduce(module, cases):
     """Where their optional installs are present (SMAX's batched rollout, GRF's engine
     seeded per episode from the env's generator)."""
     pytest.importorskip(module, reason=f"{module} is not installed")
-    assert two_iterations("1", cases) == two_iterations("2", cases)
+    first, second = two_iterations(("1", "2"), cases)
+    assert first == second

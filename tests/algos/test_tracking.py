@@ -14,22 +14,24 @@ import pytest
 from marllib_ext.cli import main
 
 SMALL = [
-    "--env", "toy:coordination", "--stop-iters", "2", "--num-cpus", "2",
-    "--set", "train_batch_size=200", "--set", "minibatch_size=100",
-    "--set", "num_epochs=1", "--set", "num_envs_per_env_runner=2",
+    "--env", "mpe:simple_spread", "--env-arg", "max_cycles=5", "--stop-iters", "2",
+    "--num-cpus", "2", "--set", "train_batch_size=150", "--set", "minibatch_size=75",
+    "--set", "num_epochs=1",
 ]  # fmt: skip
 
 
 @pytest.fixture(scope="module")
 def tracked_run(tmp_path_factory):
     """One ``train mappo --wandb demo --mlflow`` run (W&B offline, MLflow's default
-    store), started in an empty working directory."""
+    store), started in an empty working directory, evaluated every iteration with a
+    video every second evaluation (``--eval-video-every 2``)."""
     pytest.importorskip("wandb", reason="the wandb extra is not installed")
     pytest.importorskip("mlflow", reason="the mlflow extra is not installed")
     root = tmp_path_factory.mktemp("tracked")
     # Its own process: the CLI starts and stops its own Ray.
     done = subprocess.run(
         [sys.executable, "-m", "marllib_ext.cli", "train", "mappo", *SMALL,
+         "--eval-every", "1", "--eval-episodes", "1", "--eval-video-every", "2",
          "--local-dir", str(root / "runs"), "--wandb", "demo", "--mlflow"],
         env={**os.environ, "WANDB_MODE": "offline"},
         cwd=root,
@@ -88,8 +90,8 @@ def test_wandb_offline_run_has_every_iteration_the_config_and_the_checkpoint(tra
     returns = [float(line.split(",")[3]) for line in progress[1:]]  # agent_return_mean
     assert [row["agent_return_mean"] for row in history] == pytest.approx(returns)
     assert all("env_runners/episode_return_mean" in row for row in history)
-    assert config["algorithm"] == "mappo" and config["env"] == "toy:coordination"
-    assert config["train_batch_size"] == 200
+    assert config["algorithm"] == "mappo" and config["env"] == "mpe:simple_spread"
+    assert config["train_batch_size"] == 150
     assert summary["checkpoint_path"] == str((run_dir / "checkpoint").resolve())
 
 
@@ -101,7 +103,7 @@ def test_mlflow_run_has_every_iteration_the_config_and_the_checkpoint(tracked_ru
     (run,) = client.search_runs([client.get_experiment_by_name("marllib-ext").experiment_id])
     history = client.get_metric_history(run.info.run_id, "agent_return_mean")
     assert [point.step for point in history] == [1, 2]
-    assert run.data.params["algorithm"] == "mappo" and run.data.params["train_batch_size"] == "200"
+    assert run.data.params["algorithm"] == "mappo" and run.data.params["train_batch_size"] == "150"
     assert run.data.tags["checkpoint_path"] == str((run_dir / "checkpoint").resolve())
     assert run.info.status == "FINISHED"
     artifacts = Path(run.info.artifact_uri.removeprefix("file://"))
@@ -154,27 +156,14 @@ def test_tune_logs_each_trial_to_mlflow_through_rays_callback(tmp_path):
         assert len(steps) == 2
 
 
-def test_evaluation_videos_reach_the_run_dir_tensorboard_wandb_and_mlflow(tmp_path):
+def test_evaluation_videos_reach_the_run_dir_tensorboard_wandb_and_mlflow(tracked_run):
     """``--eval-video-every 2``: the second evaluation renders one episode to
     ``videos/step_<env steps>.gif``, a TensorBoard image summary, a W&B video and an
     MLflow artifact; the checkpoint it was rendered from is not left behind."""
-    pytest.importorskip("wandb", reason="the wandb extra is not installed")
-    pytest.importorskip("mlflow", reason="the mlflow extra is not installed")
     from mlflow.tracking import MlflowClient
     from PIL import Image
 
-    done = subprocess.run(
-        [sys.executable, "-m", "marllib_ext.cli", "train", "mappo", "--env",
-         "mpe:simple_spread", "--env-arg", "max_cycles=5", "--stop-iters", "2",
-         "--num-cpus", "2", "--set", "train_batch_size=150", "--set", "minibatch_size=75",
-         "--set", "num_epochs=1", "--eval-every", "1", "--eval-episodes", "1",
-         "--eval-video-every", "2", "--local-dir", str(tmp_path / "runs"),
-         "--wandb", "demo", "--mlflow"],
-        env={**os.environ, "WANDB_MODE": "offline"},
-        cwd=tmp_path, capture_output=True, text=True, timeout=600,
-    )  # fmt: skip
-    assert done.returncode == 0, done.stderr[-3000:]
-    (run_dir,) = (tmp_path / "runs").iterdir()
+    run_dir, _ = tracked_run
     (video,) = (run_dir / "videos").iterdir()  # evaluations 1 and 2: one video
     assert video.name.startswith("step_") and video.suffix == ".gif"
     with Image.open(video) as gif:  # identical consecutive frames merge (a greedy no-op)

@@ -109,6 +109,7 @@ def test_bad_input_is_one_error_line(tmp_path, args, message):
     assert not (tmp_path / "runs").exists()  # nothing was started or written
 
 
+@pytest.mark.slow  # test_efx.py evaluates at a chosen budget in-process by default
 def test_evaluate_an_efx_checkpoint_at_a_chosen_budget(tmp_path):
     trained = run_cli(
         "train",
@@ -161,6 +162,7 @@ def test_tune_sweep_prints_a_results_table(tmp_path):
     assert len(rows) == 2 and {"0.001", "0.0005"} <= {row.split()[0] for row in rows}
 
 
+@pytest.mark.slow  # a CLI run of its own (15 s); the default tier trains through the CLI above
 def test_train_starts_its_own_ray_despite_a_dead_cluster_address(tmp_path):
     """An earlier `ray start` whose cluster died leaves its address in Ray's temp dir;
     without --address or RAY_ADDRESS, train must start a local Ray, not retry it."""
