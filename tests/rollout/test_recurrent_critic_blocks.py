@@ -137,3 +137,18 @@ def test_feed_forward_actor_with_recurrent_critic(ray_session):
     assert gap < 1e-5
     actor = batch.policy_batches["shared"]
     assert actor[Columns.ACTIONS].dim() == 1
+
+
+@pytest.mark.slow
+def test_two_data_parallel_learners_train_a_recurrent_critic(ray_session):
+    """Each learner builds its critic's sequences from its share of the worlds; torch
+    DDP keeps the two identical."""
+    from tests.data_parallel import assert_learners_identical, two_learner_algorithm
+
+    algorithm = two_learner_algorithm("mappo", use_rnn=True, critic_use_rnn=True, max_seq_len=4)
+    try:
+        result = algorithm.train()
+        assert_learners_identical(algorithm)
+    finally:
+        algorithm.stop()
+    assert np.isfinite(result["env_runners"]["episode_return_mean"])
