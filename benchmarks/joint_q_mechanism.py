@@ -59,6 +59,17 @@ def exploration_at_success(progress: Path) -> dict[str, float]:
     return out
 
 
+def mixer_preactivations(mixer, agent_values: torch.Tensor, state: torch.Tensor):
+    """``(B, L, embed)`` the online QMIX mixer's hidden pre-activations
+    ``Q @ |w1(s)| + b1(s)`` (before the ELU) of ``agent_values (B, L, k)``."""
+    hyper = mixer.hypernetworks
+    batch, length, k = agent_values.shape
+    flat_state = mixer.mixer_input(state.reshape(batch * length, -1))
+    w1 = hyper.w1(flat_state).view(-1, k, hyper.embed_dim).abs()
+    pre = torch.einsum("bn,bne->be", agent_values.reshape(-1, k), w1) + hyper.b1(flat_state)
+    return pre.view(batch, length, -1)
+
+
 def mechanism(run_dir: Path, episodes: int, seed: int) -> dict[str, float]:
     from ray.rllib.algorithms.algorithm import Algorithm
 
@@ -89,8 +100,10 @@ def mechanism(run_dir: Path, episodes: int, seed: int) -> dict[str, float]:
             if hasattr(mixer, "mix") and getattr(mixer, "mixer_name", "none") == "qmix":
                 zero = torch.zeros_like(chosen[..., agent_index])
                 state_part = mixer.mix(zero, state).abs()
+                hidden = mixer_preactivations(mixer, chosen[..., agent_index], state)
             else:
                 state_part = torch.zeros_like(values)
+                hidden = None
     finally:
         algorithm.stop()
     m = mask.detach().numpy().astype(bool)
@@ -110,6 +123,10 @@ def mechanism(run_dir: Path, episodes: int, seed: int) -> dict[str, float]:
         "weight_mean": float(w[present].mean()),
         "weight_below_0.05": float((w[present] < 0.05).mean()),
         "td_abs": float(td[m].mean()),
+        # The mixer's hidden units on the ELU's flat side (slope exp(x) < 0.14): there
+        # the agents' values barely move Q_tot.
+        "hidden_below_-2": float((hidden.numpy()[m] < -2).mean()) if hidden is not None else 0.0,
+        "hidden_mean": float(hidden.numpy()[m].mean()) if hidden is not None else 0.0,
     }
     steps = np.arange(m.shape[1])[None].repeat(m.shape[0], 0)
     for low, high in STEP_BINS:

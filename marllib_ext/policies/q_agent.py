@@ -219,12 +219,15 @@ class JointQMixer(TorchRLModule):
             raise RuntimeError("this mixer was built without twin hypernetworks")
         online, target_hyper = self._hypernetwork_pairs()[1 if twin else 0]
         hyper = target_hyper if target else online
-        state = state.reshape(batch * length, -1)
-        if self.state_normalize:
-            state = ((state - self.state_mean) / torch.sqrt(self.state_var + 1e-8)).clamp(
-                -self.STATE_CLIP, self.STATE_CLIP
-            )
-        return hyper(flat, state).view(batch, length)
+        return hyper(flat, self.mixer_input(state.reshape(batch * length, -1))).view(batch, length)
+
+    def mixer_input(self, state: torch.Tensor) -> torch.Tensor:
+        """The state as the hypernetworks read it (standardized with ``state_normalize``)."""
+        if not self.state_normalize:
+            return state
+        return ((state - self.state_mean) / torch.sqrt(self.state_var + 1e-8)).clamp(
+            -self.STATE_CLIP, self.STATE_CLIP
+        )
 
     @torch.no_grad()
     def observe_states(self, states: torch.Tensor) -> None:
