@@ -276,11 +276,6 @@ class VDSettings(CentralCriticSettings):
                 "feature_norm",
                 "the value-decomposition critic's inputs are not normalized yet: false",
             ),
-            (
-                not self.critic_use_rnn,
-                "critic_use_rnn",
-                "the value-decomposition critic is feed-forward yet: false",
-            ),
             (self.mixer in MIXERS, "mixer", f"one of {MIXERS}"),
             (self.mixer_embed_dim >= 1, "mixer_embed_dim", "must be >= 1"),
             (self.hypernet_embed_dim >= 1, "hypernet_embed_dim", "must be >= 1"),

@@ -150,11 +150,13 @@ class CentralValueCritic(TorchRLModule, ValueFunctionAPI):
             return self.value_net.sequences(batch[STATE], batch[Columns.STATE_IN])
         return self.value_net(batch[STATE]).squeeze(-1)
 
-    def block_values(self, states: torch.Tensor, next_states: torch.Tensor, resets):
+    def block_values(self, inputs: dict[str, torch.Tensor], after: dict[str, torch.Tensor], resets):
         """A recurrent critic's ``(T, B)`` values of a block's states and of the states
-        after each step, on the returns' scale, and the state entered at each step
-        (``RecurrentValueNet.block_values``)."""
-        values, next_values, entered = self.value_net.block_values(states, next_states, resets)
+        after each step (``STATE`` of ``inputs`` / ``after``), on the returns' scale, and
+        the state entered at each step (``RecurrentValueNet.block_values``)."""
+        values, next_values, entered = self.value_net.block_values(
+            inputs[STATE], after[STATE], resets
+        )
         if self.value_norm_beta is not None:
             moments = self.moments()
             values = denormalize(values, moments).to(values.dtype)

@@ -12,7 +12,7 @@ from ray.rllib.utils.annotations import override
 from torch import nn
 
 from marllib_ext.ops.mixers import qmix_mix, vdn_mix
-from marllib_ext.policies.joint_critic import STATE, mlp
+from marllib_ext.policies.joint_critic import STATE, mlp, recurrent_value_net
 
 # Critic batch column: (rows, n_agents, max_obs_dim) each agent's own observation,
 # zero-padded, agents in sorted id order.
@@ -76,7 +76,10 @@ class ValueDecompositionCritic(TorchRLModule, ValueFunctionAPI):
 
     ``model_config``: ``head_of_agent`` (head key per agent, sorted agent order),
     ``obs_dims`` (per agent), ``state_dim``, ``hiddens``, ``activation``, ``mixer``,
-    ``mixer_embed_dim``, ``hypernet_embed_dim``.
+    ``mixer_embed_dim``, ``hypernet_embed_dim``; ``rnn_type`` (``gru`` | ``lstm``;
+    absent or None: feed-forward), ``rnn_hidden_dim``, ``max_seq_len``: recurrent heads
+    (``policies.recurrent_critic``), each agent with its own state over the episode (an
+    absent agent's head reads zeros), the batch then ``[N, L]`` sequences.
     """
 
     @override(TorchRLModule)
@@ -90,12 +93,17 @@ class ValueDecompositionCritic(TorchRLModule, ValueFunctionAPI):
         dim_of_head = {}
         for head, dim in zip(self.head_of_agent, self.obs_dims, strict=True):
             dim_of_head.setdefault(head, dim)
-        self.heads = nn.ModuleDict(
-            {
-                head: mlp(dim, list(config["hiddens"]), 1, config["activation"])
+        self.rnn_type = config.get("rnn_type")
+        hiddens, activation = list(config["hiddens"]), config["activation"]
+        if self.rnn_type is None:
+            heads = {head: mlp(dim, hiddens, 1, activation) for head, dim in dim_of_head.items()}
+        else:
+            hidden = int(config["rnn_hidden_dim"])
+            heads = {
+                head: recurrent_value_net(dim, hiddens, activation, self.rnn_type, hidden)
                 for head, dim in dim_of_head.items()
             }
-        )
+        self.heads = nn.ModuleDict(heads)
         self.hypernetworks = (
             QMixHypernetworks(
                 config["state_dim"],
@@ -108,12 +116,36 @@ class ValueDecompositionCritic(TorchRLModule, ValueFunctionAPI):
         )
 
     @override(TorchRLModule)
+    def get_initial_state(self) -> dict[str, torch.Tensor]:
+        """A recurrent critic's state of one row: every agent's, ``(n_agents, hidden)``."""
+        if self.rnn_type is None:
+            return {}
+        first = next(iter(self.heads.values())).initial_state()
+        return {k: v.expand(len(self.head_of_agent), -1).clone() for k, v in first.items()}
+
+    @override(TorchRLModule)
     def _forward(self, batch: dict[str, Any], **kwargs) -> dict[str, Any]:
         return {}
 
+    def _agents(self):
+        return enumerate(zip(self.head_of_agent, self.obs_dims, strict=True))
+
     def agent_values(self, batch: dict[str, Any]) -> torch.Tensor:
-        """``(rows, n_agents)`` per-agent values ``V_i(o_i)``."""
+        """``(rows, n_agents)`` per-agent values ``V_i(o_i)``; a recurrent critic's
+        ``(N, L, n_agents)`` over its sequences, each agent from its state at the
+        sequence's first step."""
         obs = batch[AGENT_OBS]
+        if self.rnn_type is not None:
+            state = batch[Columns.STATE_IN]
+            return torch.stack(
+                [
+                    self.heads[head].sequences(
+                        obs[:, :, i, :dim], {k: v[:, i] for k, v in state.items()}
+                    )
+                    for i, (head, dim) in self._agents()
+                ],
+                dim=-1,
+            )
         return torch.stack(
             [
                 self.heads[head](obs[:, i, :dim]).squeeze(-1)
@@ -123,11 +155,36 @@ class ValueDecompositionCritic(TorchRLModule, ValueFunctionAPI):
         )
 
     def mix(self, agent_values: torch.Tensor, batch: dict[str, Any]) -> torch.Tensor:
+        """``V_tot`` of ``(..., n_agents)`` values (absent agents count 0), ``(...)``."""
         if AGENT_PRESENT in batch:
             agent_values = agent_values * batch[AGENT_PRESENT]
+        shape = agent_values.shape[:-1]
+        flat = agent_values.reshape(-1, agent_values.shape[-1])
         if self.hypernetworks is None:
-            return vdn_mix(agent_values)
-        return self.hypernetworks(agent_values, batch[STATE])
+            return vdn_mix(flat).reshape(shape)
+        state = batch[STATE]
+        return self.hypernetworks(flat, state.reshape(-1, state.shape[-1])).reshape(shape)
+
+    def block_values(self, inputs: dict[str, torch.Tensor], after: dict[str, torch.Tensor], resets):
+        """A recurrent critic's ``(T, B)`` ``V_tot`` of a block's inputs and of the
+        inputs after each step, and the state each agent entered each step with
+        (``{key: (T, B, n_agents, hidden)}``): each agent's head over the block step by
+        step (``RecurrentValueNet.block_values``), then the mixer."""
+        values, next_values, entered = [], [], {}
+        for i, (head, dim) in self._agents():
+            v, next_v, state = self.heads[head].block_values(
+                inputs[AGENT_OBS][:, :, i, :dim], after[AGENT_OBS][:, :, i, :dim], resets
+            )
+            values.append(v)
+            next_values.append(next_v)
+            for k, s in state.items():
+                entered.setdefault(k, []).append(s)
+        entered = {k: torch.stack(v, dim=2) for k, v in entered.items()}
+        return (
+            self.mix(torch.stack(values, -1), inputs),
+            self.mix(torch.stack(next_values, -1), after),
+            entered,
+        )
 
     @override(TorchRLModule)
     def _forward_train(self, batch: dict[str, Any], **kwargs) -> dict[str, Any]:

@@ -18,7 +18,6 @@ from marllib_ext.ops.sequences import (
     segment_starts,
     sequence_layout,
 )
-from marllib_ext.policies.joint_critic import STATE
 from marllib_ext.policies.recurrent import max_seq_len
 from marllib_ext.rollout.blocks import RolloutBlock
 from marllib_ext.rollout.recurrent import is_state_column, nested_state, state_columns
@@ -112,14 +111,16 @@ def critic_resets(block: RolloutBlock) -> np.ndarray:
 
 
 def recurrent_block_values(critic, inputs, after, resets: np.ndarray, device):
-    """A recurrent critic's ``(T, B)`` values and next values of a block
-    (``CentralValueCritic.block_values``) and the state entered at each step as
-    ``state_in/<key>`` columns ``(T, B, h)``."""
+    """A recurrent critic's ``(T, B)`` values and next values of a block (its
+    ``block_values`` on the ``(T, B, ...)`` input columns) and the state entered at each
+    step as ``state_in/<key>`` columns ``(T, B, ...)``."""
+
+    def tensors(columns):
+        return {k: numpy_tensor(v, device, np.float32) for k, v in columns.items()}
+
     with torch.no_grad():
         values, next_values, entered = critic.block_values(
-            numpy_tensor(inputs[STATE], device, np.float32),
-            numpy_tensor(after[STATE], device, np.float32),
-            torch.from_numpy(resets).to(device),
+            tensors(inputs), tensors(after), torch.from_numpy(resets).to(device)
         )
     state = {column: tensor.cpu().numpy() for column, tensor in state_columns(entered).items()}
     as_numpy = [v.cpu().numpy().astype(np.float64) for v in (values, next_values)]

@@ -51,8 +51,11 @@ def _critic_gap(learner, batch) -> tuple[float, dict]:
     return float((out - columns[OLD_VALUES])[mask].abs().max()), columns
 
 
-def test_critic_sequences_reproduce_the_block_values(ray_session):
-    algorithm = _algorithm()
+@pytest.mark.parametrize("name", ["mappo", "vdppo"])
+def test_critic_sequences_reproduce_the_block_values(ray_session, name):
+    """The central critic's and the VD critic's (agents that arrive and die: an absent
+    agent's head reads zeros, its state runs on)."""
+    algorithm = _algorithm(name)
     try:
         block = algorithm.env_runner.array_rollout._block(_sampled(algorithm))
         learner = local_learner(algorithm)
@@ -66,13 +69,17 @@ def test_critic_sequences_reproduce_the_block_values(ray_session):
     # Episodes start inside the block: some sequences are cut short there.
     assert block.starts[1:].any() and int(columns[Columns.SEQ_LENS].min()) < MAX_SEQ_LEN
     assert not torch.any(columns[STATE][~mask])  # padding reads zeros
+    if name == "vdppo":
+        assert not block.alive.all()  # agents come and go
+        assert columns[Columns.STATE_IN]["h"].shape[1] == len(block.agents)
 
 
-def test_chunks_of_a_block_give_the_same_critic_rows(ray_session):
+@pytest.mark.parametrize("name", ["mappo", "vdppo"])
+def test_chunks_of_a_block_give_the_same_critic_rows(ray_session, name):
     """The same seeded steps as a block and as episode chunks: the critic's valid rows
     (state, value target, old value) are the same multiset, and the chunk path's
     sequence forward also reproduces its values."""
-    algorithm = _algorithm()
+    algorithm = _algorithm(name)
     try:
         raw = _sampled(algorithm)
         rollout = algorithm.env_runner.array_rollout
@@ -96,7 +103,13 @@ def test_chunks_of_a_block_give_the_same_critic_rows(ray_session):
     assert rows(direct) == rows(from_chunks)
 
 
-@pytest.mark.parametrize("name", ["mappo", pytest.param("efx_mappo", marks=pytest.mark.slow)])
+@pytest.mark.parametrize(
+    "name",
+    [
+        "mappo",
+        *(pytest.param(n, marks=pytest.mark.slow) for n in ("vdppo", "efx_mappo", "efx_vdppo")),
+    ],
+)
 def test_recurrent_critic_trains_and_evaluates(ray_session, tmp_path, name):
     """A user's run: rMAPPO (recurrent actor and critic) trains on the batched runner,
     checkpoints, restores and evaluates."""
@@ -113,7 +126,7 @@ def test_recurrent_critic_trains_and_evaluates(ray_session, tmp_path, name):
     assert len(evaluate(result.checkpoint_path, episodes=2).team_returns) == 2
 
 
-@pytest.mark.parametrize("name", ["happo", "vdppo", "coma", "mappo_lag"])
+@pytest.mark.parametrize("name", ["happo", "coma", "mappo_lag"])
 def test_families_without_a_recurrent_critic_refuse_it(ray_session, name):
     with pytest.raises(ConfigError, match="critic_use_rnn"):
         algos.get(name, critic_use_rnn=True).rllib_config(

@@ -128,6 +128,17 @@ def build_ippo(
     )
 
 
+def recurrent_critic_config(settings: CentralCriticSettings) -> dict:
+    """A joint critic's model-config entries with ``critic_use_rnn`` (none without)."""
+    if not settings.critic_use_rnn:
+        return {}
+    return {
+        "rnn_type": settings.rnn_type,
+        "rnn_hidden_dim": settings.rnn_hidden_dim,
+        "max_seq_len": settings.max_seq_len,
+    }
+
+
 def central_critic_spec(
     settings: CentralCriticSettings,
     env: EnvHandle,
@@ -139,18 +150,10 @@ def central_critic_spec(
     ``cost_head`` adds the cost value ``V_c(s)`` (safe MARL); ``critic_use_rnn`` makes
     it recurrent (``rnn_type``, ``rnn_hidden_dim``, ``max_seq_len``)."""
     state_space = env.layout.state_space
-    recurrent = {}
-    if settings.critic_use_rnn:
-        if cost_head:
-            raise ConfigError(
-                "critic_use_rnn: the safe-MARL critics (with a cost head) are feed-forward "
-                "yet: false"
-            )
-        recurrent = {
-            "rnn_type": settings.rnn_type,
-            "rnn_hidden_dim": settings.rnn_hidden_dim,
-            "max_seq_len": settings.max_seq_len,
-        }
+    if settings.critic_use_rnn and cost_head:
+        raise ConfigError(
+            "critic_use_rnn: the safe-MARL critics (with a cost head) are feed-forward yet: false"
+        )
     return RLModuleSpec(
         module_class=CentralValueCritic,
         learner_only=True,
@@ -164,7 +167,7 @@ def central_critic_spec(
             "cost_head": cost_head,
             VALUE_NORM_BETA: settings.value_norm_beta if settings.value_norm else None,
             "feature_norm": settings.feature_norm,
-            **recurrent,
+            **recurrent_critic_config(settings),
         },
     )
 
@@ -200,6 +203,7 @@ def vd_critic_spec(
             "mixer": settings.mixer,
             "mixer_embed_dim": settings.mixer_embed_dim,
             "hypernet_embed_dim": settings.hypernet_embed_dim,
+            **recurrent_critic_config(settings),
         },
     )
 
@@ -261,7 +265,7 @@ def build_joint_critic_ppo(
 def recurrent_critic_refusal(connector_class: type) -> str | None:
     """Why the critic of ``connector_class``'s family cannot be recurrent (``None``: it
     can): HAPPO's factor M indexes the critic's rows one per step, and COMA's critic
-    has its own batch builder."""
+    has its own batch builder (the safe-MARL cost head is refused by its spec)."""
     if block_batch_options(connector_class).get("team_rows", False):
         return "HAPPO's and HATRPO's factor M reads the critic's rows step by step"
     if connector_class.block_builder is not joint_critic_block_batch:
