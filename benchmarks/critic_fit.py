@@ -72,21 +72,27 @@ def fresh_share(env_name: str, blocks: int) -> float:
     ray.init(num_cpus=1, include_dashboard=False, configure_logging=False, log_to_driver=False)
     try:
         env = make_env(env_name)
-        algorithm = algos.get("mappo").rllib_config(env, seed=0).build_algo()
+        algorithm = algos.get("mappo", num_env_runners=0).rllib_config(env, seed=0).build_algo()
         runner = algorithm.env_runner
         rollout = runner.array_rollout
         reset_before_next_sample(runner)
-        horizon = algorithm.config.train_batch_size // rollout.num_envs
-        runner.sample(num_timesteps=horizon * rollout.num_envs)  # every world starts
+        batch = algorithm.config.train_batch_size
+        runner.sample(num_timesteps=batch)  # the first sample: every world starts
         fresh, total = 0, 0
         for _ in range(blocks):
-            block = rollout._block(rollout._run(horizon, True, False))
+            if rollout is None:  # RLlib's per-world path: one chunk per episode segment
+                for chunk in runner.sample(num_timesteps=batch):
+                    steps = chunk.env_t - chunk.env_t_started
+                    fresh += steps if chunk.env_t_started > 0 else 0
+                    total += steps
+                continue
+            block = rollout._block(rollout._run(batch // rollout.num_envs, True, False))
             ended = block.terminated | block.truncated
             for world in range(block.terminated.shape[1]):
                 if block.starts[0, world]:
                     continue
                 first_end = np.flatnonzero(ended[:, world])
-                fresh += int(first_end[0]) + 1 if len(first_end) else horizon
+                fresh += int(first_end[0]) + 1 if len(first_end) else len(ended)
             total += block.terminated.size
         algorithm.stop()
         return fresh / total
