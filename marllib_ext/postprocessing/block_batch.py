@@ -350,21 +350,7 @@ def critic_batch(critic, teams: list[TeamBlock], critic_extra, settings, device)
         steps = np.concatenate([world_major(np.indices(t.acting.shape)[0]) for t in teams])
         resets = np.concatenate([world_major(critic_resets(t.block)) for t in teams])
         columns = module_sequences(columns, segment_starts(keys, steps, resets), length)
-    return critic_tensors(columns, device)
-
-
-def critic_tensors(columns: dict[str, Any], device) -> dict[str, Any]:
-    """Numpy critic columns as float32 tensors (the loss mask as bool, ``seq_lens`` as
-    ints, the nested state)."""
-    state = columns.pop(Columns.STATE_IN, None)
-    kept = (Columns.LOSS_MASK, Columns.SEQ_LENS)
-    out = {
-        column: numpy_tensor(array, device, None if column in kept else np.float32)
-        for column, array in columns.items()
-    }
-    if state is not None:
-        out[Columns.STATE_IN] = tree.map_structure(lambda s: numpy_tensor(s, device), state)
-    return out
+    return module_tensors(columns, device)
 
 
 def module_tensors(columns: dict[str, Any], device) -> dict[str, Any]:
