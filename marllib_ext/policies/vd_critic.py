@@ -147,10 +147,7 @@ class ValueDecompositionCritic(TorchRLModule, ValueFunctionAPI):
                 dim=-1,
             )
         return torch.stack(
-            [
-                self.heads[head](obs[:, i, :dim]).squeeze(-1)
-                for i, (head, dim) in enumerate(zip(self.head_of_agent, self.obs_dims, strict=True))
-            ],
+            [self.heads[head](obs[:, i, :dim]).squeeze(-1) for i, (head, dim) in self._agents()],
             dim=1,
         )
 
