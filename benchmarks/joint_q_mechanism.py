@@ -30,6 +30,8 @@ import numpy as np
 import ray
 import torch
 
+from marllib_ext.ops.mixers import qmix_hidden_preactivations
+
 STEP_BINS = ((0, 1), (1, 5), (5, 15), (15, 10**6))
 
 
@@ -65,8 +67,8 @@ def mixer_preactivations(mixer, agent_values: torch.Tensor, state: torch.Tensor)
     hyper = mixer.hypernetworks
     batch, length, k = agent_values.shape
     flat_state = mixer.mixer_input(state.reshape(batch * length, -1))
-    w1 = hyper.w1(flat_state).view(-1, k, hyper.embed_dim).abs()
-    pre = torch.einsum("bn,bne->be", agent_values.reshape(-1, k), w1) + hyper.b1(flat_state)
+    w1 = hyper.w1(flat_state).view(-1, k, hyper.embed_dim)
+    pre = qmix_hidden_preactivations(agent_values.reshape(-1, k), w1, hyper.b1(flat_state))
     return pre.view(batch, length, -1)
 
 

@@ -42,5 +42,19 @@ def qmix_mix(
             f"w1 has shape {tuple(w1.shape)}, expected ({batch}, {n_agents}, embed) "
             f"for agent_values {tuple(agent_values.shape)}"
         )
-    hidden = F.elu(torch.einsum("bn,bne->be", agent_values, w1.abs()) + b1)
+    hidden = F.elu(qmix_hidden_preactivations(agent_values, w1, b1))
     return torch.einsum("be,be->b", hidden, w2.abs()) + b2
+
+
+def qmix_hidden_preactivations(
+    agent_values: torch.Tensor, w1: torch.Tensor, b1: torch.Tensor
+) -> torch.Tensor:
+    """The QMIX mixer's hidden layer before its ELU: ``V @ |w1| + b1``.
+
+    Args:
+        agent_values: ``(B, n)``; w1: ``(B, n, embed)``; b1: ``(B, embed)``.
+
+    Returns:
+        ``(B, embed)``.
+    """
+    return torch.einsum("bn,bne->be", agent_values, w1.abs()) + b1

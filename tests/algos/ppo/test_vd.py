@@ -12,7 +12,7 @@ from ray.rllib.core.rl_module.rl_module import RLModuleSpec
 from marllib_ext import algos
 from marllib_ext.algos.efx import EFXVDJointAdvantageConnector, EFXVDLearner
 from marllib_ext.envs import register_env
-from marllib_ext.ops.mixers import qmix_mix, vdn_mix
+from marllib_ext.ops.mixers import qmix_hidden_preactivations, qmix_mix, vdn_mix
 from marllib_ext.policies import AGENT_OBS, CRITIC_MODULE_ID, STATE, ValueDecompositionCritic
 from tests.helpers import EPISODE_LENGTH as COUNTER_EPISODE_LENGTH
 from tests.helpers import N_AGENTS as N_COUNTER_AGENTS
@@ -75,6 +75,7 @@ def test_qmix_function_literal():
     b2 = torch.tensor([0.25])
     expected = 2.0 * (np.exp(-0.5) - 1.0) + 0.25
     assert qmix_mix(values, w1, b1, w2, b2).item() == pytest.approx(expected, rel=1e-6)
+    assert qmix_hidden_preactivations(values, w1, b1).item() == pytest.approx(-0.5)
     assert vdn_mix(values).item() == pytest.approx(-1.0)
 
 
