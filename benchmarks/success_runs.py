@@ -51,6 +51,12 @@ def run(
         "episodes": len(evaluated.successes),
         "greedy_win_rate": greedy.success_rate,
         "greedy_team_return": greedy.team_return_mean,
+        # evaluations during training (settings evaluation_interval): [env steps, mean]
+        "evaluations": [
+            [int(r["timesteps_total"]), float(r["eval_return_mean"])]
+            for r in result.progress
+            if np.isfinite(r.get("eval_return_mean", np.nan))
+        ],
     }
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text(json.dumps(row, indent=1))
@@ -119,9 +125,11 @@ def run_seeds(
     out: Path,
     num_cpus: int,
     threads: int = 1,
+    **settings,
 ) -> dict[str, list[dict]]:
     """``run`` for every (label, seed) in one Ray session, each row printed as it
-    lands; label -> its rows. ``threads``: torch's in this process (``--threads``)."""
+    lands; label -> its rows. ``threads``: torch's in this process (``--threads``);
+    ``settings``: of every run (evaluation during training, say)."""
     from marllib_ext.cli.ray_setup import set_threads
 
     print(set_threads(threads), flush=True)
@@ -130,9 +138,10 @@ def run_seeds(
     try:
         for label in labels:
             for seed in seeds:
-                row = run(env_name, label, seed, steps, episodes, out)
+                row = run(env_name, label, seed, steps, episodes, out, **settings)
                 rows.setdefault(label, []).append(row)
-                print(f"{env_name} {label} seed {seed}: {row}", flush=True)
+                shown = {k: v for k, v in row.items() if k != "evaluations"}
+                print(f"{env_name} {label} seed {seed}: {shown}", flush=True)
     finally:
         ray.shutdown()
     return rows

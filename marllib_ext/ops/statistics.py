@@ -103,3 +103,38 @@ def min_max_normalized(scores: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
     low, high = pooled.min(axis=0), pooled.max(axis=0)
     span = np.where(high > low, high - low, 1.0)
     return {name: (np.asarray(s, float) - low) / span for name, s in scores.items()}
+
+
+def evaluations_at(
+    steps: list[np.ndarray], values: list[np.ndarray], interval: float, budget: float
+) -> np.ndarray:
+    """The evaluations of several runs on a common env-step grid, as EPyMARL tests:
+    at each grid point ``g = interval, 2 interval, ..., <= budget`` every run's most
+    recent evaluation at or before ``g``.
+
+    ``steps[i], values[i]``: ``(E_i,)`` env steps (increasing) and evaluation means of
+    run ``i``. Returns ``(G, runs)``, NaN where a run has no evaluation yet at ``g``."""
+    grid = np.arange(1, int(budget // interval) + 1) * float(interval)
+    out = np.full((len(grid), len(steps)), np.nan)
+    for i, (run_steps, run_values) in enumerate(zip(steps, values, strict=True)):
+        run_steps, run_values = np.asarray(run_steps, float), np.asarray(run_values, float)
+        latest = np.searchsorted(run_steps, grid, side="right") - 1
+        seen = latest >= 0
+        out[seen, i] = run_values[latest[seen]]
+    return out
+
+
+def maximum_and_average_return(at_grid: np.ndarray) -> tuple[float, float]:
+    """EPyMARL's two summaries of evaluations during training (Papoudakis et al. 2021,
+    "Benchmarking Multi-Agent Deep RL Algorithms in Cooperative Tasks"): with
+    ``m_g = mean_i at_grid[g, i]`` the mean over runs at grid point ``g``, the maximum
+    return ``max_g m_g`` and the average return ``mean_g m_g``, over the grid points
+    every run has reached.
+
+    ``at_grid``: ``(G, runs)`` from :func:`evaluations_at`."""
+    at_grid = np.asarray(at_grid, float)
+    complete = at_grid[~np.isnan(at_grid).any(axis=1)]
+    if not len(complete):
+        raise ValueError("no grid point where every run has an evaluation")
+    across_runs = complete.mean(axis=1)
+    return float(across_runs.max()), float(across_runs.mean())

@@ -3,8 +3,10 @@ import pytest
 import scipy.stats
 
 from marllib_ext.ops.statistics import (
+    evaluations_at,
     interval,
     iqm,
+    maximum_and_average_return,
     mean,
     median,
     min_max_normalized,
@@ -98,3 +100,43 @@ def test_against_rliable_where_installed():
     )
     point, ours_low, ours_high = interval(iqm, x, reps=2000)
     assert abs(ours_low - low[0]) < 0.05 and abs(ours_high - high[0]) < 0.05
+
+
+def test_literal_evaluations_on_epymarls_grid():
+    # run 0 evaluated at 30 and 70, run 1 at 50 and 110; grid 50, 100 (budget 120)
+    at_grid = evaluations_at(
+        [np.array([30.0, 70.0]), np.array([50.0, 110.0])],
+        [np.array([0.1, 0.5]), np.array([0.2, 0.9])],
+        interval=50,
+        budget=120,
+    )
+    np.testing.assert_array_equal(at_grid, [[0.1, 0.2], [0.5, 0.2]])
+    # means over runs 0.15 and 0.35
+    assert maximum_and_average_return(at_grid) == pytest.approx((0.35, 0.25))
+
+
+def test_grid_points_before_a_runs_first_evaluation_are_left_out():
+    at_grid = evaluations_at(
+        [np.array([10.0]), np.array([60.0])], [np.ones(1), np.zeros(1)], 50, 100
+    )
+    assert np.isnan(at_grid[0, 1])
+    assert maximum_and_average_return(at_grid) == (0.5, 0.5)
+    with pytest.raises(ValueError, match="every run"):
+        maximum_and_average_return(at_grid[:1])
+
+
+def test_evaluations_at_against_a_loop():
+    rng = np.random.default_rng(0)
+    steps = [np.sort(rng.uniform(0, 1000, size=n)) for n in (5, 9, 14)]
+    values = [rng.normal(size=len(s)) for s in steps]
+    at_grid = evaluations_at(steps, values, interval=100, budget=1000)
+    for g, point in enumerate(range(100, 1001, 100)):
+        for i in range(3):
+            seen = [v for s, v in zip(steps[i], values[i], strict=True) if s <= point]
+            expected = seen[-1] if seen else np.nan
+            np.testing.assert_equal(at_grid[g, i], expected)
+    complete = [row for row in at_grid if not np.isnan(row).any()]
+    means = [sum(row) / 3 for row in complete]
+    assert maximum_and_average_return(at_grid) == pytest.approx(
+        (max(means), sum(means) / len(means))
+    )
