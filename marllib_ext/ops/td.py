@@ -21,6 +21,19 @@ def td_targets(
         return rewards + gamma * (1.0 - terminateds.float()) * next_values
 
 
+def episode_last_steps(mask: torch.Tensor) -> torch.Tensor:
+    """1 at the last real step of every row of whole episodes, else 0: the
+    ``terminated`` flags of a learner that takes every episode end as terminal, a
+    step limit included (EPyMARL's runner on LBF, whose wrapper reports no
+    ``episode_limit``).
+
+    ``mask (B, L)``: real steps, a prefix of each row (``mask[b, t] = 1`` for ``t <
+    length_b``). Returns ``(B, L)`` float; a row with no real step is all 0."""
+    real = mask.float()
+    following = torch.cat([real[:, 1:], torch.zeros_like(real[:, :1])], dim=1)
+    return real * (1.0 - following)
+
+
 def td_lambda_targets(
     rewards: torch.Tensor,
     terminateds: torch.Tensor,

@@ -5,6 +5,7 @@ import pytest
 import torch
 
 from marllib_ext.ops.td import (
+    episode_last_steps,
     masked_td_loss,
     merge_moments,
     moment_standardized_rewards,
@@ -208,3 +209,16 @@ def test_td_lambda_rejects_lambda_outside_the_unit_interval():
     ones = torch.ones(1, 2)
     with pytest.raises(ValueError, match="lambda_"):
         td_lambda_targets(ones, ones * 0, ones, ones, 0.9, 1.5)
+
+
+def test_episode_last_steps_literal_and_against_a_loop():
+    mask = torch.tensor([[1.0, 1.0, 1.0], [1.0, 0.0, 0.0], [0.0, 0.0, 0.0]])
+    expected = [[0.0, 0.0, 1.0], [1.0, 0.0, 0.0], [0.0, 0.0, 0.0]]
+    assert episode_last_steps(mask).tolist() == expected
+    lengths = torch.randint(0, 9, (20,))
+    mask = (torch.arange(8)[None] < lengths[:, None]).float()
+    slow = torch.zeros_like(mask)
+    for row, length in enumerate(lengths.tolist()):
+        if length:
+            slow[row, min(length, 8) - 1] = 1.0
+    assert torch.equal(episode_last_steps(mask), slow)

@@ -27,6 +27,7 @@ from marllib_ext.algos.team_replay.algorithm import EPISODES_SAMPLED
 from marllib_ext.algos.team_replay.learner import TeamLoss, TeamReplayLearner
 from marllib_ext.ops.joint_q import chosen_action_values, double_q_next_values
 from marllib_ext.ops.td import (
+    episode_last_steps,
     masked_td_loss,
     moment_standardized_rewards,
     standardized_rewards,
@@ -114,6 +115,8 @@ class JointQLearner(TeamReplayLearner):
     @override(TeamReplayLearner)
     def batch_view(self, columns: dict[str, torch.Tensor]) -> JointQBatch:
         obs, mask, rewards = columns["obs"], columns["mask"], columns["rewards"]
+        if not self.settings.bootstrap_truncated:  # every stored episode is whole
+            columns = {**columns, "terminated": episode_last_steps(mask)}
         if self.settings.running_reward_moments:
             moments = self.module[self.first_team]
             rewards = moment_standardized_rewards(

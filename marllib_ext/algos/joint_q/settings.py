@@ -40,6 +40,7 @@ class JointQSettings(TeamReplaySettings):
     td_lambda: float | None
     obs_agent_id: bool
     obs_last_action: bool
+    bootstrap_truncated: bool
 
     def checks(self) -> list[Check]:
         return [
@@ -76,6 +77,12 @@ class JointQSettings(TeamReplaySettings):
                 self.td_lambda is None or self.samples_whole_episodes,
                 "td_lambda",
                 "lambda-returns run over whole episodes: set whole_episodes: true or use_rnn",
+            ),
+            (
+                self.bootstrap_truncated or self.samples_whole_episodes,
+                "bootstrap_truncated",
+                "false marks each stored episode's last step terminal, so it needs whole "
+                "episodes: set whole_episodes: true or use_rnn",
             ),
         ]
 

@@ -467,6 +467,54 @@ def test_td_lambda_targets_are_the_lambda_returns_of_each_replayed_episode(ray_s
         algo.stop()
 
 
+@pytest.mark.parametrize("name", ["vdn", "iql"])
+def test_without_bootstrap_truncated_every_episode_end_is_terminal(ray_session, name):
+    """``bootstrap_truncated: false`` (EPyMARL's runner on LBF): the last step of a
+    truncated episode bootstraps nothing, as a terminal one; the loss against one-step
+    targets written out with that flag."""
+    gamma = 0.9
+    algo = build(
+        name, reward_standardize=False, gamma=gamma, whole_episodes=True, bootstrap_truncated=False
+    )
+    try:
+        for _ in range(3):
+            algo.train()
+        learner = local_learner(algo)
+        columns = algo.store.sample_episodes(8).columns()
+        mask = columns["mask"].astype(float)
+        last = np.zeros_like(mask)
+        last[np.arange(len(mask)), mask.sum(1).astype(int) - 1] = 1.0
+        truncated_rows = (last * (1 - columns["terminated"])).sum()
+        assert truncated_rows > 0  # CounterEnv truncates its even episodes
+        batch = {"joint_q": {k: torch.as_tensor(v) for k, v in columns.items()}}
+        online = learner.module["shared"]
+        target = learner.module[target_module_id("shared")]
+        with torch.no_grad():
+            loss = learner.compute_losses(fwd_out={}, batch=batch)["joint_q"].item()
+            obs = torch.as_tensor(columns["obs"])
+            q_online = torch.stack([online.q_sequence(obs[:, :, i]) for i in range(3)], 2)
+            q_target = torch.stack([target.q_sequence(obs[:, :, i]) for i in range(3)], 2)
+        actions = torch.as_tensor(columns["actions"]).long()
+        chosen = q_online[:, :-1].gather(-1, actions[..., None])[..., 0].numpy()
+        best = q_online[:, 1:].argmax(-1, keepdim=True)
+        following = q_target[:, 1:].gather(-1, best)[..., 0].numpy()
+        rewards = columns["rewards"]
+        if name == "vdn":
+            targets = rewards.sum(-1) + gamma * (1 - last) * following.sum(-1)
+            expected = ((chosen.sum(-1) - targets) ** 2 * mask).sum() / mask.sum()
+        else:  # every agent acts at every step here
+            targets = rewards + gamma * (1 - last[..., None]) * following
+            expected = ((chosen - targets) ** 2 * mask[..., None]).sum() / (3 * mask.sum())
+        assert loss == pytest.approx(expected, rel=1e-4)
+    finally:
+        algo.stop()
+
+
+def test_bootstrap_truncated_false_needs_whole_episodes():
+    with pytest.raises(ConfigError, match="bootstrap_truncated"):
+        algos.vdn(bootstrap_truncated=False, whole_episodes=False).settings("toy:coordination")
+
+
 def test_td_lambda_needs_whole_episodes():
     with pytest.raises(ConfigError, match="td_lambda"):
         algos.vdn(td_lambda=0.6, whole_episodes=False).settings("toy:coordination")
