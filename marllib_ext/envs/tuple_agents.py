@@ -5,9 +5,11 @@ and one ``terminated`` / ``truncated`` flag for the team. Agent ``agent_<i>`` is
 ``i``; every agent acts at every step until the episode ends.
 
 Both report their own step limit as ``terminated``; gymnasium calls it a truncation,
-after which a value bootstraps (EPyMARL marks it ``episode_limit`` for the same
-reason). So an LBF episode ends ``terminated`` only when every food is gone, and an
-RWARE episode (no terminal state: a step or inactivity limit) always ``truncated``.
+after which a value bootstraps. So an LBF episode ends ``terminated`` only when every
+food is gone, and an RWARE episode (no terminal state: a step or inactivity limit)
+always ``truncated``. (EPyMARL's runner bootstraps only where the env's info says
+``episode_limit``, as SMAC's does; its gymma wrapper passes LBF's empty info, so there
+the limit is terminal: the joint-Q setting ``bootstrap_truncated: false`` does the same.)
 """
 
 from __future__ import annotations
