@@ -34,6 +34,7 @@ EPYMARL_TEST_INTERVAL = 50_000  # uoe-agents/epymarl src/config/envs/gymma.yaml
 def print_epymarl_summaries(rows: dict[str, list[dict]], budget: int, interval: int) -> None:
     print("\n| label | seeds | maximum return (best grid point) | average return | final greedy |")
     print("|---|---|---|---|---|")
+    curves = {}
     for label, runs in rows.items():
         if not all(run.get("evaluations") for run in runs):
             continue
@@ -51,6 +52,17 @@ def print_epymarl_summaries(rows: dict[str, list[dict]], budget: int, interval: 
             f"| `{label}` | {len(runs)} | {best:.2f} (at {at // 1000}k) | {average:.2f} | "
             f"{np.mean(final):.2f} [{min(final):.2f}, {max(final):.2f}] |"
         )
+        curves[label] = at_grid
+    if curves:  # the greedy evaluations on the grid, every 5th point: mean [min, max]
+        points = range(4, len(next(iter(curves.values()))), 5)
+        heads = " | ".join(f"{(g + 1) * interval // 1000}k" for g in points)
+        print(f"\n| label | {heads} |\n|---|" + "---|" * len(points))
+        for label, at_grid in curves.items():
+            cells = " | ".join(
+                f"{np.mean(at_grid[g]):.2f} [{np.min(at_grid[g]):.2f}, {np.max(at_grid[g]):.2f}]"
+                for g in points
+            )
+            print(f"| `{label}` | {cells} |")
 
 
 def main() -> None:
