@@ -4,7 +4,7 @@ over seeds, then evaluate the final checkpoint greedily over 100 episodes, as EP
 
     python benchmarks/lbf_learning.py --task Foraging-8x8-2p-2f-coop-v3 \\
         --labels qmix@epymarl vdn@epymarl iql@epymarl --seeds 0 1 2 --steps 2050000 \\
-        --eval-every 100
+        --eval-every 125
 
 Each (label, seed) writes ``<out>/<task>/<label>/seed<k>.json`` (resumable: a run with
 its JSON is read, not rerun): the env steps, wall time, the last iteration's training
