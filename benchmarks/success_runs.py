@@ -22,7 +22,8 @@ def run(
     checkpoint over ``episodes`` episodes with sampled actions (``info["success"]`` of
     each episode's last step), and greedily. ``label``: an algorithm, ``algo@source``
     for a hyperparameter source, ``+key=value`` parts for settings (``qmix@pymarl2+
-    td_lambda=null``; ``+share_policy=individual`` for the run's policy sharing).
+    td_lambda=null``; ``+share_policy=individual`` for the run's policy sharing;
+    ``+env.KEY=VALUE`` for an env argument, e.g. ``+env.action_masks=true``).
     Writes ``<out>/<id>/<label>/seed<k>.json``; a run with its JSON is read, not
     rerun."""
     env_id = env_name.partition(":")[2]
@@ -31,9 +32,14 @@ def run(
         return json.loads(path.read_text())
     name, source, label_settings = parse_label(label)
     share_policy = label_settings.pop("share_policy", "all")  # a run option, not a setting
+    env_args = {
+        key.removeprefix("env."): label_settings.pop(key)
+        for key in list(label_settings)
+        if key.startswith("env.")
+    }
     start = time.perf_counter()
     result = algos.get(name, source, **label_settings, **settings).fit(
-        make_env(env_name),
+        make_env(env_name, **env_args),
         share_policy=share_policy,
         stop={"timesteps_total": steps},
         local_dir=Path("runs") / env_name.replace(":", "_") / label / f"seed{seed}",

@@ -10,6 +10,13 @@ food is gone, and an RWARE episode (no terminal state: a step or inactivity limi
 always ``truncated``. (EPyMARL's runner bootstraps only where the env's info says
 ``episode_limit``, as SMAC's does; its gymma wrapper passes LBF's empty info, so there
 the limit is terminal: the joint-Q setting ``bootstrap_truncated: false`` does the same.)
+
+``action_masks=True`` (LBF only, ``--env-arg action_masks=true``) puts LBF's own legal
+actions into each agent's info as ``action_mask``: a move into a wall or a food cell and
+a load with no food beside the agent are left out (LBF turns them into ``NONE``). The
+adapter then hands the masks to the policies. Why: a greedy LBF policy that picks such
+an action leaves the state unchanged and repeats it to the step limit (EPyMARL's gymma
+wrapper offers every action, so its default is off).
 """
 
 from __future__ import annotations
@@ -18,6 +25,7 @@ import importlib
 from typing import Any
 
 import gymnasium as gym
+import numpy as np
 from pettingzoo.utils.env import ParallelEnv
 
 from marllib_ext.errors import ConfigError
@@ -41,7 +49,7 @@ class TupleAgentsParallelEnv(ParallelEnv):
 
     metadata = {"name": "tuple_agents"}
 
-    def __init__(self, env: gym.Env, family: str) -> None:
+    def __init__(self, env: gym.Env, family: str, *, action_masks: bool = False) -> None:
         if not isinstance(env.observation_space, gym.spaces.Tuple) or not isinstance(
             env.action_space, gym.spaces.Tuple
         ):
@@ -50,8 +58,13 @@ class TupleAgentsParallelEnv(ParallelEnv):
                 f"observation and action spaces, got {env.observation_space} and "
                 f"{env.action_space}"
             )
+        if not isinstance(action_masks, bool):
+            raise ConfigError(f"action_masks must be true or false, got {action_masks!r}")
+        if action_masks and family != "lbf":
+            raise ConfigError(f"action_masks: only LBF reports its legal actions, not {family}")
         self.env = env
         self.family = family
+        self.action_masks = bool(action_masks)
         n = len(env.observation_space.spaces)
         self.possible_agents = [f"agent_{i}" for i in range(n)]
         self.agents: list[str] = []
@@ -72,7 +85,26 @@ class TupleAgentsParallelEnv(ParallelEnv):
     def reset(self, seed: int | None = None, options: dict | None = None):
         observations, info = self.env.reset(seed=seed, options=options)
         self.agents = list(self.possible_agents)
-        return self._per_agent(observations), {a: dict(info) for a in self.agents}
+        return self._per_agent(observations), self._infos(info, self.agents)
+
+    def _infos(self, info: dict, agents: list[str]) -> dict[str, dict]:
+        infos = {a: dict(info) for a in agents}
+        if self.action_masks:
+            for agent, mask in zip(self.possible_agents, self.legal_actions(), strict=True):
+                if agent in infos:
+                    infos[agent]["action_mask"] = mask
+        return infos
+
+    def legal_actions(self) -> list[np.ndarray]:
+        """Each agent's 0/1 legal actions (LBF's valid actions after the last step)."""
+        unwrapped = self.env.unwrapped
+        n_actions = [space.n for space in self.env.action_space.spaces]
+        masks = []
+        for player, n in zip(unwrapped.players, n_actions, strict=True):
+            mask = np.zeros(n, np.float32)
+            mask[[action.value for action in unwrapped._valid_actions[player]]] = 1.0
+            masks.append(mask)
+        return masks
 
     def step(self, actions: dict[str, Any]):
         joint = tuple(actions[a] for a in self.possible_agents)
@@ -87,7 +119,7 @@ class TupleAgentsParallelEnv(ParallelEnv):
             {a: float(r) for a, r in self._per_agent(rewards).items()},
             dict.fromkeys(agents, bool(terminated)),
             dict.fromkeys(agents, bool(truncated)),
-            {a: dict(info) for a in agents},
+            self._infos(info, agents),
         )
 
     def task_finished(self) -> bool:
@@ -115,11 +147,14 @@ def episode_limit_of(env: gym.Env) -> int | None:
     return env.spec.max_episode_steps if env.spec else None
 
 
-def make_tuple_agents_env(family: str, env_id: str, **kwargs: Any) -> TupleAgentsParallelEnv:
-    """``gym.make(env_id, **kwargs)`` of an LBF or RWARE id, as a ParallelEnv."""
+def make_tuple_agents_env(
+    family: str, env_id: str, *, action_masks: bool = False, **kwargs: Any
+) -> TupleAgentsParallelEnv:
+    """``gym.make(env_id, **kwargs)`` of an LBF or RWARE id, as a ParallelEnv
+    (``action_masks``: LBF's legal actions in the infos)."""
     import_family(family)
     try:
         env = gym.make(env_id, disable_env_checker=True, **kwargs)
     except gym.error.Error as e:
         raise ConfigError(f"env '{family}:{env_id}': {e}") from e
-    return TupleAgentsParallelEnv(env, family)
+    return TupleAgentsParallelEnv(env, family, action_masks=action_masks)
