@@ -8,8 +8,9 @@ of feed-forward agents on a fully observed deterministic task (LBF) acts as a fu
 of the state: once a joint observation comes back (``ops.loops.first_repeat``), the
 episode cycles to its step limit. Per run: the greedy team return, the share of
 episodes that loop, the return of looping and of other episodes, the loops' periods
-and their most common joint actions (LBF's names: ``.`` none, ``^ v < >`` moves, ``L``
-load).
+their most common joint actions (LBF's names: ``.`` none, ``^ v < >`` moves, ``L``
+load), and the median gap between each agent's best and second-best Q value on the
+states inside the loops against the other visited states (feed-forward agents).
 
 ``--masked`` (LBF, feed-forward agents) replays the same greedy policy on one set of
 layouts twice: as trained, and with LBF's legal actions masked at test time only
@@ -52,21 +53,43 @@ def joint_observations(episode) -> tuple[np.ndarray, np.ndarray]:
     return np.stack(obs, axis=1), np.stack(actions, axis=1)
 
 
-def loop_report(episodes) -> dict:
+def action_gaps(algorithm, obs: np.ndarray) -> np.ndarray:
+    """``(T + 1, n, d)`` joint observations -> ``(T + 1, n)`` gaps between each agent's
+    best and second-best Q value (feed-forward agents; NaN for GRU agents)."""
+    agents = sorted(algorithm.env_runner.module.keys())
+    mapping = algorithm.config.policy_mapping_fn
+    gaps = np.full(obs.shape[:2], np.nan)
+    for i, agent in enumerate(f"agent_{k}" for k in range(obs.shape[1])):
+        module = algorithm.env_runner.module[mapping(agent, None) if len(agents) > 1 else agents[0]]
+        if module.model_config.get("use_rnn"):
+            return gaps
+        with torch.no_grad():
+            top2 = module.net(torch.as_tensor(obs[:, i])).topk(2, dim=-1).values
+        gaps[:, i] = (top2[:, 0] - top2[:, 1]).numpy()
+    return gaps
+
+
+def loop_report(episodes, algorithm) -> dict:
     returns, looped, periods, cycles = [], [], collections.Counter(), collections.Counter()
+    gaps_in_loops, gaps_elsewhere = [], []
     for episode in episodes:
         obs, actions = joint_observations(episode)
+        gaps = action_gaps(algorithm, obs)
         returns.append(float(episode.get_return()))
         repeat = first_repeat(state_keys(obs))
         looped.append(repeat is not None)
+        in_loop = np.zeros(len(obs), bool)
         if repeat is not None:
             start, period = repeat
+            in_loop[start : start + period] = True
             periods[period] += 1
             cycle = {
                 "".join(LBF_ACTIONS[int(a)] if a < len(LBF_ACTIONS) else "?" for a in row)
                 for row in actions[start : start + period]
             }
             cycles[" ".join(sorted(cycle))] += 1
+        gaps_in_loops.append(gaps[in_loop])
+        gaps_elsewhere.append(gaps[~in_loop])
     returns, looped = np.array(returns), np.array(looped)
     return {
         "return": returns.mean(),
@@ -75,6 +98,8 @@ def loop_report(episodes) -> dict:
         "return_other": returns[~looped].mean() if (~looped).any() else np.nan,
         "periods": dict(sorted(periods.items())),
         "cycles": cycles.most_common(4),
+        "gap_loops": np.median(np.concatenate(gaps_in_loops)) if looped.any() else np.nan,
+        "gap_other": np.median(np.concatenate(gaps_elsewhere)),
     }
 
 
@@ -128,17 +153,17 @@ def main() -> None:
     ray.init(num_cpus=1, include_dashboard=False, log_to_driver=False)
     print(
         "| run | greedy return | episodes that loop | return: looping / other | periods | "
-        "most common loops (joint actions) |"
+        "most common loops (joint actions) | median Q gap: in loops / elsewhere |"
         + (" same layouts, unmasked / masked: return (loops) |" if args.masked else "")
     )
-    print("|---|---|---|---|---|---|" + ("---|" if args.masked else ""))
+    print("|---|---|---|---|---|---|---|" + ("---|" if args.masked else ""))
     try:
         for run_dir in args.runs:
             with restored_algorithm(checkpoint_of(run_dir)) as algorithm:
                 episodes = algorithm.env_runner.sample(
                     num_episodes=args.episodes, explore=False, force_reset=True
                 )
-                report = loop_report(episodes[: args.episodes])
+                report = loop_report(episodes[: args.episodes], algorithm)
                 replayed = [
                     replayed_greedy_return(algorithm, args.episodes, masked=masked)
                     for masked in ((False, True) if args.masked else ())
@@ -147,7 +172,8 @@ def main() -> None:
             row = (
                 f"| {run_dir} | {report['return']:.2f} | {report['loops']:.2f} | "
                 f"{report['return_looping']:.2f} / {report['return_other']:.2f} | "
-                f"{report['periods']} | {cycles} |"
+                f"{report['periods']} | {cycles} | "
+                f"{report['gap_loops']:.3f} / {report['gap_other']:.3f} |"
             )
             if replayed:
                 (plain, plain_loops), (masked, masked_loops) = replayed
