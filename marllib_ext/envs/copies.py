@@ -114,7 +114,10 @@ class CopiesWorld:
             for agent, observation in observations.items()
         }
         _, _, _, _, infos = adapter.step(actions)
-        extra = sorted({key for info in infos.values() for key in (info or {})} - CARRIED_INFO_KEYS)
+        # An env that reports its masks in the infos: the adapter moved them into the
+        # observations, and the arrays carry them there.
+        carried = CARRIED_INFO_KEYS | ({ACTION_MASK_KEY} if self.provides_action_masks else set())
+        extra = sorted({key for info in infos.values() for key in (info or {})} - carried)
         if extra and infos_read:
             return f"the env's infos carry entries the arrays drop: {extra}"
         return None
