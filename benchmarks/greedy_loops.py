@@ -30,6 +30,7 @@ import ray
 import torch
 
 from marllib_ext.algos.restore import restored_algorithm
+from marllib_ext.envs.adapter import OBSERVATION_KEY
 from marllib_ext.envs.agent_inputs import AGENT_ID_ARG, LAST_ACTION_ARG, agent_input_features
 from marllib_ext.envs.tuple_agents import make_tuple_agents_env
 from marllib_ext.ops.loops import first_repeat, state_keys
@@ -44,11 +45,20 @@ def checkpoint_of(run_dir: Path) -> Path:
     raise SystemExit(f"{run_dir}: no checkpoint/ in it or one level down")
 
 
+def plain(observations) -> np.ndarray:
+    """An agent's observations without their action masks (masked envs hand dicts)."""
+    if isinstance(observations, dict):
+        observations = observations[OBSERVATION_KEY]
+    elif len(observations) and isinstance(observations[0], dict):
+        observations = [step[OBSERVATION_KEY] for step in observations]
+    return np.asarray(observations, np.float32)
+
+
 def joint_observations(episode) -> tuple[np.ndarray, np.ndarray]:
     """``(T + 1, n, d)`` observations and ``(T, n)`` actions of every agent (all act at
     every step, as in LBF)."""
     agents = sorted(episode.agent_episodes)
-    obs = [np.asarray(episode.agent_episodes[a].get_observations(), np.float32) for a in agents]
+    obs = [plain(episode.agent_episodes[a].get_observations()) for a in agents]
     actions = [np.asarray(episode.agent_episodes[a].get_actions()) for a in agents]
     return np.stack(obs, axis=1), np.stack(actions, axis=1)
 
