@@ -28,6 +28,7 @@ import gymnasium as gym
 import numpy as np
 from pettingzoo.utils.env import ParallelEnv
 
+from marllib_ext.envs.adapter import ACTION_MASK_KEY
 from marllib_ext.errors import ConfigError
 
 # registry prefix -> (package that registers the gymnasium ids, pip extra)
@@ -64,7 +65,7 @@ class TupleAgentsParallelEnv(ParallelEnv):
             raise ConfigError(f"action_masks: only LBF reports its legal actions, not {family}")
         self.env = env
         self.family = family
-        self.action_masks = bool(action_masks)
+        self.action_masks = action_masks
         n = len(env.observation_space.spaces)
         self.possible_agents = [f"agent_{i}" for i in range(n)]
         self.agents: list[str] = []
@@ -92,7 +93,7 @@ class TupleAgentsParallelEnv(ParallelEnv):
         if self.action_masks:
             for agent, mask in zip(self.possible_agents, self.legal_actions(), strict=True):
                 if agent in infos:
-                    infos[agent]["action_mask"] = mask
+                    infos[agent][ACTION_MASK_KEY] = mask
         return infos
 
     def legal_actions(self) -> list[np.ndarray]:
