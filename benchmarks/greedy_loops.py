@@ -63,14 +63,17 @@ def joint_observations(episode) -> tuple[np.ndarray, np.ndarray]:
     return np.stack(obs, axis=1), np.stack(actions, axis=1)
 
 
+def module_of(algorithm, agent: str):
+    """The env runner's module that acts for ``agent`` (the run's policy mapping)."""
+    return algorithm.env_runner.module[algorithm.config.policy_mapping_fn(agent, None)]
+
+
 def action_gaps(algorithm, obs: np.ndarray) -> np.ndarray:
     """``(T + 1, n, d)`` joint observations -> ``(T + 1, n)`` gaps between each agent's
     best and second-best Q value (feed-forward agents; NaN for GRU agents)."""
-    agents = sorted(algorithm.env_runner.module.keys())
-    mapping = algorithm.config.policy_mapping_fn
     gaps = np.full(obs.shape[:2], np.nan)
     for i, agent in enumerate(f"agent_{k}" for k in range(obs.shape[1])):
-        module = algorithm.env_runner.module[mapping(agent, None) if len(agents) > 1 else agents[0]]
+        module = module_of(algorithm, agent)
         if module.model_config.get("use_rnn"):
             return gaps
         with torch.no_grad():
@@ -125,18 +128,16 @@ def replayed_greedy_return(
         raise SystemExit("--masked replays LBF runs whose agents read no last action")
     env = make_tuple_agents_env("lbf", task, action_masks=True)
     agents = env.possible_agents
-    modules = {
-        a: algorithm.env_runner.module[algorithm.config.policy_mapping_fn(a, None)] for a in agents
-    }
+    modules = {agent: module_of(algorithm, agent) for agent in agents}
     if any(m.model_config.get("use_rnn") for m in modules.values()):
         raise SystemExit("--masked replays feed-forward agents only")
     with_id = bool(env_args.get(AGENT_ID_ARG))
     returns, loops = [], 0
     for index in range(episodes):
         observations, infos = env.reset(seed=seed + index)
-        keys, total = [], 0.0
+        visited, total = [], 0.0
         while env.agents:
-            keys.append(np.concatenate([observations[a] for a in agents]).tobytes())
+            visited.append(np.stack([observations[a] for a in agents]))
             actions = {}
             for i, agent in enumerate(agents):
                 features = agent_input_features(i, len(agents) if with_id else 0, None, None)
@@ -148,7 +149,7 @@ def replayed_greedy_return(
             observations, rewards, _, _, infos = env.step(actions)
             total += sum(rewards.values())
         returns.append(total)
-        loops += first_repeat(keys) is not None
+        loops += first_repeat(state_keys(np.stack(visited))) is not None
     return float(np.mean(returns)), loops / episodes
 
 
