@@ -4,10 +4,11 @@
     python benchmarks/qmix_speed.py --scenario 3m --steps 50000
 
 Rows: `mappo` (the `smax` source), `qmix` with the `pymarl2` source (GRU agents,
-TD(lambda), 128-episode batches, one update per 8 episodes), and the same `qmix`
-sampling only (its env runner's `sample()` for the same env steps, no update): the
-difference between the last two is the learner's share. Every run is built, trained
-and stopped in this process on one torch thread.
+TD(lambda), 128-episode batches, one update per 8 episodes), the same `qmix` with
+``overlap_sampling`` (one remote env runner samples the next episodes while the learner
+updates), and the same `qmix` sampling only (its env runner's `sample()` for the same
+env steps, no update): the difference between the second and the last is the learner's
+share. Every run is built, trained and stopped in this process on one torch thread.
 
 ``--learners cpu gpu`` adds the `mappo` and `qmix` rows with the learner on one GPU
 (``num_gpus_per_learner=1``, env sampling still on the CPU; set ``JAX_PLATFORMS=cpu``
@@ -26,11 +27,15 @@ import torch
 
 from marllib_ext import algos, make_env
 
+OVERLAPPED = {"num_env_runners": 1, "overlap_sampling": True}
 
-def run_seconds(name: str, source: str, env_name: str, steps: int, gpus: int = 0) -> float:
+
+def run_seconds(
+    name: str, source: str, env_name: str, steps: int, gpus: int = 0, **overrides
+) -> float:
     with tempfile.TemporaryDirectory() as out:
         start = time.perf_counter()
-        algos.get(name, source, num_gpus_per_learner=gpus).fit(
+        algos.get(name, source, num_gpus_per_learner=gpus, **overrides).fit(
             make_env(env_name), stop={"timesteps_total": steps}, local_dir=out, seed=0
         )
         return time.perf_counter() - start
@@ -53,10 +58,12 @@ def main() -> None:
     parser.add_argument("--scenario", default="3m")
     parser.add_argument("--steps", type=int, default=50_000)
     parser.add_argument("--learners", nargs="+", choices=["cpu", "gpu"], default=["cpu"])
+    parser.add_argument("--no-sampling-row", action="store_true")
     args = parser.parse_args()
     warnings.filterwarnings("ignore")
     torch.set_num_threads(1)
     gpus = 1 if "gpu" in args.learners else 0
+    # The driver and the overlapped run's one remote env runner.
     ray.init(num_cpus=2, num_gpus=gpus, include_dashboard=False, log_to_driver=False)
     env = f"smax:{args.scenario}"
     rows = []
@@ -65,11 +72,16 @@ def main() -> None:
             on_gpu = int(learner == "gpu")
             mappo = run_seconds("mappo", "smax", env, args.steps, on_gpu)
             qmix = run_seconds("qmix", "pymarl2", env, args.steps, on_gpu)
+            overlapped = run_seconds("qmix", "pymarl2", env, args.steps, on_gpu, **OVERLAPPED)
             rows.append((f"`mappo` (smax source), {learner} learner", mappo, mappo))
             rows.append((f"`qmix` (pymarl2 source), {learner} learner", qmix, mappo))
-            print(rows[-2:], flush=True)
-        sampling = sampling_seconds("qmix", "pymarl2", env, args.steps)
-        rows.append(("`qmix` sampling only", sampling, rows[0][1]))
+            rows.append(
+                (f"`qmix` (pymarl2 source), overlap_sampling, {learner} learner", overlapped, mappo)
+            )
+            print(rows[-3:], flush=True)
+        if not args.no_sampling_row:
+            sampling = sampling_seconds("qmix", "pymarl2", env, args.steps)
+            rows.append(("`qmix` sampling only", sampling, rows[0][1]))
     finally:
         ray.shutdown()
     print(f"\n{env}, {args.steps} env steps per row, one run each")

@@ -6,7 +6,9 @@ Data flow:
 
 1. Env runners (``rollout.team_episodes.TeamEpisodeEnvRunner``) act with the
    algorithm's agent modules and return whole, time-aligned ``TeamEpisode`` s: from
-   the batched rollout's arrays where they can, from RLlib's episodes elsewhere.
+   the batched rollout's arrays where they can, from RLlib's episodes elsewhere. With
+   ``overlap_sampling`` the remote runners sample the next episodes while this
+   iteration's updates run (``rollout.overlapped``).
 2. ``TeamReplayAlgorithm.training_step`` stores them in a ``TeamEpisodeStore``
    (``replay/team_episodes.py`` says why not RLlib's buffer).
 3. It samples team transitions (feed-forward agents) or whole episodes (GRU agents) and
@@ -38,6 +40,7 @@ from marllib_ext.rllib_compat import (
     sample_episodes,
     settings_of,
 )
+from marllib_ext.rollout.overlapped import OverlappedSampler
 from marllib_ext.rollout.team_episodes import TEAM_LAYOUT_KEY
 
 LAYOUT_KEY = TEAM_LAYOUT_KEY  # learner_config_dict key of the agent/team layout
@@ -65,6 +68,11 @@ class TeamReplayAlgorithm(Algorithm):
             per_beta=rule.ema_step(settings),
             seed=self.config.seed,
         )
+        self.overlapped = (
+            OverlappedSampler(self.env_runner_group, self.config.sample_timeout_s)
+            if settings.overlap_sampling
+            else None
+        )
         self.episodes_sampled = 0
         self.update_credit = 0.0
         self.last_td_error = float("nan")
@@ -72,9 +80,12 @@ class TeamReplayAlgorithm(Algorithm):
     @override(Algorithm)
     def training_step(self) -> None:
         settings = self.replay_settings
-        episodes, runner_results = sample_episodes(
-            self.env_runner_group, self.config.sample_timeout_s
-        )
+        if self.overlapped is None:
+            episodes, runner_results = sample_episodes(
+                self.env_runner_group, self.config.sample_timeout_s
+            )
+        else:  # the runners sample the next episodes while this iteration updates
+            episodes, runner_results = self.overlapped.collect()
         self.metrics.aggregate(runner_results, key=ENV_RUNNER_RESULTS)
         for episode in episodes:  # TeamEpisodes, assembled by the runners
             self.store.add(episode)

@@ -20,6 +20,7 @@ class TeamReplaySettings(Settings, PrioritizedReplayFields):
     training_intensity: float
     learning_starts: int | None
     num_env_runners: int
+    overlap_sampling: bool
     num_envs_per_env_runner: int
     num_cpus_per_env_runner: float
     num_learners: int
@@ -40,6 +41,12 @@ class TeamReplaySettings(Settings, PrioritizedReplayFields):
                 self.learning_starts is None or self.learning_starts >= 1,
                 "learning_starts",
                 "null (batch_episode) or >= 1 episode",
+            ),
+            (
+                not self.overlap_sampling or self.num_env_runners >= 1,
+                "overlap_sampling",
+                "needs remote env runners (num_env_runners >= 1): the driver cannot "
+                "sample and learn at once",
             ),
             (
                 self.num_learners <= 1,

@@ -1,0 +1,67 @@
+"""Sampling overlapped with learning, for replay learners with remote env runners.
+
+A synchronous ``training_step`` samples, then updates: the env runners wait while the
+learner trains and the learner waits while they sample. ``OverlappedSampler`` keeps
+one sample request in flight on every remote runner: ``collect()`` waits for the
+requests issued at the previous call, issues the next ones at once and returns what
+came back, so the runners sample while the caller's updates run.
+
+The price is one iteration of policy lag: weights synced after this iteration's
+updates reach a runner after the request already in flight (an actor runs its calls
+in the order they were sent), so the sample collected next was taken with the weights
+of the iteration before. Replay learners train on older episodes than that anyway.
+Episodes in flight when the algorithm is checkpointed are not in the checkpoint.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+SAMPLE_TAG = "overlapped_sample"
+
+
+def _sample_with_metrics(env_runner) -> tuple[list, dict]:
+    return env_runner.sample(), env_runner.get_metrics()
+
+
+class OverlappedSampler:
+    """One in-flight ``sample()`` per remote env runner of ``env_runner_group``."""
+
+    def __init__(self, env_runner_group, sample_timeout_s: float | None) -> None:
+        if env_runner_group.num_remote_env_runners() < 1:
+            raise ValueError(
+                "overlap_sampling: needs remote env runners (num_env_runners >= 1); "
+                "with num_env_runners: 0 the driver samples and cannot learn meanwhile"
+            )
+        self.group = env_runner_group
+        self.sample_timeout_s = sample_timeout_s
+
+    def in_flight(self) -> int:
+        return self.group.num_in_flight_async_reqs(SAMPLE_TAG)
+
+    def request(self, runner_ids: list[int] | None = None) -> int:
+        """Issues a sample request on ``runner_ids`` (default: every healthy runner)."""
+        return self.group.foreach_env_runner_async(
+            _sample_with_metrics, tag=SAMPLE_TAG, remote_worker_ids=runner_ids
+        )
+
+    def collect(self) -> tuple[list, list[dict[str, Any]]]:
+        """``(episodes, runner_metrics)`` of the requests in flight (issued now if none
+        is), after the next requests are issued. Empty when no runner is healthy or none
+        answered within ``sample_timeout_s`` (RLlib restores crashed runners between
+        iterations)."""
+        if not self.in_flight():
+            self.request()
+        results = self.group.fetch_ready_async_reqs(
+            tags=SAMPLE_TAG, timeout_seconds=self.sample_timeout_s
+        )
+        # A runner that answered is free; one that did not keeps its request in flight.
+        if not self.in_flight():
+            self.request()
+        elif results:
+            self.request([runner for runner, _ in results])
+        episodes, metrics = [], []
+        for _, (sampled, runner_metrics) in results:
+            episodes.extend(sampled)
+            metrics.append(runner_metrics)
+        return episodes, metrics

@@ -1,0 +1,69 @@
+"""``overlap_sampling``: the remote runners sample while the learner updates; no episode is
+lost or stored twice, the runners get the learner's weights, and the setting is refused
+without remote runners."""
+
+import numpy as np
+import pytest
+
+from marllib_ext import algos
+from marllib_ext.errors import ConfigError
+from marllib_ext.rollout.overlapped import OverlappedSampler
+from tests.helpers import EPISODE_LENGTH
+
+
+def overlapped_qmix(**overrides):
+    settings = dict(
+        num_env_runners=1,
+        overlap_sampling=True,
+        num_envs_per_env_runner=2,
+        batch_episode=4,
+        buffer_size=1000,
+        whole_episodes=True,
+    )
+    return algos.qmix(**{**settings, **overrides}).rllib_config("test:counter", seed=0)
+
+
+def test_every_sampled_episode_is_stored_once_and_a_request_stays_in_flight(ray_session):
+    algorithm = overlapped_qmix().build_algo()
+    try:
+        assert isinstance(algorithm.overlapped, OverlappedSampler)
+        updates = 0
+        for _ in range(6):
+            result = algorithm.train()
+            assert algorithm.overlapped.in_flight() == 1  # the next sample runs meanwhile
+            updates += result["team_replay"]["updates"]
+        stored = len(algorithm.store)
+        assert stored == algorithm.episodes_sampled >= 6 * 2
+        assert updates > 0
+        # CounterEnv numbers its episodes: each stored episode is a different one.
+        uids = algorithm.store.arrays["obs"][:stored, 0, 0, 0]
+        assert len(np.unique(uids)) == stored
+        steps = result["env_runners"]["num_env_steps_sampled_lifetime"]
+        assert steps == stored * EPISODE_LENGTH == algorithm.store.num_transitions
+    finally:
+        algorithm.stop()
+
+
+def test_runners_get_the_learners_weights(ray_session):
+    algorithm = overlapped_qmix(learning_starts=2).build_algo()
+    try:
+        policy = algorithm.agent_policies[0]
+        initial = algorithm.learner_group.get_weights([policy])[policy]
+        for _ in range(3):
+            algorithm.train()
+            learned = algorithm.learner_group.get_weights([policy])[policy]
+            # Queued behind the in-flight sample and this iteration's weight sync.
+            (acting,) = algorithm.env_runner_group.foreach_env_runner(
+                lambda runner, policy=policy: runner.module[policy].get_state(inference_only=True),
+                local_env_runner=False,
+            )
+            for key, value in acting.items():
+                assert np.array_equal(np.asarray(value), np.asarray(learned[key])), key
+        assert any(not np.array_equal(initial[k], learned[k]) for k in initial)  # it learned
+    finally:
+        algorithm.stop()
+
+
+def test_overlap_without_remote_runners_is_refused_by_name():
+    with pytest.raises(ConfigError, match="overlap_sampling"):
+        algos.qmix(num_env_runners=0, overlap_sampling=True).rllib_config("test:counter")
