@@ -26,6 +26,7 @@ from marllib_ext.rllib_compat.env_runners import (
     registered_env_creator,
     reset_before_next_sample,
     sample_episodes,
+    skip_end_of_iteration_runner_sync,
 )
 from marllib_ext.rllib_compat.learners import (
     CapturesTrainBatch,
@@ -85,6 +86,7 @@ __all__ = [
     "replace_connector",
     "reset_before_next_sample",
     "sample_episodes",
+    "skip_end_of_iteration_runner_sync",
     "settings_of",
     "should_save_component",
     "sum_over_learners",

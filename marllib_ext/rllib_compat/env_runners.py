@@ -210,6 +210,17 @@ def env_runner_callbacks(env_runner) -> list:
 EPISODE_SUCCESS = "episode_success_mean"
 
 
+def skip_end_of_iteration_runner_sync(config) -> None:
+    """Stops ``Algorithm.step`` from syncing the env runners' states after each
+    iteration; the algorithm's ``training_step`` carries what the runners need itself.
+
+    Relies on: ``Algorithm.step`` calls ``EnvRunnerGroup.sync_env_runner_states`` (a
+    blocking ``get_state`` on every remote runner, then a broadcast of the merged
+    connector states and the lifetime env-step count) unless
+    ``config._dont_auto_sync_env_runner_states`` is set, as IMPALA's config sets it."""
+    config._dont_auto_sync_env_runner_states = True
+
+
 def sample_episodes(env_runner_group, sample_timeout_s: float | None):
     """``(episodes, env_runner_metrics)`` of one synchronous sample over the group.
 

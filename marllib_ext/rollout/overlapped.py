@@ -11,21 +11,32 @@ updates reach a runner after the request already in flight (an actor runs its ca
 in the order they were sent), so the sample collected next was taken with the weights
 of the iteration before. Replay learners train on older episodes than that anyway.
 Episodes in flight when the algorithm is checkpointed are not in the checkpoint.
+
+RLlib's end-of-iteration sync of the runners' states (a blocking call on every runner,
+which would wait for the sample in flight) is switched off for such an algorithm
+(``rllib_compat.skip_end_of_iteration_runner_sync``). What it carried that a team
+runner reads, the lifetime env-step count its exploration schedule reads, goes with
+each request instead; team runners' connectors hold no state to merge.
 """
 
 from __future__ import annotations
 
+from functools import partial
 from typing import Any
+
+from ray.rllib.utils.metrics import NUM_ENV_STEPS_SAMPLED_LIFETIME
 
 SAMPLE_TAG = "overlapped_sample"
 
 
-def _sample_with_metrics(env_runner) -> tuple[list, dict]:
+def _sample_with_metrics(env_runner, env_steps_lifetime: int) -> tuple[list, dict]:
+    env_runner.set_state({NUM_ENV_STEPS_SAMPLED_LIFETIME: env_steps_lifetime})
     return env_runner.sample(), env_runner.get_metrics()
 
 
 class OverlappedSampler:
-    """One in-flight ``sample()`` per remote env runner of ``env_runner_group``."""
+    """One in-flight ``sample()`` per remote env runner of ``env_runner_group``; the
+    runners return ``TeamEpisode`` s (``rollout.team_episodes``)."""
 
     def __init__(self, env_runner_group, sample_timeout_s: float | None) -> None:
         if env_runner_group.num_remote_env_runners() < 1:
@@ -39,29 +50,34 @@ class OverlappedSampler:
     def in_flight(self) -> int:
         return self.group.num_in_flight_async_reqs(SAMPLE_TAG)
 
-    def request(self, runner_ids: list[int] | None = None) -> int:
-        """Issues a sample request on ``runner_ids`` (default: every healthy runner)."""
+    def request(self, env_steps_lifetime: int, runner_ids: list[int] | None = None) -> int:
+        """Issues a sample request on ``runner_ids`` (default: every healthy runner), each
+        runner's exploration starting from ``env_steps_lifetime``."""
         return self.group.foreach_env_runner_async(
-            _sample_with_metrics, tag=SAMPLE_TAG, remote_worker_ids=runner_ids
+            partial(_sample_with_metrics, env_steps_lifetime=int(env_steps_lifetime)),
+            tag=SAMPLE_TAG,
+            remote_worker_ids=runner_ids,
         )
 
-    def collect(self) -> tuple[list, list[dict[str, Any]]]:
+    def collect(self, env_steps_lifetime: int) -> tuple[list, list[dict[str, Any]]]:
         """``(episodes, runner_metrics)`` of the requests in flight (issued now if none
-        is), after the next requests are issued. Empty when no runner is healthy or none
+        is), after the next requests are issued. ``env_steps_lifetime``: the env steps
+        sampled before these requests' episodes. Empty when no runner is healthy or none
         answered within ``sample_timeout_s`` (RLlib restores crashed runners between
         iterations)."""
         if not self.in_flight():
-            self.request()
+            self.request(env_steps_lifetime)
         results = self.group.fetch_ready_async_reqs(
             tags=SAMPLE_TAG, timeout_seconds=self.sample_timeout_s
         )
-        # A runner that answered is free; one that did not keeps its request in flight.
-        if not self.in_flight():
-            self.request()
-        elif results:
-            self.request([runner for runner, _ in results])
         episodes, metrics = [], []
         for _, (sampled, runner_metrics) in results:
             episodes.extend(sampled)
             metrics.append(runner_metrics)
+        env_steps_lifetime += sum(episode.length for episode in episodes)
+        # A runner that answered is free; one that did not keeps its request in flight.
+        if not self.in_flight():
+            self.request(env_steps_lifetime)
+        elif results:
+            self.request(env_steps_lifetime, [runner for runner, _ in results])
         return episodes, metrics

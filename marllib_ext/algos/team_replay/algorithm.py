@@ -85,7 +85,9 @@ class TeamReplayAlgorithm(Algorithm):
                 self.env_runner_group, self.config.sample_timeout_s
             )
         else:  # the runners sample the next episodes while this iteration updates
-            episodes, runner_results = self.overlapped.collect()
+            episodes, runner_results = self.overlapped.collect(
+                self.metrics.peek((ENV_RUNNER_RESULTS, NUM_ENV_STEPS_SAMPLED_LIFETIME), default=0)
+            )
         self.metrics.aggregate(runner_results, key=ENV_RUNNER_RESULTS)
         for episode in episodes:  # TeamEpisodes, assembled by the runners
             self.store.add(episode)

@@ -17,7 +17,11 @@ from marllib_ext.algos.team_replay.algorithm import LAYOUT_KEY, TeamReplayAlgori
 from marllib_ext.algos.team_replay.settings import TeamReplaySettings
 from marllib_ext.envs.handle import EnvHandle
 from marllib_ext.policies.q_agent import TARGET_PREFIX, JointQMixer
-from marllib_ext.rllib_compat import with_learner_value, with_settings
+from marllib_ext.rllib_compat import (
+    skip_end_of_iteration_runner_sync,
+    with_learner_value,
+    with_settings,
+)
 from marllib_ext.rollout.team_episodes import TeamEpisodeEnvRunner
 from marllib_ext.rollout.whole_episodes import COMPLETE_EPISODES
 
@@ -150,4 +154,6 @@ def team_replay_config(
         .rl_module(rl_module_spec=MultiRLModuleSpec(rl_module_specs=dict(specs)))
         .debugging(seed=seed)
     )
+    if settings.overlap_sampling:  # the training step syncs the runners itself
+        skip_end_of_iteration_runner_sync(config)
     return with_learner_value(with_settings(config, settings), LAYOUT_KEY, layout)

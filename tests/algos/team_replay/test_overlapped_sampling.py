@@ -64,6 +64,28 @@ def test_runners_get_the_learners_weights(ray_session):
         algorithm.stop()
 
 
+def test_no_blocking_runner_sync_and_exploration_reads_the_env_steps(ray_session):
+    """RLlib's end-of-iteration sync would wait for the sample in flight; the requests
+    carry the env-step count (epsilon's clock) instead."""
+    algorithm = overlapped_qmix().build_algo()
+    group = algorithm.env_runner_group
+    blocking_syncs = []
+    sync = group.sync_env_runner_states
+    group.sync_env_runner_states = lambda **kwargs: blocking_syncs.append(kwargs) or sync(**kwargs)
+    try:
+        for _ in range(4):
+            result = algorithm.train()
+            steps = result["env_runners"]["num_env_steps_sampled_lifetime"]
+            # Read after the request in flight, which started at this count.
+            (clock,) = group.foreach_env_runner(
+                lambda runner: runner.num_env_steps_sampled_lifetime, local_env_runner=False
+            )
+            assert clock == steps > 0
+        assert blocking_syncs == []
+    finally:
+        algorithm.stop()
+
+
 def test_overlap_without_remote_runners_is_refused_by_name():
     with pytest.raises(ConfigError, match="overlap_sampling"):
         algos.qmix(num_env_runners=0, overlap_sampling=True).rllib_config("test:counter")
