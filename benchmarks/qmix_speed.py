@@ -71,14 +71,12 @@ def main() -> None:
         for learner in args.learners:
             on_gpu = int(learner == "gpu")
             mappo = run_seconds("mappo", "smax", env, args.steps, on_gpu)
-            qmix = run_seconds("qmix", "pymarl2", env, args.steps, on_gpu)
-            overlapped = run_seconds("qmix", "pymarl2", env, args.steps, on_gpu, **OVERLAPPED)
             rows.append((f"`mappo` (smax source), {learner} learner", mappo, mappo))
-            rows.append((f"`qmix` (pymarl2 source), {learner} learner", qmix, mappo))
-            rows.append(
-                (f"`qmix` (pymarl2 source), overlap_sampling, {learner} learner", overlapped, mappo)
-            )
-            print(rows[-3:], flush=True)
+            for variant, overrides in ((", overlap_sampling", OVERLAPPED), ("", {})):
+                seconds = run_seconds("qmix", "pymarl2", env, args.steps, on_gpu, **overrides)
+                label = f"`qmix` (pymarl2 source){variant}, {learner} learner"
+                rows.append((label, seconds, mappo))
+                print(f"{rows[-1][0]}: {seconds:.1f} s, {seconds / mappo:.2f}", flush=True)
         if not args.no_sampling_row:
             sampling = sampling_seconds("qmix", "pymarl2", env, args.steps)
             rows.append(("`qmix` sampling only", sampling, rows[0][1]))
