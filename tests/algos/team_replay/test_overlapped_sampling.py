@@ -5,10 +5,13 @@ without remote runners."""
 import numpy as np
 import pytest
 
-from marllib_ext import algos
+from marllib_ext import algos, make_env
+from marllib_ext.envs import register_env
 from marllib_ext.errors import ConfigError
 from marllib_ext.rollout.overlapped import OverlappedSampler
-from tests.helpers import EPISODE_LENGTH
+from tests.helpers import EPISODE_LENGTH, CrashOnceEnv
+
+register_env("test:overlap_crash_once", CrashOnceEnv, state_source="env")
 
 
 def overlapped_qmix(**overrides):
@@ -89,3 +92,19 @@ def test_no_blocking_runner_sync_and_exploration_reads_the_env_steps(ray_session
 def test_overlap_without_remote_runners_is_refused_by_name():
     with pytest.raises(ConfigError, match="overlap_sampling"):
         algos.qmix(num_env_runners=0, overlap_sampling=True).rllib_config("test:counter")
+
+
+def test_a_crashed_runner_is_replaced_and_sampling_goes_on(ray_session, tmp_path):
+    marker = tmp_path / "crashed"
+    env = make_env("test:overlap_crash_once", marker=str(marker), crash_at=40)
+    result = algos.qmix(
+        num_env_runners=1, overlap_sampling=True, batch_episode=4, learning_starts=4
+    ).fit(
+        env,
+        stop={"timesteps_total": 600, "training_iteration": 60},
+        local_dir=tmp_path,
+        checkpoint_end=False,
+    )
+    assert marker.exists()  # the runner really died, with a request in flight
+    assert result.final["timesteps_total"] >= 600
+    assert result.final["training_iteration"] < 60
