@@ -69,15 +69,45 @@ def td_lambda_targets(
     with torch.no_grad():
         real = mask.float()
         going = gamma * (1.0 - terminateds.float())
-        returns = torch.zeros_like(next_values, dtype=torch.float32)
-        following = torch.zeros_like(returns[:, 0])  # G_{t+1}
-        following_real = torch.zeros_like(returns[:, 0])  # step t + 1 is real
-        for t in range(rewards.shape[1] - 1, -1, -1):
-            blend = lambda_ * following_real
-            ahead = (1.0 - blend) * next_values[:, t] + blend * following
-            returns[:, t] = real[:, t] * (rewards[:, t] + going[:, t] * ahead)
-            following, following_real = returns[:, t], real[:, t]
-        return returns
+        next_real = torch.cat([real[:, 1:], torch.zeros_like(real[:, :1])], dim=1)
+        # G_t = offset_t + factor_t * G_{t+1}, over time (dim 1).
+        offset = real * (rewards + going * (1.0 - lambda_ * next_real) * next_values)
+        factor = real * going * lambda_ * next_real
+        returns = backward_linear_recurrence(offset.movedim(1, -1), factor.movedim(1, -1))
+        return returns.movedim(-1, 1).to(torch.float32)
+
+
+def backward_linear_recurrence(
+    offset: torch.Tensor, factor: torch.Tensor, chunk: int = 32
+) -> torch.Tensor:
+    """``x_t = offset_t + factor_t * x_{t+1}`` with ``x_T = 0``, over the last dim, in
+    blocks of ``chunk`` steps instead of one step at a time (a GPU runs a handful of
+    kernels per block, not several per step)::
+
+        x_t = sum_{k=t}^{e-1} (prod_{j=t}^{k-1} factor_j) offset_k
+              + (prod_{j=t}^{e-1} factor_j) x_e        for t in a block [s, e).
+
+    ``offset``, ``factor``: ``(..., T)``; returns ``(..., T)``. Memory ``(..., chunk,
+    chunk)`` per block."""
+    if chunk < 1:
+        raise ValueError(f"chunk must be >= 1, got {chunk}")
+    out = torch.empty_like(offset)
+    carry = torch.zeros_like(offset[..., 0])  # x_e
+    length = offset.shape[-1]
+    for end in range(length, 0, -chunk):
+        start = max(0, end - chunk)
+        size = end - start
+        block = factor[..., start:end]
+        upper = torch.ones(size, size, dtype=torch.bool, device=offset.device).triu()
+        # products[t, k] = prod_{j=t}^{k} factor_j for k >= t (1 below the diagonal)
+        rows = torch.where(upper, block.unsqueeze(-2), torch.ones_like(block).unsqueeze(-2))
+        products = torch.cumprod(rows, dim=-1)
+        weights = torch.cat([torch.ones_like(products[..., :1]), products[..., :-1]], dim=-1)
+        weights = weights * upper  # prod_{j=t}^{k-1} factor_j for k >= t, else 0
+        values = (weights * offset[..., start:end].unsqueeze(-2)).sum(-1)
+        out[..., start:end] = values + products[..., -1] * carry.unsqueeze(-1)
+        carry = out[..., start]
+    return out
 
 
 def masked_td_loss(

@@ -5,6 +5,7 @@ import pytest
 import torch
 
 from marllib_ext.ops.td import (
+    backward_linear_recurrence,
     episode_last_steps,
     masked_td_loss,
     merge_moments,
@@ -185,6 +186,42 @@ def test_td_lambda_against_the_n_step_returns(lam):
         gamma=0.9, lambda_=lam,
     )  # fmt: skip
     np.testing.assert_allclose(per_agent[..., 0].numpy(), expected, rtol=1e-5, atol=1e-5)
+
+
+def test_backward_linear_recurrence_literal_and_against_a_step_loop():
+    # x_2 = 3, x_1 = 2 + 0.5 * 3 = 3.5, x_0 = 1 + 0 * 3.5 = 1 (a factor 0 cuts the chain)
+    got = backward_linear_recurrence(torch.tensor([1.0, 2.0, 3.0]), torch.tensor([0.0, 0.5, 9.0]))
+    torch.testing.assert_close(got, torch.tensor([1.0, 3.5, 3.0]))
+    generator = torch.Generator().manual_seed(3)
+    offset = torch.randn(4, 3, 70, generator=generator, dtype=torch.float64)
+    factor = torch.rand(4, 3, 70, generator=generator, dtype=torch.float64)
+    factor[0, 0, 40] = 0.0
+    expected, following = torch.zeros_like(offset), torch.zeros_like(offset[..., 0])
+    for t in range(69, -1, -1):
+        following = offset[..., t] + factor[..., t] * following
+        expected[..., t] = following
+    for chunk in (1, 3, 32, 70, 500):  # one step, ragged blocks, one block, wider
+        torch.testing.assert_close(backward_linear_recurrence(offset, factor, chunk), expected)
+    with pytest.raises(ValueError, match="chunk"):
+        backward_linear_recurrence(offset, factor, 0)
+
+
+def test_td_lambda_over_episodes_longer_than_a_block():
+    generator = np.random.default_rng(11)
+    batch, length = 5, 75  # three blocks of the recurrence
+    rewards, next_values = generator.normal(size=(2, batch, length))
+    mask, terminated = np.ones((batch, length)), np.zeros((batch, length))
+    mask[1, 40:] = 0
+    mask[2, 43:] = 0  # blocks [0, 11), [11, 43), [43, 75)
+    terminated[2, 42] = 1  # terminated at a block's last step
+    terminated[3, 64] = 1
+    mask[3, 65:] = 0
+    got = td_lambda_targets(
+        *(torch.from_numpy(a).float() for a in (rewards, terminated, next_values, mask)),
+        gamma=0.99, lambda_=0.6,
+    )  # fmt: skip
+    expected = slow_td_lambda(rewards, terminated, next_values, mask, 0.99, 0.6)
+    np.testing.assert_allclose(got.numpy(), expected, rtol=1e-5, atol=1e-5)
 
 
 def test_td_lambda_equals_pymarl2_where_its_targets_are_defined():
