@@ -39,11 +39,7 @@ class OverlappedSampler:
     runners return ``TeamEpisode`` s (``rollout.team_episodes``)."""
 
     def __init__(self, env_runner_group, sample_timeout_s: float | None) -> None:
-        if env_runner_group.num_remote_env_runners() < 1:
-            raise ValueError(
-                "overlap_sampling: needs remote env runners (num_env_runners >= 1); "
-                "with num_env_runners: 0 the driver samples and cannot learn meanwhile"
-            )
+        # TeamReplaySettings refuses overlap_sampling without remote runners.
         self.group = env_runner_group
         self.sample_timeout_s = sample_timeout_s
 
