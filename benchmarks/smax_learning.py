@@ -8,6 +8,10 @@ Each (label, seed) writes ``<out>/<scenario>/<label>/seed<k>.json`` (resumable: 
 with its JSON is read, not rerun): the env steps, wall time, the last training
 iteration's episode return, and the evaluated win rate (``evaluate``: sampled actions,
 ``info["success"]`` of each battle's last step).
+
+``--eval-every N`` also evaluates greedily during training (``--eval-episodes``
+battles every N iterations); each JSON then holds the curve (``evaluation_win_rates``:
+[env steps, win rate]) and the table gains its win rate at a few budgets.
 """
 
 from __future__ import annotations
@@ -16,6 +20,7 @@ import argparse
 import warnings
 from pathlib import Path
 
+import numpy as np
 from success_runs import print_table, run_seeds
 
 
@@ -29,13 +34,51 @@ def main() -> None:
     parser.add_argument("--out", type=Path, default=Path("benchmarks/results/smax"))
     parser.add_argument("--num-cpus", type=int, default=2)
     parser.add_argument("--threads", type=int, default=1, help="torch threads (0: default)")
+    parser.add_argument("--eval-every", type=int, default=None, help="iterations")
+    parser.add_argument("--eval-episodes", type=int, default=32)
     args = parser.parse_args()
     warnings.filterwarnings("ignore")
+    settings = {}
+    if args.eval_every:
+        settings = {
+            "evaluation_interval": args.eval_every,
+            "evaluation_duration": args.eval_episodes,
+        }
     rows = run_seeds(
         f"smax:{args.scenario}", args.labels, args.seeds, args.steps, args.episodes, args.out,
-        args.num_cpus, args.threads,
+        args.num_cpus, args.threads, **settings,
     )  # fmt: skip
     print_table(rows)
+    print_win_rate_curves(rows, args.steps)
+
+
+def print_win_rate_curves(rows: dict[str, list[dict]], steps: int, points: int = 5) -> None:
+    """The greedy win rate during training at ``points`` even budgets up to ``steps``:
+    each seed's latest evaluation at or before the budget, mean [min, max] over seeds."""
+    budgets = np.linspace(steps / points, steps, points).astype(int)
+    curves = {
+        label: runs
+        for label, runs in rows.items()
+        if all(run.get("evaluation_win_rates") for run in runs)
+    }
+    if not curves:
+        return
+    print("\n| team | " + " | ".join(f"{b / 1e6:.2f}M" for b in budgets) + " |")
+    print("|---|" + "---|" * len(budgets))
+    for label, runs in curves.items():
+        cells = []
+        for budget in budgets:
+            latest = [
+                [rate for at, rate in run["evaluation_win_rates"] if at <= budget][-1:]
+                for run in runs
+            ]
+            values = [v[0] for v in latest if v]
+            cells.append(
+                f"{np.mean(values):.2f} [{min(values):.2f}, {max(values):.2f}]"
+                if len(values) == len(runs)
+                else "–"
+            )
+        print(f"| `{label}` | " + " | ".join(cells) + " |")
 
 
 if __name__ == "__main__":

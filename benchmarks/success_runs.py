@@ -63,6 +63,11 @@ def run(
             for r in result.progress
             if np.isfinite(r.get("eval_return_mean", np.nan))
         ],
+        "evaluation_win_rates": [
+            [int(r["timesteps_total"]), float(r["eval_success_rate"])]
+            for r in result.progress
+            if np.isfinite(r.get("eval_success_rate", np.nan))
+        ],
     }
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text(json.dumps(row, indent=1))
