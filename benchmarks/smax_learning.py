@@ -23,6 +23,8 @@ from pathlib import Path
 import numpy as np
 from success_runs import print_table, run_seeds
 
+from marllib_ext.ops.statistics import evaluations_at
+
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
@@ -54,8 +56,8 @@ def main() -> None:
 
 def print_win_rate_curves(rows: dict[str, list[dict]], steps: int, points: int = 5) -> None:
     """The greedy win rate during training at ``points`` even budgets up to ``steps``:
-    each seed's latest evaluation at or before the budget, mean [min, max] over seeds."""
-    budgets = np.linspace(steps / points, steps, points).astype(int)
+    each seed's latest evaluation at or before the budget (``evaluations_at``), mean
+    [min, max] over seeds."""
     curves = {
         label: runs
         for label, runs in rows.items()
@@ -63,21 +65,22 @@ def print_win_rate_curves(rows: dict[str, list[dict]], steps: int, points: int =
     }
     if not curves:
         return
-    print("\n| team | " + " | ".join(f"{b / 1e6:.2f}M" for b in budgets) + " |")
-    print("|---|" + "---|" * len(budgets))
+    interval = steps / points
+    print(
+        "\n| team | " + " | ".join(f"{interval * (g + 1) / 1e6:.2f}M" for g in range(points)) + " |"
+    )
+    print("|---|" + "---|" * points)
     for label, runs in curves.items():
-        cells = []
-        for budget in budgets:
-            latest = [
-                [rate for at, rate in run["evaluation_win_rates"] if at <= budget][-1:]
-                for run in runs
-            ]
-            values = [v[0] for v in latest if v]
-            cells.append(
-                f"{np.mean(values):.2f} [{min(values):.2f}, {max(values):.2f}]"
-                if len(values) == len(runs)
-                else "–"
-            )
+        at_grid = evaluations_at(
+            [[at for at, _ in run["evaluation_win_rates"]] for run in runs],
+            [[rate for _, rate in run["evaluation_win_rates"]] for run in runs],
+            interval,
+            steps,
+        )
+        cells = [
+            "–" if np.isnan(row).any() else f"{row.mean():.2f} [{row.min():.2f}, {row.max():.2f}]"
+            for row in at_grid
+        ]
         print(f"| `{label}` | " + " | ".join(cells) + " |")
 
 
