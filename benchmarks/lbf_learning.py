@@ -24,7 +24,7 @@ import warnings
 from pathlib import Path
 
 import numpy as np
-from success_runs import print_returns, run_seeds
+from success_runs import evaluation_settings, print_returns, run_seeds
 
 from marllib_ext.ops.statistics import evaluations_at, maximum_and_average_return
 
@@ -80,12 +80,7 @@ def main() -> None:
     parser.add_argument("--threads", type=int, default=1, help="torch threads (0: default)")
     args = parser.parse_args()
     warnings.filterwarnings("ignore")
-    settings = {}
-    if args.eval_every:
-        settings = {
-            "evaluation_interval": args.eval_every,
-            "evaluation_duration": args.eval_episodes,
-        }
+    settings = evaluation_settings(args.eval_every, args.eval_episodes)
     rows = run_seeds(
         f"lbf:{args.task}", args.labels, args.seeds, args.steps, args.episodes, args.out,
         args.num_cpus, args.threads, **settings,

@@ -21,7 +21,7 @@ import warnings
 from pathlib import Path
 
 import numpy as np
-from success_runs import print_table, run_seeds
+from success_runs import evaluation_settings, print_table, run_seeds
 
 from marllib_ext.ops.statistics import evaluations_at
 
@@ -40,12 +40,7 @@ def main() -> None:
     parser.add_argument("--eval-episodes", type=int, default=32)
     args = parser.parse_args()
     warnings.filterwarnings("ignore")
-    settings = {}
-    if args.eval_every:
-        settings = {
-            "evaluation_interval": args.eval_every,
-            "evaluation_duration": args.eval_episodes,
-        }
+    settings = evaluation_settings(args.eval_every, args.eval_episodes)
     rows = run_seeds(
         f"smax:{args.scenario}", args.labels, args.seeds, args.steps, args.episodes, args.out,
         args.num_cpus, args.threads, **settings,

@@ -58,20 +58,29 @@ def run(
         "greedy_win_rate": greedy.success_rate,
         "greedy_team_return": greedy.team_return_mean,
         # evaluations during training (settings evaluation_interval): [env steps, mean]
-        "evaluations": [
-            [int(r["timesteps_total"]), float(r["eval_return_mean"])]
-            for r in result.progress
-            if np.isfinite(r.get("eval_return_mean", np.nan))
-        ],
-        "evaluation_win_rates": [
-            [int(r["timesteps_total"]), float(r["eval_success_rate"])]
-            for r in result.progress
-            if np.isfinite(r.get("eval_success_rate", np.nan))
-        ],
+        "evaluations": evaluation_series(result.progress, "eval_return_mean"),
+        "evaluation_win_rates": evaluation_series(result.progress, "eval_success_rate"),
     }
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text(json.dumps(row, indent=1))
     return row
+
+
+def evaluation_series(progress: list[dict], column: str) -> list[list]:
+    """[env steps, value] of every iteration that evaluated (``column`` finite)."""
+    return [
+        [int(r["timesteps_total"]), float(r[column])]
+        for r in progress
+        if np.isfinite(r.get(column, np.nan))
+    ]
+
+
+def evaluation_settings(every: int | None, episodes: int) -> dict:
+    """The settings of ``--eval-every``/``--eval-episodes``: greedy evaluations every
+    ``every`` iterations (none when ``every`` is unset)."""
+    if not every:
+        return {}
+    return {"evaluation_interval": every, "evaluation_duration": episodes}
 
 
 def parse_label(label: str) -> tuple[str, str | None, dict]:
