@@ -17,6 +17,14 @@ a load with no food beside the agent are left out (LBF turns them into ``NONE``)
 adapter then hands the masks to the policies. Why: a greedy LBF policy that picks such
 an action leaves the state unchanged and repeats it to the step limit (EPyMARL's gymma
 wrapper offers every action, so its default is off).
+
+``food_levels="v1"`` (LBF only, ``--env-arg food_levels=v1``) draws each food's level as
+lbforaging did before 2.0 (up to 1.1.x; the ``-v1`` ids of EPyMARL's paper): from
+``[1, L - 1]``, where ``L`` is the sum of the three lowest player levels. lbforaging
+2.0 (the ``-v3`` ids, the default ``"v3"``) draws from ``[1, L]``, so on a 3-player task
+a food may need all three players to load together. With player levels 1-2 on
+Foraging-10x10-3p-3f, about 26% of the foods need all three under v3 and about 3% under
+v1. ``-coop`` tasks are the same under both (every food at level ``L``).
 """
 
 from __future__ import annotations
@@ -33,6 +41,7 @@ from marllib_ext.errors import ConfigError
 
 # registry prefix -> (package that registers the gymnasium ids, pip extra)
 FAMILIES = {"lbf": ("lbforaging", "lbf"), "rware": ("rware", "rware")}
+FOOD_LEVELS = ("v3", "v1")
 
 
 def import_family(family: str) -> None:
@@ -149,13 +158,42 @@ def episode_limit_of(env: gym.Env) -> int | None:
 
 
 def make_tuple_agents_env(
-    family: str, env_id: str, *, action_masks: bool = False, **kwargs: Any
+    family: str,
+    env_id: str,
+    *,
+    action_masks: bool = False,
+    food_levels: str = "v3",
+    **kwargs: Any,
 ) -> TupleAgentsParallelEnv:
     """``gym.make(env_id, **kwargs)`` of an LBF or RWARE id, as a ParallelEnv
-    (``action_masks``: LBF's legal actions in the infos)."""
+    (``action_masks``: LBF's legal actions in the infos; ``food_levels``: LBF's rule
+    for drawing food levels, ``"v3"`` or ``"v1"``)."""
+    if food_levels not in FOOD_LEVELS:
+        raise ConfigError(f"food_levels must be one of {FOOD_LEVELS}, got {food_levels!r}")
+    if food_levels != "v3" and family != "lbf":
+        raise ConfigError(f"food_levels: only LBF has food, not {family}")
     import_family(family)
     try:
         env = gym.make(env_id, disable_env_checker=True, **kwargs)
     except gym.error.Error as e:
         raise ConfigError(f"env '{family}:{env_id}': {e}") from e
+    if food_levels == "v1":
+        draw_v1_food_levels(env.unwrapped)
     return TupleAgentsParallelEnv(env, family, action_masks=action_masks)
+
+
+def draw_v1_food_levels(foraging_env: Any) -> None:
+    """Makes an lbforaging 2.0 ``ForagingEnv`` draw food levels as lbforaging 1.x did.
+
+    2.0 draws a non-coop food's level uniformly from ``[min, max]`` and 1.x from
+    ``[min, max - 1]`` (``randint(min, max)``, excluding ``max``; a range of one
+    level gives that level). So each food's upper bound drops by one, never below its
+    lower bound. ``force_coop`` foods take ``max`` under both."""
+    spawn_food = foraging_env.spawn_food
+
+    def spawn_food_v1(max_num_food, min_levels, max_levels):
+        if not foraging_env.force_coop:
+            max_levels = np.maximum(np.asarray(max_levels) - 1, min_levels)
+        spawn_food(max_num_food, min_levels, max_levels)
+
+    foraging_env.spawn_food = spawn_food_v1
