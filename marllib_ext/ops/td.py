@@ -164,6 +164,16 @@ def moment_standardized_rewards(
     return (rewards - mean) / torch.sqrt(var + eps) * mask
 
 
+def common_rewards(rewards: torch.Tensor, teams: list[list[int]]) -> torch.Tensor:
+    """EPyMARL's ``common_reward`` with ``reward_scalarisation: sum``: every agent's
+    reward replaced by its team's sum, ``r'_{t,i} = sum_{j in team(i)} r_{t,j}``.
+    ``rewards (..., n)`` -> ``(..., n)``; an agent in no team keeps its own reward."""
+    common = rewards.clone()
+    for index in teams:
+        common[..., index] = rewards[..., index].sum(dim=-1, keepdim=True)
+    return common
+
+
 def team_sum(values: torch.Tensor, agent_index: list[int]) -> torch.Tensor:
     """``sum_{i in team} values[..., i]``: ``(..., n)`` -> ``(...)`` over the team's agents."""
     return values[..., agent_index].sum(dim=-1)

@@ -6,6 +6,7 @@ import torch
 
 from marllib_ext.ops.td import (
     backward_linear_recurrence,
+    common_rewards,
     episode_last_steps,
     masked_td_loss,
     merge_moments,
@@ -259,3 +260,20 @@ def test_episode_last_steps_literal_and_against_a_loop():
         if length:
             slow[row, min(length, 8) - 1] = 1.0
     assert torch.equal(episode_last_steps(mask), slow)
+
+
+def test_common_rewards_literal_and_against_a_loop():
+    rewards = torch.tensor([[1.0, 2.0, 4.0, 8.0], [0.0, 0.5, 0.0, -1.0]])  # (T=2, n=4)
+    out = common_rewards(rewards, [[0, 2], [1]])  # agent 3 in no team keeps its own
+    want = torch.tensor([[5.0, 2.0, 5.0, 8.0], [0.0, 0.5, 0.0, -1.0]])
+    torch.testing.assert_close(out, want)
+    rewards = torch.randn(3, 5, 4)
+    teams = [[0, 3], [1, 2]]
+    slow = rewards.clone()
+    for b in range(3):
+        for t in range(5):
+            for team in teams:
+                total = sum(float(rewards[b, t, j]) for j in team)
+                for i in team:
+                    slow[b, t, i] = total
+    torch.testing.assert_close(common_rewards(rewards, teams), slow)

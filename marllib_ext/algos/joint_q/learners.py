@@ -3,7 +3,8 @@
 Every agent's online and target Q network runs once per replayed batch
 (``JointQLearner.batch_view``); each team then takes its TD loss (``team_loss``):
 
-- ``IQLLearner``: every agent its own double-Q target on its own reward;
+- ``IQLLearner``: every agent its own double-Q target on its own reward (its team's
+  summed reward with ``common_reward``, as EPyMARL);
 - ``MixedQLearner`` (``VDNLearner``, ``QMIXLearner``): the team's mixer module mixes the
   chosen values into ``Q_tot`` (the sum for VDN, the hypernetwork mixer on the state for
   QMIX; the builder gives each algorithm its mixer) and the joint double-Q target on
@@ -27,6 +28,7 @@ from marllib_ext.algos.team_replay.algorithm import EPISODES_SAMPLED
 from marllib_ext.algos.team_replay.learner import TeamLoss, TeamReplayLearner
 from marllib_ext.ops.joint_q import chosen_action_values, double_q_next_values
 from marllib_ext.ops.td import (
+    common_rewards,
     episode_last_steps,
     masked_td_loss,
     moment_standardized_rewards,
@@ -42,7 +44,8 @@ from marllib_ext.policies.q_agent import JointQMixer, target_module_id
 class JointQBatch:
     """One replayed batch seen by every team: ``chosen (B, L, n)`` online values of the
     taken actions, ``next_values (B, L, n)`` double-Q bootstrap values, rewards
-    ``(B, L, n)`` (standardized with ``reward_standardize``), ``mask (B, L)``.
+    ``(B, L, n)`` (each agent's team sum with ``common_reward``; standardized with
+    ``reward_standardize``), ``mask (B, L)``.
 
     Agents absent at a step (dead, not yet arrived) have 0 in ``chosen`` and in
     ``next_values`` there: a mixer sums or mixes the agents present, and a dead
@@ -82,7 +85,10 @@ class JointQLearner(TeamReplayLearner):
     @override(TeamReplayLearner)
     def observe_batch(self, columns: dict[str, torch.Tensor]) -> None:
         if self.settings.running_reward_moments:  # this batch's rewards count, as in EPyMARL
-            self.module[self.first_team].observe_rewards(columns["rewards"][columns["mask"].bool()])
+            rewards = columns["rewards"][columns["mask"].bool()]  # (N, n)
+            if self.settings.common_reward:  # the moments of the team sums, one per team
+                rewards = torch.stack([team_sum(rewards, i) for i in self.teams.values()], -1)
+            self.module[self.first_team].observe_rewards(rewards)
 
     @override(TeamReplayLearner)
     def optimizer_for(self, module_id, params):
@@ -115,6 +121,8 @@ class JointQLearner(TeamReplayLearner):
     @override(TeamReplayLearner)
     def batch_view(self, columns: dict[str, torch.Tensor]) -> JointQBatch:
         obs, mask, rewards = columns["obs"], columns["mask"], columns["rewards"]
+        if self.settings.common_reward:
+            rewards = common_rewards(rewards, list(self.teams.values()))
         if not self.settings.bootstrap_truncated:  # every stored episode is whole
             columns = {**columns, "terminated": episode_last_steps(mask)}
         if self.settings.running_reward_moments:
@@ -206,9 +214,13 @@ class MixedQLearner(JointQLearner):
         values = mixer.mix(view.chosen[..., agent_index], state[:, : view.length])
         with torch.no_grad():
             next_total = mixer.mix(view.next_values[..., agent_index], state[:, 1:], target=True)
-        targets = self.targets(
-            team_sum(view.rewards, agent_index), view.columns["terminated"], next_total, view.mask
+        # common_reward: each agent of the team already holds the team's (standardized) sum
+        team_reward = (
+            view.rewards[..., agent_index[0]]
+            if self.settings.common_reward
+            else team_sum(view.rewards, agent_index)
         )
+        targets = self.targets(team_reward, view.columns["terminated"], next_total, view.mask)
         return self._team_loss(values, targets, view, (targets - values).detach().unsqueeze(-1))
 
     @override(TeamReplayLearner)

@@ -28,6 +28,7 @@ class JointQSettings(TeamReplaySettings):
     epsilon_timesteps: int
     reward_standardize: bool
     reward_moments: str
+    common_reward: bool
     use_rnn: bool
     rnn_hidden_dim: int
     hiddens: list[int]

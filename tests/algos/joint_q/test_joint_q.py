@@ -2,6 +2,7 @@
 targets, ROER priorities, GRU agents, checkpoints, refusals."""
 
 import copy
+import dataclasses
 
 import numpy as np
 import pytest
@@ -291,6 +292,49 @@ def test_running_reward_moments_are_those_of_every_reward_trained_on(ray_session
         algo.stop()
 
 
+@pytest.mark.parametrize("name", ["iql", "qmix"])
+def test_common_reward_standardizes_the_team_sum_every_agent_trains_on(ray_session, name):
+    """``common_reward`` (EPyMARL's): the running moments are those of the team's summed
+    reward, and every agent's reward in the loss is ``(R - mean) / std`` of that sum."""
+    algo = build(name, reward_moments="running", common_reward=True)
+    try:
+        learner = local_learner(algo)
+        moments = learner.module["joint_q"]
+        algo.train()
+        sampled = algo.store.sample_transitions(16)
+        columns = {k: torch.as_tensor(v) for k, v in sampled.columns().items()}
+        count = float(moments.reward_count)
+        learner.observe({"joint_q": columns})
+        team = columns["rewards"][columns["mask"].bool()].sum(-1)  # (N,) one per step
+        assert float(moments.reward_count) == count + team.numel()
+        view = learner.batch_view(columns)
+        summed = columns["rewards"].sum(-1, keepdim=True).expand_as(columns["rewards"])
+        want = (summed - moments.reward_mean) / torch.sqrt(moments.reward_var + 1e-8)
+        torch.testing.assert_close(view.rewards, want * columns["mask"].unsqueeze(-1))
+        assert not torch.equal(columns["rewards"], summed)  # the echo env's differ by agent
+    finally:
+        algo.stop()
+
+
+def test_vdn_with_common_reward_takes_the_team_sum_once(ray_session):
+    """Without standardization the team target is the same with or without
+    ``common_reward``: ``R`` once, not ``n`` copies of it."""
+    algo = build("vdn", reward_standardize=False)
+    try:
+        algo.train()
+        learner = local_learner(algo)
+        sampled = algo.store.sample_transitions(16)
+        batch = {"joint_q": {k: torch.as_tensor(v) for k, v in sampled.columns().items()}}
+        losses = []
+        for common in (False, True):
+            learner.settings = dataclasses.replace(learner.settings, common_reward=common)
+            with torch.no_grad():
+                losses.append(learner.compute_losses(fwd_out={}, batch=batch)["joint_q"].item())
+    finally:
+        algo.stop()
+    assert losses[0] == pytest.approx(losses[1], rel=1e-6)
+
+
 def test_batch_reward_moments_keep_no_running_state(ray_session):
     algo = build("vdn")
     try:
@@ -574,6 +618,7 @@ def test_the_epymarl_source_is_its_q_learner_on_lbf(name):
     assert settings.samples_whole_episodes and not settings.use_rnn
     assert settings.obs_agent_id and not settings.obs_last_action
     assert settings.running_reward_moments and settings.td_lambda is None
+    assert settings.common_reward  # the summed team reward, as EPyMARL's default
     assert settings.final_epsilon == 0.1  # --set still overrides
 
 
