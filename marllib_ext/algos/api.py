@@ -26,6 +26,7 @@ from marllib_ext.algos.evaluation import (
 from marllib_ext.algos.evaluation import PROGRESS_COLUMNS as EVAL_PROGRESS_COLUMNS
 from marllib_ext.algos.evaluation import progress_values as eval_progress_values
 from marllib_ext.algos.registry import AlgoSpec, get_algo_spec, progress_columns
+from marllib_ext.algos.replay_checkpoints import save_policy_snapshot
 from marllib_ext.algos.tracking import (
     Trackers,
     check_wandb_credentials,
@@ -249,7 +250,7 @@ class Algo:
                     progress.writerow(row)
                     f.flush()
                     if evaluated is not None and record.add(row["timesteps_total"], evaluated):
-                        algorithm.save_to_path(str((run_dir / BEST_CHECKPOINT).resolve()))
+                        save_policy_snapshot(algorithm, run_dir / BEST_CHECKPOINT)
                     video = None
                     if evaluated is not None:
                         video = videos.after_evaluation(algorithm, row["timesteps_total"])

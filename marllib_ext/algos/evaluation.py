@@ -41,6 +41,7 @@ from ray.rllib.algorithms.algorithm_config import AlgorithmConfig
 
 from marllib_ext.algos.efx.deployment import play_at_budget
 from marllib_ext.algos.env_checks import with_episode_end_callback
+from marllib_ext.algos.replay_checkpoints import save_policy_snapshot, without_replay
 from marllib_ext.algos.restore import (
     FRAMES_ATTRIBUTE,
     check_checkpoint,
@@ -273,7 +274,8 @@ def best_reevaluated(algorithm, checkpoint: Path, settings: Any) -> dict[str, li
     """The policy of the best evaluation (its checkpoint, restored into ``algorithm``)
     evaluated over ten times ``evaluation_duration`` episodes on the evaluation
     runner: marl-eval's ``absolute_metrics``."""
-    algorithm.restore_from_path(str(Path(checkpoint).resolve()))
+    with without_replay(algorithm):  # the trained store stays; the snapshot has none
+        algorithm.restore_from_path(str(Path(checkpoint).resolve()))
     algorithm.eval_env_runner_group.sync_weights(
         from_worker_or_learner_group=algorithm.learner_group, inference_only=True
     )
@@ -313,7 +315,7 @@ class EvaluationVideos:
         if self.evaluations % self.interval:
             return None
         checkpoint = (self.run_dir / VIDEO_CHECKPOINT).resolve()
-        algorithm.save_to_path(str(checkpoint))
+        save_policy_snapshot(algorithm, checkpoint)
         path = self.run_dir / VIDEOS_DIR / f"step_{env_steps}.gif"
         try:
             evaluate(checkpoint, episodes=1, explore=self.explore, z=self.budget, video=path)

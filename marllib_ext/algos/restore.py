@@ -7,9 +7,11 @@ from __future__ import annotations
 import contextlib
 import pickle
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
+from marllib_ext.algos.replay_checkpoints import without_replay
 from marllib_ext.envs.handle import EnvHandle
 from marllib_ext.envs.registry import list_envs
 from marllib_ext.errors import ConfigError
@@ -86,18 +88,31 @@ def register_checkpoint_env(path: Path) -> None:
         handle.register_with_rllib()
 
 
+def checkpoint_algorithm(path: Path) -> tuple[type, Any]:
+    """The algorithm class and its config (an ``AlgorithmConfig``, unfrozen) that a
+    checkpoint was saved from, read from its ``class_and_ctor_args.pkl`` without
+    building the algorithm or loading its state (what ``Algorithm.from_checkpoint``
+    builds from)."""
+    from ray.rllib.algorithms.algorithm_config import AlgorithmConfig
+
+    ctor_file = path / "class_and_ctor_args.pkl"
+    if not ctor_file.exists():
+        raise ConfigError(f"{str(path)!r} is not an algorithm checkpoint (no {ctor_file.name})")
+    with open(ctor_file, "rb") as f:
+        saved = pickle.load(f)
+    (config_state, *_), _ = saved["ctor_args_and_kwargs"]
+    return saved["class"], AlgorithmConfig.from_state(config_state)
+
+
 @contextlib.contextmanager
 def restored_algorithm(path: Path, *, render: str | None = None):
     """The checkpoint's algorithm rebuilt with one local env runner of a single env and
-    restored; stopped on exit. One env: RLlib's ``sample(num_episodes=N)`` over several
-    envs keeps the first N episodes to end and drops the rest, which over-represents
-    short episodes (on tasks where success ends an episode, successes)."""
-    from ray.rllib.algorithms.algorithm import Algorithm
-
+    restored without its replay store (``replay_checkpoints``); stopped on exit. One env:
+    RLlib's ``sample(num_episodes=N)`` over several envs keeps the first N episodes to
+    end and drops the rest, which over-represents short episodes (on tasks where success
+    ends an episode, successes)."""
     register_checkpoint_env(path)
-    trained = Algorithm.from_checkpoint(str(path.resolve()))
-    config = trained.config.copy(copy_frozen=False)
-    trained.stop()
+    algorithm_class, config = checkpoint_algorithm(path)
     # Episodes only, no training: the fragment length need not divide the train batch.
     config.env_runners(
         num_env_runners=0,
@@ -107,9 +122,10 @@ def restored_algorithm(path: Path, *, render: str | None = None):
     if render is not None:
         config.environment(env_config={**config.env_config, "render_mode": render})
         config.callbacks(on_episode_start=record_frame, on_episode_step=record_frame)
-    algorithm = config.build_algo()
+    algorithm = algorithm_class(config)
     try:
-        algorithm.restore_from_path(str(path.resolve()))
+        with without_replay(algorithm):
+            algorithm.restore_from_path(str(path.resolve()))
         yield algorithm
     finally:
         algorithm.stop()

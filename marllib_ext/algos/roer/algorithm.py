@@ -8,6 +8,7 @@ from ray.rllib.algorithms.algorithm import Algorithm
 from ray.rllib.algorithms.sac import SAC
 from ray.rllib.utils.annotations import override
 
+from marllib_ext.algos.replay_checkpoints import ReplayInCheckpoints
 from marllib_ext.algos.roer.buffers import (
     ROERMultiAgentPrioritizedEpisodeReplayBuffer,
     ROERPrioritizedEpisodeReplayBuffer,
@@ -18,7 +19,7 @@ from marllib_ext.rllib_compat import BuildsReplayBuffer, settings_of
 STATE_KEY = "fast_replay"
 
 
-class ROERSAC(BuildsReplayBuffer, SAC):
+class ROERSAC(ReplayInCheckpoints, BuildsReplayBuffer, SAC):
     """``SACConfig.validate`` accepts only RLlib's buffer names, so the config names
     RLlib's prioritized buffer and this algorithm swaps in the ROER subclass (RLlib's
     path); with ``fast_replay`` the training step is ``fast_training_step``."""
@@ -65,12 +66,16 @@ class ROERSAC(BuildsReplayBuffer, SAC):
     @override(Algorithm)
     def get_state(self, components=None, *, not_components=None, **kwargs) -> dict:
         state = super().get_state(components, not_components=not_components, **kwargs)
-        if self.fast_replay is not None:
+        if (
+            self.fast_replay is not None
+            and self.replay_in_checkpoints
+            and self._check_component(STATE_KEY, components, not_components)
+        ):
             state[STATE_KEY] = self.fast_replay.get_state()
         return state
 
     @override(Algorithm)
     def set_state(self, state: dict) -> None:
-        if self.fast_replay is not None and STATE_KEY in state:
+        if self.fast_replay is not None and STATE_KEY in state and self.replay_in_checkpoints:
             self.fast_replay.set_state(state[STATE_KEY])
         super().set_state(state)

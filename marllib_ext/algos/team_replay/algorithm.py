@@ -25,12 +25,14 @@ from ray.rllib.algorithms.algorithm import Algorithm
 from ray.rllib.algorithms.algorithm_config import AlgorithmConfig
 from ray.rllib.policy.sample_batch import MultiAgentBatch, SampleBatch
 from ray.rllib.utils.annotations import override
+from ray.rllib.utils.checkpoints import Checkpointable
 from ray.rllib.utils.metrics import (
     ENV_RUNNER_RESULTS,
     LEARNER_RESULTS,
     NUM_ENV_STEPS_SAMPLED_LIFETIME,
 )
 
+from marllib_ext.algos.replay_checkpoints import ReplayInCheckpoints
 from marllib_ext.algos.team_replay.progress import PROGRESS_KEY
 from marllib_ext.algos.team_replay.settings import TeamReplaySettings
 from marllib_ext.replay.team_episodes import SampledTeamBatch, TeamEpisodeStore
@@ -45,11 +47,14 @@ from marllib_ext.rollout.team_episodes import TEAM_LAYOUT_KEY
 
 LAYOUT_KEY = TEAM_LAYOUT_KEY  # learner_config_dict key of the agent/team layout
 EPISODES_SAMPLED = "num_episodes_sampled_lifetime"  # timesteps key for target updates
+REPLAY_COMPONENT = "team_replay"  # the store's checkpoint directory (and state key)
 
 
 # ---- algorithm ----------------------------------------------------------------------------
-class TeamReplayAlgorithm(Algorithm):
-    """Samples complete episodes, stores team episodes, trains on replayed batches."""
+class TeamReplayAlgorithm(ReplayInCheckpoints, Algorithm):
+    """Samples complete episodes, stores team episodes, trains on replayed batches.
+    Checkpoints hold the store in their ``team_replay`` directory (``replay_checkpoints``
+    says when they leave it out)."""
 
     @override(Algorithm)
     def setup(self, config: AlgorithmConfig) -> None:
@@ -153,20 +158,48 @@ class TeamReplayAlgorithm(Algorithm):
         return self.store.sample_transitions(max(1, round(settings.batch_episode * mean_length)))
 
     @override(Algorithm)
+    def get_checkpointable_components(self) -> list[tuple[str, Checkpointable]]:
+        components = super().get_checkpointable_components()
+        if self.replay_in_checkpoints:
+            components.append((REPLAY_COMPONENT, TeamReplayCheckpoint(self)))
+        return components
+
+    @override(Algorithm)
     def get_state(self, components=None, *, not_components=None, **kwargs) -> dict:
         state = super().get_state(components, not_components=not_components, **kwargs)
-        state["team_replay"] = {
-            "store": self.store.get_state(),
-            "episodes_sampled": self.episodes_sampled,
-            "update_credit": self.update_credit,
-        }
+        if self.replay_in_checkpoints and self._check_component(
+            REPLAY_COMPONENT, components, not_components
+        ):
+            state[REPLAY_COMPONENT] = TeamReplayCheckpoint(self).get_state()
         return state
 
     @override(Algorithm)
     def set_state(self, state: dict) -> None:
-        replay = state.get("team_replay")
-        if replay is not None:
-            self.store.set_state(replay["store"])
-            self.episodes_sampled = int(replay["episodes_sampled"])
-            self.update_credit = float(replay["update_credit"])
+        # Checkpoints before the store had its own directory hold it in the base state.
+        replay = state.get(REPLAY_COMPONENT)
+        if replay is not None and self.replay_in_checkpoints:
+            TeamReplayCheckpoint(self).set_state(replay)
         super().set_state(state)
+
+
+class TeamReplayCheckpoint(Checkpointable):
+    """The algorithm's store and replay counters as a checkpoint component of their own
+    (``<checkpoint>/team_replay/``), so that a restore for playing never reads them."""
+
+    def __init__(self, algorithm: TeamReplayAlgorithm) -> None:
+        self.algorithm = algorithm
+
+    def get_state(self, components=None, *, not_components=None, **kwargs) -> dict:
+        return {
+            "store": self.algorithm.store.get_state(),
+            "episodes_sampled": self.algorithm.episodes_sampled,
+            "update_credit": self.algorithm.update_credit,
+        }
+
+    def set_state(self, state: dict) -> None:
+        self.algorithm.store.set_state(state["store"])
+        self.algorithm.episodes_sampled = int(state["episodes_sampled"])
+        self.algorithm.update_credit = float(state["update_credit"])
+
+    def get_ctor_args_and_kwargs(self) -> tuple[tuple, dict]:
+        return (), {}

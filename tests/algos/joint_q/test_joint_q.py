@@ -388,6 +388,62 @@ def test_checkpoint_keeps_the_replay_store(ray_session, tmp_path):
         restored.stop()
 
 
+def test_snapshots_and_restores_for_playing_leave_the_store_out(ray_session, tmp_path):
+    """The final checkpoint keeps the store in its own directory; a policy snapshot has
+    none; a restore for playing reads none yet plays the trained weights; a checkpoint
+    with the store in its base state (the layout before) still restores it."""
+    import pickle
+    import shutil
+
+    from ray.rllib.algorithms.algorithm import Algorithm
+
+    from marllib_ext.algos.evaluation import evaluate
+    from marllib_ext.algos.replay_checkpoints import save_policy_snapshot
+    from marllib_ext.algos.restore import restored_algorithm
+    from marllib_ext.algos.team_replay.algorithm import REPLAY_COMPONENT
+
+    algo = build("vdn")
+    try:
+        algo.train()
+        algo.train()
+        algo.save_to_path(str(tmp_path / "full"))
+        save_policy_snapshot(algo, tmp_path / "snapshot")
+        held, episodes = len(algo.store), algo.episodes_sampled
+        weights = {
+            k: v.clone() for k, v in local_learner(algo).module["shared"].state_dict().items()
+        }
+    finally:
+        algo.stop()
+    assert held > 0
+    base_state = tmp_path / "full" / "algorithm_state.pkl"
+    with open(base_state, "rb") as f:
+        assert REPLAY_COMPONENT not in pickle.load(f)
+    assert (tmp_path / "full" / REPLAY_COMPONENT / "state.pkl").is_file()
+    assert not (tmp_path / "snapshot" / REPLAY_COMPONENT).exists()
+
+    for path in (tmp_path / "full", tmp_path / "snapshot"):
+        with restored_algorithm(path) as played:
+            assert len(played.store) == 0 and played.episodes_sampled == 0
+            restored = local_learner(played).module["shared"].state_dict()
+            for key, value in weights.items():
+                torch.testing.assert_close(restored[key], value)
+        assert len(evaluate(path, episodes=2).team_returns) == 2
+
+    # The layout before: the store and its counters in the base state's "team_replay".
+    with open(tmp_path / "full" / REPLAY_COMPONENT / "state.pkl", "rb") as f:
+        replay = pickle.load(f)
+    with open(base_state, "rb") as f:
+        state = pickle.load(f)
+    with open(base_state, "wb") as f:
+        pickle.dump({**state, REPLAY_COMPONENT: replay}, f)
+    shutil.rmtree(tmp_path / "full" / REPLAY_COMPONENT)
+    resumed = Algorithm.from_checkpoint(str(tmp_path / "full"))
+    try:
+        assert len(resumed.store) == held and resumed.episodes_sampled == episodes
+    finally:
+        resumed.stop()
+
+
 @pytest.mark.parametrize("name", ["iql", "vdn", "qmix"])
 def test_continuous_actions_are_refused_before_anything_starts(name):
     with pytest.raises(ConfigError, match="discrete actions only"):

@@ -191,6 +191,26 @@ def test_store_and_priorities_survive_a_checkpoint(ray_session, tmp_path):
         restored.stop()
 
 
+def test_a_policy_snapshot_leaves_the_store_out(ray_session, tmp_path):
+    from marllib_ext.algos.replay_checkpoints import save_policy_snapshot
+
+    config = algos.sac_roer(per_type="JS", **TINY).rllib_config("Pendulum-v1", seed=0)
+    algorithm = config.build_algo()
+    try:
+        algorithm.train()
+        assert len(algorithm.fast_replay.stores["default_policy"]) > 0
+        save_policy_snapshot(algorithm, tmp_path / "snapshot")
+        assert "fast_replay" in algorithm.get_state()  # a full state still holds it
+    finally:
+        algorithm.stop()
+    restored = config.build_algo()
+    try:
+        restored.restore_from_path(tmp_path / "snapshot")
+        assert sum(len(store) for store in restored.fast_replay.stores.values()) == 0
+    finally:
+        restored.stop()
+
+
 def test_isac_roer_fast_path_trains_one_store_per_module(ray_session):
     env = make_env("mpe:simple_spread", continuous_actions=True)
     config = algos.isac_roer(per_type="JS", **TINY).rllib_config(
