@@ -34,9 +34,9 @@ import numpy as np
 import ray
 
 from marllib_ext import algos, make_env
-from marllib_ext.algos.replay_checkpoints import save_policy_snapshot, without_replay
 from marllib_ext.algos.restore import checkpoint_algorithm, restored_algorithm
 from marllib_ext.replay.team_episodes import TeamEpisode
+from marllib_ext.rllib_compat.checkpoints import save_policy_snapshot, without_replay
 
 MIB = 2**20
 

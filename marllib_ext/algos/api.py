@@ -26,7 +26,6 @@ from marllib_ext.algos.evaluation import (
 from marllib_ext.algos.evaluation import PROGRESS_COLUMNS as EVAL_PROGRESS_COLUMNS
 from marllib_ext.algos.evaluation import progress_values as eval_progress_values
 from marllib_ext.algos.registry import AlgoSpec, get_algo_spec, progress_columns
-from marllib_ext.algos.replay_checkpoints import save_policy_snapshot
 from marllib_ext.algos.tracking import (
     Trackers,
     check_wandb_credentials,
@@ -37,6 +36,7 @@ from marllib_ext.algos.tracking import (
 from marllib_ext.envs.handle import EnvHandle, make_env
 from marllib_ext.errors import ConfigError, EnvError
 from marllib_ext.rllib_compat import settings_of
+from marllib_ext.rllib_compat.checkpoints import save_policy_snapshot
 from marllib_ext.rllib_compat.env_runners import EPISODE_SUCCESS
 
 # stop key -> (where in the progress row, what it means)

@@ -41,7 +41,6 @@ from ray.rllib.algorithms.algorithm_config import AlgorithmConfig
 
 from marllib_ext.algos.efx.deployment import play_at_budget
 from marllib_ext.algos.env_checks import with_episode_end_callback
-from marllib_ext.algos.replay_checkpoints import save_policy_snapshot, without_replay
 from marllib_ext.algos.restore import (
     FRAMES_ATTRIBUTE,
     check_checkpoint,
@@ -51,6 +50,7 @@ from marllib_ext.algos.restore import (
 )
 from marllib_ext.envs.adapter import SUCCESS_KEY
 from marllib_ext.errors import ConfigError
+from marllib_ext.rllib_compat.checkpoints import save_policy_snapshot, without_replay
 from marllib_ext.rollout.direct import needs_no_episode_objects
 
 

@@ -11,10 +11,10 @@ from typing import Any
 
 import numpy as np
 
-from marllib_ext.algos.replay_checkpoints import without_replay
 from marllib_ext.envs.handle import EnvHandle
 from marllib_ext.envs.registry import list_envs
 from marllib_ext.errors import ConfigError
+from marllib_ext.rllib_compat.checkpoints import without_replay
 
 FRAMES_ATTRIBUTE = "_marllib_ext_frames"
 
@@ -107,7 +107,7 @@ def checkpoint_algorithm(path: Path) -> tuple[type, Any]:
 @contextlib.contextmanager
 def restored_algorithm(path: Path, *, render: str | None = None):
     """The checkpoint's algorithm rebuilt with one local env runner of a single env and
-    restored without its replay store (``replay_checkpoints``); stopped on exit. One env:
+    restored without its replay store (``rllib_compat.checkpoints``); stopped on exit. One env:
     RLlib's ``sample(num_episodes=N)`` over several envs keeps the first N episodes to
     end and drops the rest, which over-represents short episodes (on tasks where success
     ends an episode, successes)."""

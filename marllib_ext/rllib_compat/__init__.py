@@ -1,6 +1,7 @@
 """The one home for RLlib internals this package relies on (ray 2.60), one module per
 subject: ``settings`` (typed settings on a config), ``connectors``, ``env_runners``,
-``episodes``, ``learners``, ``data_parallel``, ``minibatches`` and ``off_policy``.
+``episodes``, ``learners``, ``data_parallel``, ``minibatches``, ``off_policy`` and
+``checkpoints``.
 
 Everything there touches a private attribute or method of RLlib, or a convention RLlib
 does not document as API. Each function says which RLlib behaviour it relies on;

@@ -8,13 +8,13 @@ from ray.rllib.algorithms.algorithm import Algorithm
 from ray.rllib.algorithms.sac import SAC
 from ray.rllib.utils.annotations import override
 
-from marllib_ext.algos.replay_checkpoints import ReplayInCheckpoints
 from marllib_ext.algos.roer.buffers import (
     ROERMultiAgentPrioritizedEpisodeReplayBuffer,
     ROERPrioritizedEpisodeReplayBuffer,
 )
 from marllib_ext.algos.roer.fast_replay import PROGRESS_KEY, FastReplay, fast_training_step
-from marllib_ext.rllib_compat import BuildsReplayBuffer, settings_of
+from marllib_ext.rllib_compat import BuildsReplayBuffer, settings_of, should_save_component
+from marllib_ext.rllib_compat.checkpoints import ReplayInCheckpoints
 
 STATE_KEY = "fast_replay"
 
@@ -69,7 +69,7 @@ class ROERSAC(ReplayInCheckpoints, BuildsReplayBuffer, SAC):
         if (
             self.fast_replay is not None
             and self.replay_in_checkpoints
-            and self._check_component(STATE_KEY, components, not_components)
+            and should_save_component(self, STATE_KEY, components, not_components)
         ):
             state[STATE_KEY] = self.fast_replay.get_state()
         return state

@@ -32,7 +32,6 @@ from ray.rllib.utils.metrics import (
     NUM_ENV_STEPS_SAMPLED_LIFETIME,
 )
 
-from marllib_ext.algos.replay_checkpoints import ReplayInCheckpoints
 from marllib_ext.algos.team_replay.progress import PROGRESS_KEY
 from marllib_ext.algos.team_replay.settings import TeamReplaySettings
 from marllib_ext.replay.team_episodes import SampledTeamBatch, TeamEpisodeStore
@@ -41,7 +40,9 @@ from marllib_ext.rllib_compat import (
     priorities_from_learner,
     sample_episodes,
     settings_of,
+    should_save_component,
 )
+from marllib_ext.rllib_compat.checkpoints import ReplayInCheckpoints
 from marllib_ext.rollout.overlapped import OverlappedSampler
 from marllib_ext.rollout.team_episodes import TEAM_LAYOUT_KEY
 
@@ -53,7 +54,7 @@ REPLAY_COMPONENT = "team_replay"  # the store's checkpoint directory (and state 
 # ---- algorithm ----------------------------------------------------------------------------
 class TeamReplayAlgorithm(ReplayInCheckpoints, Algorithm):
     """Samples complete episodes, stores team episodes, trains on replayed batches.
-    Checkpoints hold the store in their ``team_replay`` directory (``replay_checkpoints``
+    Checkpoints hold the store in their ``team_replay`` directory (``rllib_compat.checkpoints``
     says when they leave it out)."""
 
     @override(Algorithm)
@@ -167,8 +168,8 @@ class TeamReplayAlgorithm(ReplayInCheckpoints, Algorithm):
     @override(Algorithm)
     def get_state(self, components=None, *, not_components=None, **kwargs) -> dict:
         state = super().get_state(components, not_components=not_components, **kwargs)
-        if self.replay_in_checkpoints and self._check_component(
-            REPLAY_COMPONENT, components, not_components
+        if self.replay_in_checkpoints and should_save_component(
+            self, REPLAY_COMPONENT, components, not_components
         ):
             state[REPLAY_COMPONENT] = TeamReplayCheckpoint(self).get_state()
         return state

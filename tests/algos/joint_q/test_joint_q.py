@@ -398,9 +398,9 @@ def test_snapshots_and_restores_for_playing_leave_the_store_out(ray_session, tmp
     from ray.rllib.algorithms.algorithm import Algorithm
 
     from marllib_ext.algos.evaluation import evaluate
-    from marllib_ext.algos.replay_checkpoints import save_policy_snapshot
     from marllib_ext.algos.restore import restored_algorithm
     from marllib_ext.algos.team_replay.algorithm import REPLAY_COMPONENT
+    from marllib_ext.rllib_compat.checkpoints import save_policy_snapshot
 
     algo = build("vdn")
     try:

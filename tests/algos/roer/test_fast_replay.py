@@ -192,7 +192,7 @@ def test_store_and_priorities_survive_a_checkpoint(ray_session, tmp_path):
 
 
 def test_a_policy_snapshot_leaves_the_store_out(ray_session, tmp_path):
-    from marllib_ext.algos.replay_checkpoints import save_policy_snapshot
+    from marllib_ext.rllib_compat.checkpoints import save_policy_snapshot
 
     config = algos.sac_roer(per_type="JS", **TINY).rllib_config("Pendulum-v1", seed=0)
     algorithm = config.build_algo()

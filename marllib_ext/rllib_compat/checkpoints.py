@@ -1,4 +1,6 @@
-"""Checkpoints with and without an algorithm's replay store.
+"""Checkpoints with and without an algorithm's replay store, on RLlib's ``Checkpointable``
+components (``get_state(components=..., not_components=...)``, one directory per
+component in ``save_to_path``, a missing directory skipped by ``restore_from_path``).
 
 A run's final checkpoint keeps the store, so training resumes where it stopped. A policy
 snapshot (the best evaluation's checkpoint, a video's) and a restore that only plays
