@@ -71,18 +71,31 @@ def check_checkpoint(checkpoint: str | Path, episodes: int) -> Path:
     return path
 
 
+CONSTRUCTOR_FILE = "class_and_ctor_args.pkl"  # RLlib's Checkpointable: class, ctor args
+
+
+def saved_constructor(path: Path) -> tuple[type, Any] | None:
+    """The algorithm class and its config's state (the dict ``AlgorithmConfig.get_state``
+    gives; ``None`` without constructor args) from a checkpoint's constructor file;
+    ``None`` without one."""
+    ctor_file = path / CONSTRUCTOR_FILE
+    if not ctor_file.exists():
+        return None
+    with open(ctor_file, "rb") as f:
+        saved = pickle.load(f)
+    args, _ = saved["ctor_args_and_kwargs"]
+    return saved["class"], (args[0] if args else None)
+
+
 def register_checkpoint_env(path: Path) -> None:
     """Registers with RLlib the env a checkpoint names by our registry id: every
     registered env, and a by-name family's env (``vmas:navigation``, ``magent:...``)
     that this process has not built yet."""
     for name in list_envs():
         EnvHandle(name).register_with_rllib()
-    ctor_file = path / "class_and_ctor_args.pkl"
-    if not ctor_file.exists():
-        return
-    with open(ctor_file, "rb") as f:
-        args, _ = pickle.load(f)["ctor_args_and_kwargs"]
-    env_id = args[0].get("env") if args and isinstance(args[0], dict) else None
+    saved = saved_constructor(path)
+    config_state = saved[1] if saved is not None else None
+    env_id = config_state.get("env") if isinstance(config_state, dict) else None
     handle = EnvHandle.from_rllib_env_id(env_id) if isinstance(env_id, str) else None
     if handle is not None and handle.name not in list_envs():
         handle.register_with_rllib()
@@ -90,18 +103,17 @@ def register_checkpoint_env(path: Path) -> None:
 
 def checkpoint_algorithm(path: Path) -> tuple[type, Any]:
     """The algorithm class and its config (an ``AlgorithmConfig``, unfrozen) that a
-    checkpoint was saved from, read from its ``class_and_ctor_args.pkl`` without
-    building the algorithm or loading its state (what ``Algorithm.from_checkpoint``
-    builds from)."""
+    checkpoint was saved from, without building the algorithm or loading its state
+    (what ``Algorithm.from_checkpoint`` builds from)."""
     from ray.rllib.algorithms.algorithm_config import AlgorithmConfig
 
-    ctor_file = path / "class_and_ctor_args.pkl"
-    if not ctor_file.exists():
-        raise ConfigError(f"{str(path)!r} is not an algorithm checkpoint (no {ctor_file.name})")
-    with open(ctor_file, "rb") as f:
-        saved = pickle.load(f)
-    (config_state, *_), _ = saved["ctor_args_and_kwargs"]
-    return saved["class"], AlgorithmConfig.from_state(config_state)
+    saved = saved_constructor(path)
+    if saved is None or not isinstance(saved[1], dict):
+        raise ConfigError(
+            f"{str(path)!r} is not an algorithm checkpoint (no config in {CONSTRUCTOR_FILE})"
+        )
+    algorithm_class, config_state = saved
+    return algorithm_class, AlgorithmConfig.from_state(config_state)
 
 
 @contextlib.contextmanager
