@@ -82,3 +82,55 @@ def scatter_sequences(values: np.ndarray, index: np.ndarray, valid: np.ndarray, 
     out = np.zeros((rows, *values.shape[2:]), values.dtype)
     out[index[valid]] = values[valid]
     return out
+
+
+def unroll_segments(lengths: np.ndarray, total_steps: int, segment_cost: float) -> list[tuple]:
+    """Time segments for unrolling padded sequences of ``lengths`` real steps without the
+    padding's arithmetic.
+
+    Segment ``k`` covers steps ``[t_k, t_{k+1})`` and runs only the ``n(t_k)`` sequences
+    longer than ``t_k``, ``n(t) = #{b : lengths_b > t}``; the state a sequence ends a
+    segment with starts it in the next. The cuts ``0 = t_0 < ... < t_K = T`` minimize
+
+        sum_k n(t_k) (t_{k+1} - t_k) + segment_cost * K
+
+    (row-steps unrolled, plus each call's fixed cost in row-steps), by dynamic
+    programming over cuts at the lengths: between two lengths ``n`` is constant, so a cut
+    there costs no less than at the length before it.
+
+    Args:
+        lengths: ``(B,)`` real steps of each sequence (``0 <= lengths_b <= T``).
+        total_steps: ``T``, the padded length.
+        segment_cost: the fixed cost of one more segment, in row-steps.
+
+    Returns:
+        ``[(t_k, t_{k+1}, n(t_k)), ...]`` in time order, up to the longest sequence's
+        end (none when every length is 0). The ``n(t_k)`` sequences are the first
+        ``n(t_k)`` of ``lengths`` sorted in descending order.
+    """
+    lengths = np.asarray(lengths, np.int64)
+    if total_steps < 1:
+        raise ValueError(f"total_steps must be >= 1, got {total_steps}")
+    if lengths.size and (lengths.min() < 0 or lengths.max() > total_steps):
+        raise ValueError(
+            f"lengths must lie in [0, {total_steps}], got {lengths.min()}..{lengths.max()}"
+        )
+    end = int(lengths.max(initial=0))  # no sequence runs past the longest
+    if end == 0:
+        return []
+    cuts = np.unique(np.concatenate([[0], lengths[lengths < end], [end]]))
+    rows = (lengths[None, :] > cuts[:, None]).sum(1)  # n(t) at each candidate cut, > 0
+    count = len(cuts)
+    best = np.zeros(count)  # best[i]: least cost of unrolling from cuts[i] to the end
+    following = np.full(count, count - 1)
+    for i in range(count - 2, -1, -1):
+        later = np.arange(i + 1, count)
+        cost = rows[i] * (cuts[later] - cuts[i]) + segment_cost + best[later]
+        pick = int(np.argmin(cost))
+        best[i], following[i] = cost[pick], later[pick]
+    segments, i = [], 0
+    while i < count - 1:
+        j = int(following[i])
+        segments.append((int(cuts[i]), int(cuts[j]), int(rows[i])))
+        i = j
+    return segments

@@ -1,3 +1,5 @@
+from itertools import pairwise
+
 import numpy as np
 import pytest
 
@@ -6,6 +8,7 @@ from marllib_ext.ops.sequences import (
     scatter_sequences,
     segment_starts,
     sequence_layout,
+    unroll_segments,
 )
 
 
@@ -76,3 +79,45 @@ def test_gather_and_scatter_invert():
     np.testing.assert_array_equal(scatter_sequences(sequences, index, valid, 50), rows)
     masks = gather_sequences(np.zeros((50, 2), bool), index, valid, fill=True)
     assert masks[~valid].all() and not masks[valid].any()
+
+
+def brute_force_least_cost(lengths, segment_cost):
+    """Every set of cut times in ``1 .. max - 1``, each segment running the sequences
+    longer than its start."""
+    lengths = np.asarray(lengths)
+    end = int(lengths.max())
+    best = None
+    for mask in range(2 ** max(end - 1, 0)):
+        cuts = [0] + [t for t in range(1, end) if mask >> (t - 1) & 1] + [end]
+        cost = sum(int((lengths > a).sum()) * (b - a) + segment_cost for a, b in pairwise(cuts))
+        best = cost if best is None else min(best, cost)
+    return best
+
+
+def test_literal_unroll_segments():
+    # free segments: one per distinct length, each over the sequences still running
+    assert unroll_segments(np.array([5, 5, 2, 1]), 5, 0.0) == [(0, 1, 4), (1, 2, 3), (2, 5, 2)]
+    # a segment dearer than the padding it saves: one unroll of every sequence
+    assert unroll_segments(np.array([5, 5, 2, 1]), 5, 100.0) == [(0, 5, 4)]
+    # 8 sequences of 4 and one of 2, a segment costs 1: 9 * 2 + 8 * 2 + 2 = 36 < 36 + 1
+    assert unroll_segments(np.array([4] * 8 + [2]), 6, 1.0) == [(0, 2, 9), (2, 4, 8)]
+    # no unroll past the longest sequence, none at all without a real step
+    assert unroll_segments(np.array([3, 0]), 6, 0.0) == [(0, 3, 1)]
+    assert unroll_segments(np.array([0, 0]), 6, 1.0) == []
+    with pytest.raises(ValueError, match=r"lengths must lie in \[0, 4\]"):
+        unroll_segments(np.array([5]), 4, 1.0)
+
+
+@pytest.mark.parametrize("seed", range(40))
+def test_unroll_segments_reach_the_least_cost_of_every_cut(seed):
+    rng = np.random.default_rng(seed)
+    lengths = rng.integers(0, 9, size=int(rng.integers(1, 12)))
+    lengths[0] = max(lengths[0], 1)
+    segment_cost = float(rng.choice([0.0, 0.5, 2.0, 7.0, 50.0]))
+    segments = unroll_segments(lengths, 8, segment_cost)
+    # contiguous from 0 to the longest sequence, each over the sequences running then
+    assert segments[0][0] == 0 and segments[-1][1] == lengths.max()
+    assert all(a[1] == b[0] for a, b in pairwise(segments))
+    assert all(n == int((lengths > start).sum()) for start, _, n in segments)
+    cost = sum(n * (stop - start) + segment_cost for start, stop, n in segments)
+    assert cost == pytest.approx(brute_force_least_cost(lengths, segment_cost))

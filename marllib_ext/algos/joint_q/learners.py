@@ -63,6 +63,14 @@ class JointQBatch:
         return self.mask.shape[1]
 
 
+def observed_lengths(mask: torch.Tensor) -> torch.Tensor:
+    """``(B,)`` observations each row's values are read on: its last real step (of
+    ``mask (B, L)``) and the observation after it, ``max{t : mask_t > 0} + 2`` (1 for a
+    row without one). Past them, values are multiplied by 0 (``present`` is 0 there)."""
+    steps = torch.arange(1, mask.shape[1] + 1, device=mask.device)
+    return (steps * (mask > 0)).amax(dim=1) + 1
+
+
 def team_step_mean(values: torch.Tensor, valid: torch.Tensor) -> torch.Tensor:
     """Mean over real team steps of ``values`` ``(B, L)``, or of its sum over the agents
     that acted for per-agent ``(B, L, k)`` values (IQL) with ``valid`` ``(B, L, k)``."""
@@ -102,18 +110,23 @@ class JointQLearner(TeamReplayLearner):
         eps = 1e-8 if settings.optimizer_eps is None else settings.optimizer_eps
         return torch.optim.Adam(params, lr=settings.lr, eps=eps), settings.lr
 
-    def agent_q_values(self, obs: torch.Tensor, *, target: bool) -> torch.Tensor:
+    def agent_q_values(
+        self, obs: torch.Tensor, *, target: bool, lengths: torch.Tensor | None = None
+    ) -> torch.Tensor:
         """``(B, L + 1, n, d)`` observations -> ``(B, L + 1, n, A)`` per-agent values.
 
-        The agents of one policy run as one batch of ``B * k`` sequences: one GRU call
-        instead of ``k`` (each row's values are its own, whatever rows run beside it)."""
+        The agents of one policy run as one batch of sequences: one GRU call
+        instead of ``k`` (each row's values are its own, whatever rows run beside it).
+        ``lengths (B,)``: each episode's observed steps; GRU agents on the CPU unroll
+        none past them (the values there are not read)."""
         batch, steps = obs.shape[:2]
         values = [None] * len(self.agents)
         for policy, indices in self.agents_of_policy.items():
             network = self.module[target_module_id(policy) if target else policy]
             rows = obs[:, :, indices, : self.obs_dim_of[self.agents[indices[0]]]]
             rows = rows.transpose(1, 2).reshape(batch * len(indices), steps, -1)
-            q = network.q_sequence(rows).reshape(batch, len(indices), steps, -1)
+            row_lengths = None if lengths is None else lengths.repeat_interleave(len(indices))
+            q = network.q_sequence(rows, row_lengths).reshape(batch, len(indices), steps, -1)
             for k, index in enumerate(indices):
                 values[index] = q[:, k]
         return torch.stack(values, dim=2)
@@ -133,11 +146,13 @@ class JointQLearner(TeamReplayLearner):
         elif self.settings.reward_standardize:
             rewards = standardized_rewards(rewards, mask)
         length = mask.shape[1]
-        q = self.agent_q_values(obs, target=False)  # (B, L + 1, n, A)
+        observed = observed_lengths(mask)
+        q = self.agent_q_values(obs, target=False, lengths=observed)  # (B, L + 1, n, A)
         next_mask = columns["action_mask"][:, 1:] if "action_mask" in columns else None
         with torch.no_grad():
+            target_q = self.agent_q_values(obs, target=True, lengths=observed)
             next_values = double_q_next_values(
-                q[:, 1:].detach(), self.agent_q_values(obs, target=True)[:, 1:], next_mask
+                q[:, 1:].detach(), target_q[:, 1:], next_mask
             )  # (B, L, n)
         present = columns["present"]
         next_values = next_values * present[:, 1:]

@@ -765,6 +765,95 @@ def test_a_gru_agents_sequence_is_its_cell_stepped_from_zeros():
     assert not any(key.startswith("sequence_gru") for key in module.state_dict())
 
 
+def test_a_gru_agent_unrolled_in_segments_gives_the_padded_values_and_gradients(monkeypatch):
+    """With each sequence's real steps, a GRU agent unrolls only the sequences still
+    running (``ops.sequences.unroll_segments``): on the real steps the values and the
+    weights' gradients are the padded unroll's."""
+    from marllib_ext.policies import q_agent
+
+    monkeypatch.setattr(q_agent, "UNROLL_SEGMENT_COST", 0.0)  # a segment per length
+    torch.manual_seed(0)
+    module = q_agent.QAgentRLModule(
+        observation_space=spaces.Box(-1.0, 1.0, (5,), np.float32),
+        action_space=spaces.Discrete(4),
+        model_config={
+            "use_rnn": True, "rnn_hidden_dim": 8, "activation": "relu", "hiddens": [8],
+            "epsilon_start": 1.0, "epsilon_end": 0.05, "epsilon_timesteps": 10,
+        },
+    )  # fmt: skip
+    lengths = torch.tensor([3, 9, 1, 9, 0, 5, 2])
+    obs = torch.randn(7, 9, 5)
+    real = torch.arange(9)[None, :] < lengths[:, None]  # (B, L)
+    padded, segmented = module.q_sequence(obs), module.q_sequence(obs, lengths)
+    assert segmented.shape == padded.shape
+    torch.testing.assert_close(segmented[real], padded[real])
+    weights = [module.gru.weight_hh, module.gru.weight_ih, module.encoder[0].weight]
+    loss_grads = [
+        torch.autograd.grad((q[real] * torch.arange(real.sum())[:, None]).square().sum(), weights)
+        for q in (padded, segmented)
+    ]
+    for padded_grad, segmented_grad in zip(*loss_grads, strict=True):
+        # float32 sums in another order: within 1e-5 of the gradient's scale
+        scale = float(padded_grad.abs().max())
+        torch.testing.assert_close(segmented_grad, padded_grad, rtol=1e-5, atol=1e-5 * scale)
+    # no step past the longest sequence runs: the values there are 0
+    assert len(q_agent.unroll_segments(lengths.numpy(), 9, 0.0)) == 5
+
+
+def test_the_learners_unroll_without_padding_keeps_the_padded_loss(ray_session, monkeypatch):
+    """Replayed episodes of different lengths: the joint-Q view (chosen values, double-Q
+    bootstrap values) and the team loss's gradients are those of unrolling every
+    sequence to the batch's longest."""
+    from marllib_ext.policies import q_agent
+
+    monkeypatch.setattr(q_agent, "UNROLL_SEGMENT_COST", 0.0)
+    # bounded observations: the GRU's state carries over (no saturated gates)
+    algo = build("qmix", env="mpe:simple_spread", use_rnn=True, batch_episode=4)
+    try:
+        algo.train()
+        learner = local_learner(algo)
+        columns = {
+            k: torch.as_tensor(v).clone()
+            for k, v in algo.store.sample_episodes(4).columns().items()
+        }
+        steps = columns["mask"].shape[1]
+        ends = torch.tensor([steps, 1, 9, 17])  # rows 1-3 as episodes cut short
+        t = torch.arange(steps)[None, :]
+        columns["mask"] *= t < ends[:, None]
+        columns["rewards"] *= (t < ends[:, None])[..., None]
+        columns["terminated"] = (t == ends[:, None] - 1).float()
+        columns["present"] *= (torch.arange(steps + 1)[None, :] <= ends[:, None])[..., None]
+        calls = []
+        segments_of = q_agent.unroll_segments
+        monkeypatch.setattr(
+            q_agent, "unroll_segments", lambda *a: calls.append(segments_of(*a)) or calls[-1]
+        )
+
+        def loss_and_grads(view):
+            term = learner.team_loss(module_id="joint_q", agent_index=[0, 1, 2], view=view)
+            params = list(learner.module["shared"].parameters())
+            return term.loss, torch.autograd.grad(term.loss, params)
+
+        segmented = learner.batch_view(columns)
+        assert calls and max(len(c) for c in calls) > 1  # it unrolled in segments
+        segmented_loss, segmented_grads = loss_and_grads(segmented)
+        original = q_agent.QAgentRLModule.q_sequence
+        monkeypatch.setattr(
+            q_agent.QAgentRLModule,
+            "q_sequence",
+            lambda self, obs, lengths=None: original(self, obs),
+        )
+        padded = learner.batch_view(columns)
+        padded_loss, padded_grads = loss_and_grads(padded)
+        torch.testing.assert_close(segmented.chosen, padded.chosen)
+        torch.testing.assert_close(segmented.next_values, padded.next_values)
+        torch.testing.assert_close(segmented_loss, padded_loss)
+        for a, b in zip(segmented_grads, padded_grads, strict=True):
+            torch.testing.assert_close(a, b, rtol=1e-5, atol=1e-5 * float(b.abs().max()))
+    finally:
+        algo.stop()
+
+
 @pytest.mark.parametrize(
     "share_policy", ["all", pytest.param("individual", marks=pytest.mark.slow)]
 )
