@@ -112,6 +112,9 @@ class QAgentRLModule(TorchRLModule):
         batch, steps = obs.shape[:2]
         order = torch.argsort(lengths.cpu(), descending=True, stable=True)
         segments = unroll_segments(lengths.cpu()[order].numpy(), steps, UNROLL_SEGMENT_COST)
+        if segments == [(0, steps, batch)]:  # every sequence runs to the end
+            hidden, _ = self._unroll(self.encoder(obs), None)
+            return self.head(hidden)
         ordered = obs[order.to(obs.device)]
         state, pieces, done = None, [], 0
         for start, stop, rows in segments:
