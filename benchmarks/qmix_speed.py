@@ -8,7 +8,9 @@ TD(lambda), 128-episode batches, one update per 8 episodes), the same `qmix` wit
 ``overlap_sampling`` (one remote env runner samples the next episodes while the learner
 updates), and the same `qmix` sampling only (its env runner's `sample()` for the same
 env steps, no update): the difference between the second and the last is the learner's
-share. Every run is built, trained and stopped in this process on one torch thread.
+share. ``--padded-row`` adds plain `qmix` with its GRU agents unrolled over every
+padded step of the replayed batch (as before the learner's time segments). Every run
+is built, trained and stopped in this process on one torch thread.
 
 ``--learners cpu gpu`` adds the `mappo` and `qmix` rows with the learner on one GPU
 (``num_gpus_per_learner=1``, env sampling still on the CPU; set ``JAX_PLATFORMS=cpu``
@@ -18,6 +20,7 @@ to keep SMAX's JAX there too), each against the `mappo` run of its own learner d
 from __future__ import annotations
 
 import argparse
+import contextlib
 import tempfile
 import time
 import warnings
@@ -26,6 +29,7 @@ import ray
 import torch
 
 from marllib_ext import algos, make_env
+from marllib_ext.policies import q_agent
 
 OVERLAPPED = {"num_env_runners": 1, "overlap_sampling": True}
 
@@ -39,6 +43,18 @@ def run_seconds(
             make_env(env_name), stop={"timesteps_total": steps}, local_dir=out, seed=0
         )
         return time.perf_counter() - start
+
+
+@contextlib.contextmanager
+def padded_unroll():
+    """GRU agents unroll every padded step of a replayed batch (the learner's unroll
+    before time segments): one more segment costs more than any padding saves."""
+    cost = q_agent.UNROLL_SEGMENT_COST
+    q_agent.UNROLL_SEGMENT_COST = 1e12
+    try:
+        yield
+    finally:
+        q_agent.UNROLL_SEGMENT_COST = cost
 
 
 def sampling_seconds(name: str, source: str, env_name: str, steps: int) -> float:
@@ -59,6 +75,11 @@ def main() -> None:
     parser.add_argument("--steps", type=int, default=50_000)
     parser.add_argument("--learners", nargs="+", choices=["cpu", "gpu"], default=["cpu"])
     parser.add_argument("--no-sampling-row", action="store_true")
+    parser.add_argument(
+        "--padded-row",
+        action="store_true",
+        help="add plain `qmix` on the CPU learner with the GRU unrolled over every padded step",
+    )
     args = parser.parse_args()
     warnings.filterwarnings("ignore")
     torch.set_num_threads(1)
@@ -76,6 +97,13 @@ def main() -> None:
                 seconds = run_seconds("qmix", "pymarl2", env, args.steps, on_gpu, **overrides)
                 label = f"`qmix` (pymarl2 source){variant}, {learner} learner"
                 rows.append((label, seconds, mappo))
+                print(f"{rows[-1][0]}: {seconds:.1f} s, {seconds / mappo:.2f}", flush=True)
+            if learner == "cpu" and args.padded_row:
+                with padded_unroll():
+                    seconds = run_seconds("qmix", "pymarl2", env, args.steps)
+                rows.append(
+                    ("`qmix` (pymarl2 source), padded GRU unroll, cpu learner", seconds, mappo)
+                )
                 print(f"{rows[-1][0]}: {seconds:.1f} s, {seconds / mappo:.2f}", flush=True)
         if not args.no_sampling_row:
             sampling = sampling_seconds("qmix", "pymarl2", env, args.steps)

@@ -111,6 +111,8 @@ def unroll_segments(lengths: np.ndarray, total_steps: int, segment_cost: float) 
     lengths = np.asarray(lengths, np.int64)
     if total_steps < 1:
         raise ValueError(f"total_steps must be >= 1, got {total_steps}")
+    if not 0.0 <= segment_cost < float("inf"):
+        raise ValueError(f"segment_cost must be finite and >= 0, got {segment_cost}")
     if lengths.size and (lengths.min() < 0 or lengths.max() > total_steps):
         raise ValueError(
             f"lengths must lie in [0, {total_steps}], got {lengths.min()}..{lengths.max()}"

@@ -106,6 +106,10 @@ def test_literal_unroll_segments():
     assert unroll_segments(np.array([0, 0]), 6, 1.0) == []
     with pytest.raises(ValueError, match=r"lengths must lie in \[0, 4\]"):
         unroll_segments(np.array([5]), 4, 1.0)
+    with pytest.raises(ValueError, match="segment_cost must be finite"):
+        unroll_segments(np.array([5]), 5, float("inf"))
+    # a segment dearer than any padding: one unroll
+    assert unroll_segments(np.array([9, 1, 1, 1]), 9, 1e12) == [(0, 9, 4)]
 
 
 @pytest.mark.parametrize("seed", range(40))
