@@ -808,7 +808,7 @@ def test_the_learners_unroll_without_padding_keeps_the_padded_loss(ray_session, 
 
     monkeypatch.setattr(q_agent, "UNROLL_SEGMENT_COST", 0.0)
     # bounded observations: the GRU's state carries over (no saturated gates)
-    algo = build("qmix", env="mpe:simple_spread", use_rnn=True, batch_episode=4)
+    algo = build("qmix", env="mpe:simple_spread", use_rnn=True, batch_episode=4, td_lambda=0.6)
     try:
         algo.train()
         learner = local_learner(algo)
