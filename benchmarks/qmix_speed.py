@@ -8,8 +8,8 @@ TD(lambda), 128-episode batches, one update per 8 episodes), the same `qmix` wit
 ``overlap_sampling`` (one remote env runner samples the next episodes while the learner
 updates), and the same `qmix` sampling only (its env runner's `sample()` for the same
 env steps, no update): the difference between the second and the last is the learner's
-share. ``--padded-row`` adds plain `qmix` with its GRU agents unrolled over every
-padded step of the replayed batch (as before the learner's time segments). Every run
+share. ``--segmented-row`` adds `qmix` with ``segmented_unroll`` (its GRU agents unroll no
+padded step of a replayed batch). Every run
 is built, trained and stopped in this process on one torch thread.
 
 ``--learners cpu gpu`` adds the `mappo` and `qmix` rows with the learner on one GPU
@@ -20,7 +20,6 @@ to keep SMAX's JAX there too), each against the `mappo` run of its own learner d
 from __future__ import annotations
 
 import argparse
-import contextlib
 import tempfile
 import time
 import warnings
@@ -29,7 +28,6 @@ import ray
 import torch
 
 from marllib_ext import algos, make_env
-from marllib_ext.policies import q_agent
 
 OVERLAPPED = {"num_env_runners": 1, "overlap_sampling": True}
 
@@ -43,18 +41,6 @@ def run_seconds(
             make_env(env_name), stop={"timesteps_total": steps}, local_dir=out, seed=0
         )
         return time.perf_counter() - start
-
-
-@contextlib.contextmanager
-def padded_unroll():
-    """GRU agents unroll every padded step of a replayed batch (the learner's unroll
-    before time segments): one more segment costs more than any padding saves."""
-    cost = q_agent.UNROLL_SEGMENT_COST
-    q_agent.UNROLL_SEGMENT_COST = 1e12
-    try:
-        yield
-    finally:
-        q_agent.UNROLL_SEGMENT_COST = cost
 
 
 def sampling_seconds(name: str, source: str, env_name: str, steps: int) -> float:
@@ -76,9 +62,9 @@ def main() -> None:
     parser.add_argument("--learners", nargs="+", choices=["cpu", "gpu"], default=["cpu"])
     parser.add_argument("--no-sampling-row", action="store_true")
     parser.add_argument(
-        "--padded-row",
+        "--segmented-row",
         action="store_true",
-        help="add plain `qmix` on the CPU learner with the GRU unrolled over every padded step",
+        help="add `qmix` with segmented_unroll (no padded GRU step) on the CPU learner",
     )
     args = parser.parse_args()
     warnings.filterwarnings("ignore")
@@ -98,12 +84,10 @@ def main() -> None:
                 label = f"`qmix` (pymarl2 source){variant}, {learner} learner"
                 rows.append((label, seconds, mappo))
                 print(f"{rows[-1][0]}: {seconds:.1f} s, {seconds / mappo:.2f}", flush=True)
-            if learner == "cpu" and args.padded_row:
-                with padded_unroll():
-                    seconds = run_seconds("qmix", "pymarl2", env, args.steps)
-                rows.append(
-                    ("`qmix` (pymarl2 source), padded GRU unroll, cpu learner", seconds, mappo)
-                )
+            if learner == "cpu" and args.segmented_row:
+                seconds = run_seconds("qmix", "pymarl2", env, args.steps, segmented_unroll=True)
+                label = "`qmix` (pymarl2 source), segmented_unroll, cpu learner"
+                rows.append((label, seconds, mappo))
                 print(f"{rows[-1][0]}: {seconds:.1f} s, {seconds / mappo:.2f}", flush=True)
         if not args.no_sampling_row:
             sampling = sampling_seconds("qmix", "pymarl2", env, args.steps)

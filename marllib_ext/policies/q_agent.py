@@ -47,7 +47,8 @@ class QAgentRLModule(TorchRLModule):
     """``Q_i(o_i, a)`` for every discrete action ``a``.
 
     ``model_config``: ``hiddens``, ``activation``, ``use_rnn`` (GRU agent with
-    ``rnn_hidden_dim`` units), ``epsilon_start``, ``epsilon_end``,
+    ``rnn_hidden_dim`` units; ``segmented_unroll``: see ``q_sequence``),
+    ``epsilon_start``, ``epsilon_end``,
     ``epsilon_timesteps``. With action masks it acts over the legal actions only."""
 
     handles_action_masks = True
@@ -59,6 +60,7 @@ class QAgentRLModule(TorchRLModule):
         obs_dim = int(torch.tensor(plain_observation_space(self.observation_space).shape).prod())
         n_actions = int(self.action_space.n)
         self.use_rnn = bool(config.get("use_rnn", False))
+        self.segmented_unroll = bool(config.get("segmented_unroll", False))
         if self.use_rnn:
             hidden = int(config["rnn_hidden_dim"])
             self.encoder = nn.Sequential(
@@ -81,12 +83,12 @@ class QAgentRLModule(TorchRLModule):
         """``(B, L, d)`` observations of whole sequences -> ``(B, L, A)``; a GRU agent
         starts from its initial state at the first step.
 
-        ``lengths (B,)``: each sequence's real steps; on the CPU a GRU agent then
-        unrolls no step past them (``ops.sequences.unroll_segments``: the same values
-        on the real steps, 0 or the padded unroll's values past them)."""
+        ``lengths (B,)``: each sequence's real steps; with ``segmented_unroll`` on the
+        CPU a GRU agent then unrolls no step past them (``ops.sequences.unroll_segments``:
+        the same values on the real steps, 0 or the padded unroll's values past them)."""
         if not self.use_rnn:
             return self.net(obs)
-        if lengths is not None and obs.device.type == "cpu":
+        if lengths is not None and self.segmented_unroll and obs.device.type == "cpu":
             return self._segmented_q_sequence(obs, lengths)
         hidden, _ = self._unroll(self.encoder(obs), None)
         return self.head(hidden)

@@ -31,6 +31,7 @@ class JointQSettings(TeamReplaySettings):
     common_reward: bool
     use_rnn: bool
     rnn_hidden_dim: int
+    segmented_unroll: bool
     hiddens: list[int]
     activation: str
     mixer_embed_dim: int

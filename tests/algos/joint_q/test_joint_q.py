@@ -779,6 +779,7 @@ def test_a_gru_agent_unrolled_in_segments_gives_the_padded_values_and_gradients(
         model_config={
             "use_rnn": True, "rnn_hidden_dim": 8, "activation": "relu", "hiddens": [8],
             "epsilon_start": 1.0, "epsilon_end": 0.05, "epsilon_timesteps": 10,
+            "segmented_unroll": True,
         },
     )  # fmt: skip
     lengths = torch.tensor([3, 9, 1, 9, 0, 5, 2])
@@ -808,7 +809,14 @@ def test_the_learners_unroll_without_padding_keeps_the_padded_loss(ray_session, 
 
     monkeypatch.setattr(q_agent, "UNROLL_SEGMENT_COST", 0.0)
     # bounded observations: the GRU's state carries over (no saturated gates)
-    algo = build("qmix", env="mpe:simple_spread", use_rnn=True, batch_episode=4, td_lambda=0.6)
+    algo = build(
+        "qmix",
+        env="mpe:simple_spread",
+        use_rnn=True,
+        batch_episode=4,
+        td_lambda=0.6,
+        segmented_unroll=True,
+    )
     try:
         algo.train()
         learner = local_learner(algo)
