@@ -41,7 +41,7 @@ def agent_network() -> QAgentRLModule:
         model_config={
             "use_rnn": True, "rnn_hidden_dim": HIDDEN, "activation": "relu",
             "hiddens": [HIDDEN], "epsilon_start": 1.0, "epsilon_end": 0.05,
-            "epsilon_timesteps": 1, "segmented_unroll": True,
+            "epsilon_timesteps": 1,
         },
     )  # fmt: skip
 

@@ -8,9 +8,9 @@ TD(lambda), 128-episode batches, one update per 8 episodes), the same `qmix` wit
 ``overlap_sampling`` (one remote env runner samples the next episodes while the learner
 updates), and the same `qmix` sampling only (its env runner's `sample()` for the same
 env steps, no update): the difference between the second and the last is the learner's
-share. ``--segmented-row`` adds `qmix` with ``segmented_unroll`` (its GRU agents unroll no
-padded step of a replayed batch). Every run
-is built, trained and stopped in this process on one torch thread.
+share. ``--segmented-row`` adds `qmix` with ``segmented_unroll`` (its GRU agents unroll
+no padded step of a replayed batch). Every run is built, trained and stopped in this
+process on one torch thread.
 
 ``--learners cpu gpu`` adds the `mappo` and `qmix` rows with the learner on one GPU
 (``num_gpus_per_learner=1``, env sampling still on the CPU; set ``JAX_PLATFORMS=cpu``

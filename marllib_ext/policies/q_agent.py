@@ -47,8 +47,7 @@ class QAgentRLModule(TorchRLModule):
     """``Q_i(o_i, a)`` for every discrete action ``a``.
 
     ``model_config``: ``hiddens``, ``activation``, ``use_rnn`` (GRU agent with
-    ``rnn_hidden_dim`` units; ``segmented_unroll``: see ``q_sequence``),
-    ``epsilon_start``, ``epsilon_end``,
+    ``rnn_hidden_dim`` units), ``epsilon_start``, ``epsilon_end``,
     ``epsilon_timesteps``. With action masks it acts over the legal actions only."""
 
     handles_action_masks = True
@@ -60,7 +59,6 @@ class QAgentRLModule(TorchRLModule):
         obs_dim = int(torch.tensor(plain_observation_space(self.observation_space).shape).prod())
         n_actions = int(self.action_space.n)
         self.use_rnn = bool(config.get("use_rnn", False))
-        self.segmented_unroll = bool(config.get("segmented_unroll", False))
         if self.use_rnn:
             hidden = int(config["rnn_hidden_dim"])
             self.encoder = nn.Sequential(
@@ -83,13 +81,16 @@ class QAgentRLModule(TorchRLModule):
         """``(B, L, d)`` observations of whole sequences -> ``(B, L, A)``; a GRU agent
         starts from its initial state at the first step.
 
-        ``lengths (B,)``: each sequence's real steps; with ``segmented_unroll`` on the
-        CPU a GRU agent then unrolls no step past them (``ops.sequences.unroll_segments``:
+        ``lengths (B,)``: each sequence's real steps; on the CPU a GRU agent then
+        unrolls no step past them (``ops.sequences.unroll_segments``:
         the same values on the real steps, 0 or the padded unroll's values past them)."""
         if not self.use_rnn:
             return self.net(obs)
-        if lengths is not None and self.segmented_unroll and obs.device.type == "cpu":
+        if lengths is not None and obs.device.type == "cpu":
             return self._segmented_q_sequence(obs, lengths)
+        return self._padded_q_sequence(obs)
+
+    def _padded_q_sequence(self, obs: torch.Tensor) -> torch.Tensor:
         hidden, _ = self._unroll(self.encoder(obs), None)
         return self.head(hidden)
 
@@ -112,12 +113,11 @@ class QAgentRLModule(TorchRLModule):
         (longest first). A replayed batch is padded to its longest episode: on SMAX 3m
         30-60% of its steps are real, and the CPU's cost is the padding's arithmetic."""
         batch, steps = obs.shape[:2]
-        order = torch.argsort(lengths.cpu(), descending=True, stable=True)
-        segments = unroll_segments(lengths.cpu()[order].numpy(), steps, UNROLL_SEGMENT_COST)
+        order = torch.argsort(lengths, descending=True, stable=True)
+        segments = unroll_segments(lengths[order].numpy(), steps, UNROLL_SEGMENT_COST)
         if segments == [(0, steps, batch)]:  # every sequence runs to the end
-            hidden, _ = self._unroll(self.encoder(obs), None)
-            return self.head(hidden)
-        ordered = obs[order.to(obs.device)]
+            return self._padded_q_sequence(obs)
+        ordered = obs[order]
         state, pieces, done = None, [], 0
         for start, stop, rows in segments:
             inputs = self.encoder(ordered[:rows, start:stop])
@@ -126,9 +126,7 @@ class QAgentRLModule(TorchRLModule):
             done = stop
         if done < steps:  # past the longest sequence
             pieces.append(obs.new_zeros(batch, steps - done, int(self.action_space.n)))
-        inverse = torch.empty_like(order)
-        inverse[order] = torch.arange(batch)
-        return torch.cat(pieces, dim=1)[inverse.to(obs.device)]
+        return torch.cat(pieces, dim=1)[torch.argsort(order)]  # back to the input order
 
     def _step(self, batch: dict[str, Any]):
         """Q values of the env runner's batch, its action mask (``None`` without one,

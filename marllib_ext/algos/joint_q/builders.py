@@ -74,7 +74,6 @@ def build_joint_q(
         "activation": settings.activation,
         "use_rnn": settings.use_rnn,
         "rnn_hidden_dim": settings.rnn_hidden_dim,
-        "segmented_unroll": settings.segmented_unroll,
         "epsilon_start": settings.initial_epsilon,
         "epsilon_end": settings.final_epsilon,
         "epsilon_timesteps": settings.epsilon_timesteps,

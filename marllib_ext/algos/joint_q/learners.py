@@ -117,8 +117,8 @@ class JointQLearner(TeamReplayLearner):
 
         The agents of one policy run as one batch of sequences: one GRU call
         instead of ``k`` (each row's values are its own, whatever rows run beside it).
-        ``lengths (B,)``: each episode's observed steps; GRU agents on the CPU unroll
-        none past them (the values there are not read)."""
+        ``lengths (B,)``: each episode's observed steps (``segmented_unroll``); GRU
+        agents on the CPU unroll none past them (the values there are not read)."""
         batch, steps = obs.shape[:2]
         values = [None] * len(self.agents)
         for policy, indices in self.agents_of_policy.items():
@@ -146,7 +146,8 @@ class JointQLearner(TeamReplayLearner):
         elif self.settings.reward_standardize:
             rewards = standardized_rewards(rewards, mask)
         length = mask.shape[1]
-        observed = observed_lengths(mask)
+        # segmented_unroll: each row's observed steps, so GRU agents skip the padding
+        observed = observed_lengths(mask) if self.settings.segmented_unroll else None
         q = self.agent_q_values(obs, target=False, lengths=observed)  # (B, L + 1, n, A)
         next_mask = columns["action_mask"][:, 1:] if "action_mask" in columns else None
         with torch.no_grad():

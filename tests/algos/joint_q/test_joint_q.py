@@ -779,7 +779,6 @@ def test_a_gru_agent_unrolled_in_segments_gives_the_padded_values_and_gradients(
         model_config={
             "use_rnn": True, "rnn_hidden_dim": 8, "activation": "relu", "hiddens": [8],
             "epsilon_start": 1.0, "epsilon_end": 0.05, "epsilon_timesteps": 10,
-            "segmented_unroll": True,
         },
     )  # fmt: skip
     lengths = torch.tensor([3, 9, 1, 9, 0, 5, 2])
