@@ -1,6 +1,6 @@
 """Seconds per joint-Q GRU unroll of a replayed batch, padded against unrolled in time
 segments over the sequences still running (``QAgentRLModule.q_sequence`` without and
-with ``lengths``), measured in one run on one torch thread:
+with ``lengths``), measured in one run on one torch thread (``--threads N``: N):
 
     python benchmarks/gru_unroll_speed.py
 
@@ -65,8 +65,9 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--episodes", type=int, default=128)
     parser.add_argument("--repeats", type=int, default=20)
+    parser.add_argument("--threads", type=int, default=1, help="torch threads")
     args = parser.parse_args()
-    torch.set_num_threads(1)
+    torch.set_num_threads(args.threads)
     torch.manual_seed(0)
     rng = np.random.default_rng(0)
     values, counts = zip(*LENGTHS_3M.items(), strict=True)
