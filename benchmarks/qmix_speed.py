@@ -15,11 +15,16 @@ process on one torch thread.
 ``--learners cpu gpu`` adds the `mappo` and `qmix` rows with the learner on one GPU
 (``num_gpus_per_learner=1``, env sampling still on the CPU; set ``JAX_PLATFORMS=cpu``
 to keep SMAX's JAX there too), each against the `mappo` run of its own learner device.
+
+``--repeats N`` runs the `mappo` row and the `qmix` rows N times, alternating, and
+prints each `qmix` row's ratio to the `mappo` run of its own repeat, then the median
+and range of those ratios: one run per row is within the spread between machines.
 """
 
 from __future__ import annotations
 
 import argparse
+import statistics
 import tempfile
 import time
 import warnings
@@ -62,43 +67,69 @@ def main() -> None:
     parser.add_argument("--learners", nargs="+", choices=["cpu", "gpu"], default=["cpu"])
     parser.add_argument("--no-sampling-row", action="store_true")
     parser.add_argument(
+        "--no-overlap-row", action="store_true", help="leave out `qmix` with overlap_sampling"
+    )
+    parser.add_argument(
         "--segmented-row",
         action="store_true",
         help="add `qmix` with segmented_unroll (no padded GRU step) on the CPU learner",
     )
+    parser.add_argument(
+        "--repeats",
+        type=int,
+        default=1,
+        help="run mappo and the qmix rows this many times, alternating; report the spread",
+    )
     args = parser.parse_args()
+    if args.repeats < 1:
+        parser.error(f"--repeats must be at least 1, got {args.repeats}")
     warnings.filterwarnings("ignore")
     torch.set_num_threads(1)
     gpus = 1 if "gpu" in args.learners else 0
     # The driver and the overlapped run's one remote env runner.
     ray.init(num_cpus=2, num_gpus=gpus, include_dashboard=False, log_to_driver=False)
     env = f"smax:{args.scenario}"
-    rows = []
+    rows, ratios = [], {}
     try:
         for learner in args.learners:
             on_gpu = int(learner == "gpu")
-            mappo = run_seconds("mappo", "smax", env, args.steps, on_gpu)
-            rows.append((f"`mappo` (smax source), {learner} learner", mappo, mappo))
-            for variant, overrides in ((", overlap_sampling", OVERLAPPED), ("", {})):
-                seconds = run_seconds("qmix", "pymarl2", env, args.steps, on_gpu, **overrides)
-                label = f"`qmix` (pymarl2 source){variant}, {learner} learner"
-                rows.append((label, seconds, mappo))
-                print(f"{rows[-1][0]}: {seconds:.1f} s, {seconds / mappo:.2f}", flush=True)
-            if learner == "cpu" and args.segmented_row:
-                seconds = run_seconds("qmix", "pymarl2", env, args.steps, segmented_unroll=True)
-                label = "`qmix` (pymarl2 source), segmented_unroll, cpu learner"
-                rows.append((label, seconds, mappo))
-                print(f"{rows[-1][0]}: {seconds:.1f} s, {seconds / mappo:.2f}", flush=True)
+            for repeat in range(args.repeats):
+                tag = f", repeat {repeat + 1}" if args.repeats > 1 else ""
+                mappo = run_seconds("mappo", "smax", env, args.steps, on_gpu)
+                rows.append((f"`mappo` (smax source), {learner} learner{tag}", mappo, mappo))
+                for variant, overrides in qmix_variants(
+                    learner, args.segmented_row, not args.no_overlap_row
+                ):
+                    seconds = run_seconds("qmix", "pymarl2", env, args.steps, on_gpu, **overrides)
+                    label = f"`qmix` (pymarl2 source){variant}, {learner} learner"
+                    rows.append((label + tag, seconds, mappo))
+                    ratios.setdefault(label, []).append(seconds / mappo)
+                    print(f"{rows[-1][0]}: {seconds:.1f} s, {seconds / mappo:.2f}", flush=True)
         if not args.no_sampling_row:
             sampling = sampling_seconds("qmix", "pymarl2", env, args.steps)
             rows.append(("`qmix` sampling only", sampling, rows[0][1]))
     finally:
         ray.shutdown()
-    print(f"\n{env}, {args.steps} env steps per row, one run each")
+    runs = "one run each" if args.repeats == 1 else f"{args.repeats} runs of each, alternating"
+    print(f"\n{env}, {args.steps} env steps per run, {runs}")
     print("| run | wall s | / mappo (same learner device) |")
     print("|---|---|---|")
     for label, seconds, mappo in rows:
         print(f"| {label} | {seconds:.0f} | {seconds / mappo:.2f} |")
+    if args.repeats > 1:
+        print(f"\n/ mappo over {args.repeats} repeats: median [min, max]")
+        for label, values in ratios.items():
+            median = statistics.median(values)
+            print(f"{label}: {median:.2f} [{min(values):.2f}, {max(values):.2f}]")
+
+
+def qmix_variants(learner: str, segmented_row: bool, overlap_row: bool) -> list[tuple[str, dict]]:
+    """The `qmix` rows of one learner device: overlapped, plain, and (CPU) segmented."""
+    variants = [(", overlap_sampling", OVERLAPPED)] if overlap_row else []
+    variants.append(("", {}))
+    if learner == "cpu" and segmented_row:
+        variants.append((", segmented_unroll", {"segmented_unroll": True}))
+    return variants
 
 
 if __name__ == "__main__":
