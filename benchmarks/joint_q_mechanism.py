@@ -95,6 +95,9 @@ def mechanism(run_dir: Path, episodes: int, seed: int) -> dict[str, float]:
         values, targets, mask = term.terms["values"], term.terms["targets"], term.terms["mask"]
         if values.dim() == 3:  # iql: per-agent rows; the team's sum stands for Q_tot
             values, targets, mask = values.sum(-1), targets.sum(-1), mask.amax(-1)
+            team_rewards = team_sum(view.rewards, agent_index)
+        else:  # the reward Q_tot's target is built on (common_reward: the sum, once)
+            team_rewards = learner.team_reward(view, agent_index)
         (weights,) = torch.autograd.grad(values.sum(), chosen)
         mixer = learner.module[module_id]
         state = columns["state"][:, : view.length]
@@ -109,7 +112,7 @@ def mechanism(run_dir: Path, episodes: int, seed: int) -> dict[str, float]:
     finally:
         algorithm.stop()
     m = mask.detach().numpy().astype(bool)
-    rewards = team_sum(view.rewards, agent_index).detach().numpy()
+    rewards = team_rewards.detach().numpy()
     gamma = learner.settings.gamma
     g = returns_to_go(rewards, m.astype(float), gamma)
     td = (targets - values).detach().abs().numpy()

@@ -230,14 +230,18 @@ class MixedQLearner(JointQLearner):
         values = mixer.mix(view.chosen[..., agent_index], state[:, : view.length])
         with torch.no_grad():
             next_total = mixer.mix(view.next_values[..., agent_index], state[:, 1:], target=True)
-        # common_reward: each agent of the team already holds the team's (standardized) sum
-        team_reward = (
-            view.rewards[..., agent_index[0]]
-            if self.settings.common_reward
-            else team_sum(view.rewards, agent_index)
+        targets = self.targets(
+            self.team_reward(view, agent_index), view.columns["terminated"], next_total, view.mask
         )
-        targets = self.targets(team_reward, view.columns["terminated"], next_total, view.mask)
         return self._team_loss(values, targets, view, (targets - values).detach().unsqueeze(-1))
+
+    def team_reward(self, view: JointQBatch, agent_index: list[int]) -> torch.Tensor:
+        """The reward ``(B, L)`` that ``Q_tot``'s target is built on: ``sum_i r_i`` over
+        the team, or with ``common_reward`` the team's sum that every agent already
+        holds (once, not ``n`` copies)."""
+        if self.settings.common_reward:
+            return view.rewards[..., agent_index[0]]
+        return team_sum(view.rewards, agent_index)
 
     @override(TeamReplayLearner)
     def observe_batch(self, columns: dict[str, torch.Tensor]) -> None:

@@ -325,14 +325,20 @@ def test_vdn_with_common_reward_takes_the_team_sum_once(ray_session):
         learner = local_learner(algo)
         sampled = algo.store.sample_transitions(16)
         batch = {"joint_q": {k: torch.as_tensor(v) for k, v in sampled.columns().items()}}
-        losses = []
+        losses, team_rewards = [], []
+        agent_index = next(iter(learner.teams.values()))
         for common in (False, True):
             learner.settings = dataclasses.replace(learner.settings, common_reward=common)
             with torch.no_grad():
                 losses.append(learner.compute_losses(fwd_out={}, batch=batch)["joint_q"].item())
+                view = learner.batch_view(batch["joint_q"])
+                team_rewards.append(learner.team_reward(view, agent_index))
     finally:
         algo.stop()
     assert losses[0] == pytest.approx(losses[1], rel=1e-6)
+    # the reward Q_tot is fitted to (read by benchmarks/joint_q_mechanism.py) is R once
+    torch.testing.assert_close(team_rewards[1], team_rewards[0])
+    assert team_rewards[1].abs().sum() > 0
 
 
 def test_batch_reward_moments_keep_no_running_state(ray_session):
