@@ -12,6 +12,8 @@ learner's own reward transform and targets (``batch_view``, ``team_loss``):
 - the state-only part of the mixer: ``|mix(0, s)|``, the value it gives agents worth 0;
 - the mixer's weights: ``dQ_tot / dQ_i`` per row and agent (mean, and the share of
   rows where an agent's weight is below 0.05, an agent the mixer ignores);
+- the agents' greedy margins: ``max_a Q_i - max_{a != a*} Q_i`` over the legal actions
+  at the rows where an agent acts (mean and median), against the TD error's size;
 - the TD error by episode step: mean ``|target - Q_tot|`` at step 0, steps 1-4, 5-14,
   15 onward and the last step of each episode;
 - from ``progress.csv``: the exploration (epsilon) when the training success rate first
@@ -30,6 +32,7 @@ import numpy as np
 import ray
 import torch
 
+from marllib_ext.ops.joint_q import action_gaps
 from marllib_ext.ops.mixers import qmix_hidden_preactivations
 
 STEP_BINS = ((0, 1), (1, 5), (5, 15), (15, 10**6))
@@ -102,6 +105,12 @@ def mechanism(run_dir: Path, episodes: int, seed: int) -> dict[str, float]:
         mixer = learner.module[module_id]
         state = columns["state"][:, : view.length]
         with torch.no_grad():
+            agent_q = learner.agent_q_values(columns["obs"], target=False)[:, : view.length]
+            legal = columns.get("action_mask")
+            legal = None if legal is None else legal[:, : view.length]
+            gaps = action_gaps(
+                agent_q[..., agent_index, :], legal if legal is None else legal[..., agent_index, :]
+            )
             if hasattr(mixer, "mix") and getattr(mixer, "mixer_name", "none") == "qmix":
                 zero = torch.zeros_like(chosen[..., agent_index])
                 state_part = mixer.mix(zero, state).abs()
@@ -128,6 +137,8 @@ def mechanism(run_dir: Path, episodes: int, seed: int) -> dict[str, float]:
         "weight_mean": float(w[present].mean()),
         "weight_below_0.05": float((w[present] < 0.05).mean()),
         "td_abs": float(td[m].mean()),
+        "gap_mean": float(np.nanmean(gaps.numpy()[present])),
+        "gap_median": float(np.nanmedian(gaps.numpy()[present])),
         # The mixer's hidden units on the ELU's flat side (slope exp(x) < 0.14): there
         # the agents' values barely move Q_tot.
         "hidden_below_-2": float((hidden.numpy()[m] < -2).mean()) if hidden is not None else 0.0,

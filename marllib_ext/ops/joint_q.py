@@ -80,3 +80,18 @@ def epsilon_greedy(
 def random_legal_actions(mask: torch.Tensor, generator: torch.Generator | None = None):
     """One action per row of ``mask (B, A)``, uniform over its legal actions -> ``(B,)``."""
     return torch.multinomial(mask.float(), 1, generator=generator).squeeze(-1)
+
+
+def action_gaps(q: torch.Tensor, mask: torch.Tensor | None = None) -> torch.Tensor:
+    """The greedy margin ``max_a Q_i(o, a) - max_{a != a*} Q_i(o, a)`` over the legal
+    actions: ``q (..., A)``, ``mask (..., A)`` (1 legal) or ``None`` -> ``(...)``.
+
+    How far an agent's best action stands above its second: a target noise larger than
+    it flips the greedy choice. NaN where fewer than two actions are legal (no choice)."""
+    if mask is not None and mask.shape != q.shape:
+        raise ValueError(f"mask has shape {tuple(mask.shape)}; it must match q {tuple(q.shape)}")
+    legal = torch.ones_like(q, dtype=torch.bool) if mask is None else mask.bool()
+    values = q.masked_fill(~legal, float("-inf"))
+    top = values.topk(2, dim=-1).values  # (..., 2)
+    gap = top[..., 0] - top[..., 1]
+    return torch.where(legal.sum(-1) >= 2, gap, torch.full_like(gap, float("nan")))

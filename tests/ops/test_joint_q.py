@@ -6,6 +6,7 @@ import pytest
 import torch
 
 from marllib_ext.ops.joint_q import (
+    action_gaps,
     chosen_action_values,
     double_q_next_values,
     epsilon_greedy,
@@ -110,3 +111,30 @@ def test_iql_targets_are_each_agents_own():
             [i],
         )
         assert targets[:, i].tolist() == pytest.approx(slow, abs=1e-5)
+
+
+def test_action_gaps_literal_with_masks():
+    q = torch.tensor([[3.0, 1.0, 2.5], [0.0, 5.0, -1.0], [2.0, 2.0, 0.0], [4.0, 9.0, 1.0]])
+    mask = torch.tensor([[1, 1, 1], [1, 0, 1], [1, 1, 0], [0, 1, 0]])
+    gaps = action_gaps(q, mask)
+    torch.testing.assert_close(gaps[:3], torch.tensor([0.5, 1.0, 0.0]))
+    assert torch.isnan(gaps[3])  # one legal action: no choice to flip
+    torch.testing.assert_close(action_gaps(q)[:2], torch.tensor([0.5, 5.0]))
+
+
+def test_action_gaps_match_slow_loop():
+    generator = torch.Generator().manual_seed(3)
+    q = torch.randn(4, 5, 3, 6, generator=generator)
+    mask = (torch.rand(4, 5, 3, 6, generator=generator) > 0.4).float()
+    gaps = action_gaps(q, mask)
+    for index in itertools.product(range(4), range(5), range(3)):
+        legal = sorted((float(q[index][a]) for a in range(6) if mask[index][a] > 0), reverse=True)
+        if len(legal) < 2:
+            assert torch.isnan(gaps[index])
+        else:
+            assert float(gaps[index]) == pytest.approx(legal[0] - legal[1], abs=1e-6)
+
+
+def test_action_gaps_refuse_a_mask_of_another_shape():
+    with pytest.raises(ValueError, match="mask has shape"):
+        action_gaps(torch.zeros(2, 3), torch.ones(2, 4))
