@@ -33,6 +33,7 @@ from marllib_ext.algos.restore import restored_algorithm
 from marllib_ext.envs.adapter import OBSERVATION_KEY
 from marllib_ext.envs.agent_inputs import AGENT_ID_ARG, LAST_ACTION_ARG, agent_input_features
 from marllib_ext.envs.tuple_agents import make_tuple_agents_env
+from marllib_ext.ops.joint_q import action_gaps
 from marllib_ext.ops.loops import first_repeat, state_keys
 
 LBF_ACTIONS = ".^v<>L"
@@ -68,7 +69,7 @@ def module_of(algorithm, agent: str):
     return algorithm.env_runner.module[algorithm.config.policy_mapping_fn(agent, None)]
 
 
-def action_gaps(algorithm, obs: np.ndarray) -> np.ndarray:
+def agent_action_gaps(algorithm, obs: np.ndarray) -> np.ndarray:
     """``(T + 1, n, d)`` joint observations -> ``(T + 1, n)`` gaps between each agent's
     best and second-best Q value (feed-forward agents; NaN for GRU agents)."""
     gaps = np.full(obs.shape[:2], np.nan)
@@ -77,8 +78,7 @@ def action_gaps(algorithm, obs: np.ndarray) -> np.ndarray:
         if module.model_config.get("use_rnn"):
             return gaps
         with torch.no_grad():
-            top2 = module.net(torch.as_tensor(obs[:, i])).topk(2, dim=-1).values
-        gaps[:, i] = (top2[:, 0] - top2[:, 1]).numpy()
+            gaps[:, i] = action_gaps(module.net(torch.as_tensor(obs[:, i]))).numpy()
     return gaps
 
 
@@ -87,7 +87,7 @@ def loop_report(episodes, algorithm) -> dict:
     gaps_in_loops, gaps_elsewhere = [], []
     for episode in episodes:
         obs, actions = joint_observations(episode)
-        gaps = action_gaps(algorithm, obs)
+        gaps = agent_action_gaps(algorithm, obs)
         returns.append(float(episode.get_return()))
         repeat = first_repeat(state_keys(obs))
         looped.append(repeat is not None)

@@ -107,10 +107,9 @@ def mechanism(run_dir: Path, episodes: int, seed: int) -> dict[str, float]:
         with torch.no_grad():
             agent_q = learner.agent_q_values(columns["obs"], target=False)[:, : view.length]
             legal = columns.get("action_mask")
-            legal = None if legal is None else legal[:, : view.length]
-            gaps = action_gaps(
-                agent_q[..., agent_index, :], legal if legal is None else legal[..., agent_index, :]
-            )
+            if legal is not None:
+                legal = legal[:, : view.length][..., agent_index, :]
+            gaps = action_gaps(agent_q[..., agent_index, :], legal)
             if hasattr(mixer, "mix") and getattr(mixer, "mixer_name", "none") == "qmix":
                 zero = torch.zeros_like(chosen[..., agent_index])
                 state_part = mixer.mix(zero, state).abs()
