@@ -8,3 +8,8 @@ class ConfigError(ValueError):
 class EnvError(ConfigError):
     """An env broke its contract while running (e.g. a non-finite reward); the message
     names the env, the agent and the env step."""
+
+
+def install_hint(extra: str) -> str:
+    """The command that installs an extra, pinned as the README's set-up is."""
+    return f'pip install -c constraints.txt -e ".[{extra}]"'

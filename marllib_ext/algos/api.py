@@ -25,7 +25,14 @@ from marllib_ext.algos.evaluation import (
 )
 from marllib_ext.algos.evaluation import PROGRESS_COLUMNS as EVAL_PROGRESS_COLUMNS
 from marllib_ext.algos.evaluation import progress_values as eval_progress_values
+from marllib_ext.algos.policy_sharing import SHARE_POLICY_MODES, policy_mapping
 from marllib_ext.algos.registry import AlgoSpec, get_algo_spec, progress_columns
+from marllib_ext.algos.run_file import (
+    RESUMABLE_CHANGES,
+    RunSpec,
+    settings_record,
+    write_run_config,
+)
 from marllib_ext.algos.tracking import (
     Trackers,
     check_wandb_credentials,
@@ -128,6 +135,26 @@ def should_stop(row: Mapping[str, float], stop: Mapping[str, float]) -> bool:
     return any(row[key] >= threshold for key, threshold in stop.items() if row[key] == row[key])
 
 
+def default_share_policy(spec: AlgoSpec, env: EnvHandle) -> str:
+    """The first of ``all``, ``group``, ``individual`` that ``env`` allows and that
+    gives a sequential algorithm (HAPPO, HATRPO) several policies in every team of
+    several agents: ``all`` on one cooperative team, ``group`` on mixed teams."""
+    if not env.is_multi_agent:
+        return "all"
+    for mode in SHARE_POLICY_MODES:
+        try:
+            mapping = policy_mapping(env, mode)
+        except ConfigError:
+            continue
+        if spec.capabilities.sequential and any(
+            len(agents) > 1 and len({mapping[agent] for agent in agents}) == 1
+            for agents in env.layout.teams.values()
+        ):
+            continue
+        return mode
+    return "all"  # none fits: the builder names the reason
+
+
 class Algo:
     """A registered algorithm with its hyperparameter source and overrides."""
 
@@ -150,25 +177,60 @@ class Algo:
         source = self.hyperparam_source or env.hyperparam_source
         return self.spec.settings(source, {**self.overrides, **overrides})
 
+    def share_policy(self, env: EnvHandle | str, share_policy: str | None = None) -> str:
+        """``share_policy``, or where ``None`` what the env and algorithm allow
+        (:func:`default_share_policy`)."""
+        if share_policy is not None:
+            return share_policy
+        return default_share_policy(self.spec, self._env(env))
+
     def rllib_config(
         self,
         env: EnvHandle | str,
         *,
-        share_policy: str = "all",
+        share_policy: str | None = None,
         seed: int | None = None,
         **overrides: Any,
     ) -> AlgorithmConfig:
-        """The plain RLlib ``AlgorithmConfig``, for ``config.build_algo()`` or Tune."""
+        """The plain RLlib ``AlgorithmConfig``, for ``config.build_algo()`` or Tune;
+        ``share_policy=None``: what the env and algorithm allow."""
         env = self._env(env)
         self.spec.check_env(env)
+        share_policy = self.share_policy(env, share_policy)
         return self.spec.rllib_config(self.settings(env, **overrides), env, share_policy, seed)
+
+    def run_spec(
+        self,
+        env: EnvHandle | str,
+        *,
+        share_policy: str | None = None,
+        seed: int | None = None,
+        stop: Mapping[str, float] | None = None,
+        **overrides: Any,
+    ) -> RunSpec:
+        """The run as data (``config.yaml``), resolved: source, sharing and every
+        setting filled in."""
+        env = self._env(env)
+        given = {**self.overrides, **overrides}
+        return RunSpec(
+            algo=self.name,
+            env=env.name,
+            source=self.hyperparam_source or env.hyperparam_source,
+            set={k: v for k, v in given.items() if k not in RESUMABLE_CHANGES},
+            env_args=dict(env.env_args),
+            share_policy=self.share_policy(env, share_policy),
+            seed=seed,
+            stop=dict(stop or {}),
+            evaluation={k: v for k, v in given.items() if k in RESUMABLE_CHANGES},
+            settings=settings_record(self.settings(env, **overrides)),
+        )
 
     def fit(
         self,
         env: EnvHandle | str,
         *,
         stop: Mapping[str, float],
-        share_policy: str = "all",
+        share_policy: str | None = None,
         seed: int | None = None,
         local_dir: str | Path = "runs",
         checkpoint_end: bool = True,
@@ -179,6 +241,8 @@ class Algo:
         mlflow: str | bool | None = None,
         on_iteration: Callable[[dict[str, float]], None] | None = None,
         on_start: Callable[[Any], None] | None = None,
+        run_dir: str | Path | None = None,
+        on_checkpoint: Callable[[dict[str, float], Path], None] | None = None,
         **overrides: Any,
     ) -> FitResult:
         """Trains until any ``stop`` criterion is reached; saves checkpoints.
@@ -196,6 +260,13 @@ class Algo:
         first: iteration count, env-step counters, weights, optimizer states and
         connector states (EFX's budget) continue from there. ``on_start`` gets the
         built RLlib ``Algorithm`` before the first iteration.
+
+        ``run_dir``: this directory instead of a fresh one under ``local_dir``; with
+        ``resume_from`` its files continue (``progress.csv`` and ``metrics.json`` keep
+        what the checkpoint had reached), so an interrupted run resumes in place (a
+        benchmark trial). ``config.yaml`` in the run directory and in every checkpoint
+        records the resolved run (:class:`RunSpec`). ``on_checkpoint(row, path)`` runs
+        after each periodic checkpoint (not the final one).
         """
         import ray
 
@@ -205,7 +276,9 @@ class Algo:
             raise ConfigError(f"checkpoint_freq must be >= 0, got {checkpoint_freq}")
         if resume_from is not None and not Path(resume_from).exists():
             raise ConfigError(f"resume checkpoint {str(resume_from)!r} does not exist")
+        share_policy = self.share_policy(env, share_policy)
         config = self.rllib_config(env, share_policy=share_policy, seed=seed, **overrides)
+        run = self.run_spec(env, share_policy=share_policy, seed=seed, stop=stop, **overrides)
         mlflow_uri = mlflow_store(mlflow)
         if wandb:
             check_wandb_credentials()
@@ -214,7 +287,12 @@ class Algo:
         if not ray.is_initialized():
             ray.init(address=ray_address(), include_dashboard=False, configure_logging=False)
         check_cluster_resources(config)
-        run_dir = _new_run_dir(Path(local_dir), f"{self.name}_{env.name.replace(':', '-')}")
+        continuing = run_dir is not None and resume_from is not None
+        if run_dir is None:
+            run_dir = _new_run_dir(Path(local_dir), f"{self.name}_{env.name.replace(':', '-')}")
+        run_dir = Path(run_dir)
+        run_dir.mkdir(parents=True, exist_ok=True)
+        write_run_config(run_dir, run)
         algorithm = config.build_algo()
         fit_result = FitResult(run_dir=run_dir, checkpoint_path=None)
         writer = _tensorboard_writer(run_dir) if tensorboard else None
@@ -227,17 +305,23 @@ class Algo:
         settings = settings_of(config)
         family, task = env_and_task(env.name)
         record = MarlEvalRecord(run_dir, env=family, task=task, algorithm=self.name, seed=seed)
+        progress_mode, kept_rows = "w", []
         evaluations = EvaluationEpisodes(settings.evaluation_interval)
         videos = EvaluationVideos(run_dir, settings)
         failed = True
         try:
             if resume_from is not None:
                 algorithm.restore_from_path(str(Path(resume_from).resolve()))
+            if continuing:
+                kept_rows = continued_progress(run_dir, algorithm.iteration)
+                record.continue_from(kept_rows[-1]["timesteps_total"] if kept_rows else 0)
+                progress_mode = "a"
             if on_start is not None:
                 on_start(algorithm)
-            with open(run_dir / "progress.csv", "w", newline="") as f:
+            with open(run_dir / "progress.csv", progress_mode, newline="") as f:
                 progress = csv.DictWriter(f, fieldnames=PROGRESS_FIELDS)
-                progress.writeheader()
+                if progress_mode == "w":
+                    progress.writeheader()
                 while True:
                     result = algorithm.train()
                     raise_on_env_errors(result, env)
@@ -269,10 +353,11 @@ class Algo:
                         break
                     if checkpoint_freq and row["training_iteration"] % checkpoint_freq == 0:
                         name = f"checkpoint_{row['training_iteration']:06d}"
-                        algorithm.save_to_path(str((run_dir / name).resolve()))
+                        saved = save_checkpoint(algorithm, run_dir / name, run)
+                        if on_checkpoint is not None:
+                            on_checkpoint(row, saved)
             if checkpoint_end:
-                checkpoint = run_dir / "checkpoint"
-                algorithm.save_to_path(str(checkpoint.resolve()))
+                checkpoint = save_checkpoint(algorithm, run_dir / "checkpoint", run)
                 fit_result.checkpoint_path = checkpoint
             if record.best is not None:
                 best = run_dir / BEST_CHECKPOINT
@@ -288,7 +373,12 @@ class Algo:
         return fit_result
 
     def run_config(
-        self, config: AlgorithmConfig, env: EnvHandle, *, share_policy: str, seed: int | None
+        self,
+        config: AlgorithmConfig,
+        env: EnvHandle,
+        *,
+        share_policy: str | None,
+        seed: int | None,
     ) -> dict[str, Any]:
         """What a tracker records of the run: algorithm, env, sharing, seed and every
         (resolved) setting."""
@@ -302,6 +392,32 @@ class Algo:
             "hyperparam_source": self.hyperparam_source or env.hyperparam_source,
             **dataclasses.asdict(settings),
         }
+
+
+def save_checkpoint(algorithm, path: Path, run: RunSpec) -> Path:
+    """RLlib's checkpoint at ``path`` with the run's ``config.yaml`` in it (what
+    ``--resume`` reads)."""
+    algorithm.save_to_path(str(Path(path).resolve()))
+    write_run_config(path, run)
+    return Path(path)
+
+
+def continued_progress(run_dir: Path, iteration: int) -> list[dict[str, Any]]:
+    """Rewrites ``run_dir/progress.csv`` to the rows up to ``iteration`` (those a
+    restored checkpoint had reached) and returns them; later rows were trained by the
+    interrupted process and are trained again."""
+    path = Path(run_dir) / "progress.csv"
+    if not path.exists():
+        return []
+    with open(path, newline="") as f:
+        rows = [row for row in csv.DictReader(f) if int(row["training_iteration"]) <= iteration]
+    with open(path, "w", newline="") as f:
+        writer = csv.DictWriter(f, fieldnames=PROGRESS_FIELDS, extrasaction="ignore")
+        writer.writeheader()
+        writer.writerows(rows)
+    for row in rows:
+        row["timesteps_total"] = int(row["timesteps_total"])
+    return rows
 
 
 def mlflow_store(mlflow: str | bool | None) -> str | None:

@@ -260,6 +260,32 @@ class MarlEvalRecord:
             return True
         return False
 
+    def continue_from(self, step_count: int) -> None:
+        """Takes up the evaluations an interrupted run recorded up to ``step_count`` env
+        steps (those its restored checkpoint had reached). Where the best of them came
+        later, the best so far is unknown (its snapshot is of a policy not restored) and
+        the next evaluation sets it."""
+        if not self.path.exists():
+            return
+        data = json.loads(self.path.read_text())
+        ((_, tasks),) = data.items()
+        ((_, algorithms),) = tasks.items()
+        ((_, seeds),) = algorithms.items()
+        ((_, run),) = seeds.items()
+        kept = [entry for entry in run_steps(run) if entry["step_count"] <= step_count]
+        best_mean = max((float(np.mean(e["return"])) for e in run_steps(run)), default=None)
+        for index, entry in enumerate(kept):
+            self.run[f"step_{index}"] = entry
+            mean = float(np.mean(entry["return"]))
+            if self.best is None or mean > self.best[0]:
+                self.best = (mean, index)
+        if self.best is not None and best_mean is not None and self.best[0] < best_mean:
+            self.best = None
+        self.steps = len(kept)
+        if kept:
+            self.started -= float(kept[-1].get("elapsed_time", 0.0))
+        self._write()
+
     def set_absolute(self, episodes: dict[str, list[float]]) -> None:
         self.run["absolute_metrics"] = dict(episodes)
         self._write()
@@ -268,6 +294,15 @@ class MarlEvalRecord:
         partial = self.path.with_suffix(".json.partial")
         partial.write_text(json.dumps(self.data, indent=1))
         os.replace(partial, self.path)
+
+
+def _step_index(key: str) -> int:
+    return int(key.removeprefix("step_"))
+
+
+def run_steps(run: dict[str, Any]) -> list[dict[str, Any]]:
+    """A marl-eval seed record's evaluations in order (``step_0``, ``step_1``, ...)."""
+    return [run[k] for k in sorted((k for k in run if k.startswith("step_")), key=_step_index)]
 
 
 def best_reevaluated(algorithm, checkpoint: Path, settings: Any) -> dict[str, list[float]]:

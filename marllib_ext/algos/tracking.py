@@ -14,7 +14,7 @@ plain training loop uses the same libraries directly.
   #23634), so the default is SQLite, which ``mlflow-skinny`` with ``sqlalchemy`` and
   ``alembic`` serves.
 
-Both ship as extras: ``pip install -e ".[wandb]"`` / ``".[mlflow]"``.
+Both ship as extras: ``pip install -c constraints.txt -e ".[wandb]"`` / ``".[mlflow]"``.
 """
 
 from __future__ import annotations
@@ -30,7 +30,7 @@ from typing import Any
 
 import numpy as np
 
-from marllib_ext.errors import ConfigError
+from marllib_ext.errors import ConfigError, install_hint
 
 WANDB_OFFLINE_MODES = ("offline", "disabled")
 MLFLOW_EXPERIMENT = "marllib-ext"
@@ -42,7 +42,7 @@ def _require(module: str, extra: str):
         return __import__(module)
     except ImportError:
         raise ConfigError(
-            f'--{extra} needs the {module!r} package: pip install -e ".[{extra}]" '
+            f"--{extra} needs the {module!r} package: {install_hint(extra)} "
             f"(or pip install marllib-ext[{extra}])"
         ) from None
 

@@ -28,6 +28,12 @@ def parse_assignments(pairs: list[str], flag: str) -> dict[str, Any]:
 
 
 def stop_from_args(args: argparse.Namespace) -> dict[str, float]:
+    """The ``--stop-*`` criteria, 10 iterations where none is given."""
+    return stop_given(args) or {"training_iteration": 10}
+
+
+def stop_given(args: argparse.Namespace) -> dict[str, float]:
+    """The ``--stop-*`` criteria given (empty where none is)."""
     stop: dict[str, float] = {}
     if args.stop_iters is not None:
         stop["training_iteration"] = args.stop_iters
@@ -35,7 +41,7 @@ def stop_from_args(args: argparse.Namespace) -> dict[str, float]:
         stop["timesteps_total"] = args.stop_timesteps
     if args.stop_reward is not None:
         stop["episode_return_mean"] = args.stop_reward
-    return stop or {"training_iteration": 10}
+    return stop
 
 
 def parse_grid(pairs: list[str]) -> dict[str, list[Any]]:

@@ -6,6 +6,8 @@ from __future__ import annotations
 
 import argparse
 
+from marllib_ext.errors import install_hint
+
 
 def _share_modes(info) -> list[str]:
     modes = ["group"]
@@ -77,6 +79,19 @@ def schedule_table_markdown() -> str:
     )
 
 
+def sources_table() -> str:
+    """Every algorithm's hyperparameter sources (``--hyperparam-source``, a benchmark
+    file's ``source``): its YAML's sections; ``common`` is the base of each."""
+    from marllib_ext.algos import ALGORITHMS
+    from marllib_ext.configs.algo_files import known_sources
+
+    width = max(map(len, ALGORITHMS))
+    return "\n".join(
+        f"{name:<{width}}  common, {', '.join(sorted(known_sources(name)))}".rstrip(", ")
+        for name in ALGORITHMS
+    )
+
+
 def cmd_list(args: argparse.Namespace) -> int:
     from marllib_ext.algos import ALGORITHMS
     from marllib_ext.envs import list_envs
@@ -84,6 +99,9 @@ def cmd_list(args: argparse.Namespace) -> int:
 
     if args.schedules:
         print(schedule_table_markdown())
+        return 0
+    if args.sources:
+        print(sources_table())
         return 0
     if args.markdown:
         print(algorithm_table_markdown())
@@ -107,7 +125,7 @@ def cmd_list(args: argparse.Namespace) -> int:
         elif family.installed:
             needs = f"extra {family.extra!r} installed" if family.extra else "installed"
         else:
-            needs = "not installed: " + (family.install or f'pip install -e ".[{family.extra}]"')
+            needs = "not installed: " + (family.install or install_hint(family.extra))
 
         print(f"  {family.pattern:<28} {family.description}; e.g. {family.example} ({needs})")
     print("  (single-agent algorithms also take any registered gymnasium id)")

@@ -14,9 +14,19 @@ from marllib_ext.cli import tune as tune_command
 DEFAULT_ENV = "mpe:simple_spread"
 
 
-def _add_training_arguments(train: argparse.ArgumentParser) -> None:
-    train.add_argument("algo", help="registered algorithm, see `marllib-ext list`")
-    train.add_argument("--env", default=DEFAULT_ENV, help=f"env name (default {DEFAULT_ENV})")
+def _add_training_arguments(train: argparse.ArgumentParser, *, optional_algo: bool) -> None:
+    if optional_algo:
+        train.add_argument(
+            "algo",
+            nargs="?",
+            default=None,
+            help="registered algorithm, see `marllib-ext list` (optional with --config "
+            "or --resume)",
+        )
+        train.add_argument("--env", default=None, help=f"env name (default {DEFAULT_ENV})")
+    else:
+        train.add_argument("algo", help="registered algorithm, see `marllib-ext list`")
+        train.add_argument("--env", default=DEFAULT_ENV, help=f"env name (default {DEFAULT_ENV})")
     train.add_argument(
         "--set",
         action="append",
@@ -32,14 +42,28 @@ def _add_training_arguments(train: argparse.ArgumentParser) -> None:
         help="env constructor argument, e.g. N=4",
     )
     train.add_argument(
-        "--hyperparam-source", default=None, help="YAML section to use (default: the env's family)"
+        "--hyperparam-source",
+        default=None,
+        metavar="SOURCE",
+        help="the algorithm YAML's section to use (default: the env's family; "
+        "`marllib-ext list --sources` lists them)",
     )
-    train.add_argument("--share-policy", default="all", choices=["all", "group", "individual"])
+    train.add_argument(
+        "--share-policy",
+        default=None,
+        choices=["all", "group", "individual"],
+        help="policy sharing (default: what the env and algorithm allow: `all` on one "
+        "cooperative team, `group` on mixed teams, `individual` for happo/hatrpo)",
+    )
     stop = train.add_argument_group("stop (any reached ends training; default 10 iterations)")
-    stop.add_argument("--stop-iters", type=int, default=None)
-    stop.add_argument("--stop-timesteps", type=int, default=None)
-    stop.add_argument("--stop-reward", type=float, default=None)
-    train.add_argument("--seed", type=int, default=None)
+    stop.add_argument("--stop-iters", type=int, default=None, metavar="N", help="iterations")
+    stop.add_argument(
+        "--stop-timesteps", type=int, default=None, metavar="N", help="env steps sampled"
+    )
+    stop.add_argument(
+        "--stop-reward", type=float, default=None, metavar="R", help="mean team episode return"
+    )
+    train.add_argument("--seed", type=int, default=None, help="seed of networks, envs and sampling")
     tracking = train.add_argument_group("experiment tracking (besides TensorBoard)")
     tracking.add_argument(
         "--wandb",
@@ -90,7 +114,19 @@ def build_parser() -> argparse.ArgumentParser:
     commands = parser.add_subparsers(dest="command", required=True)
 
     train = commands.add_parser("train", help="train an algorithm and save a checkpoint")
-    _add_training_arguments(train)
+    _add_training_arguments(train, optional_algo=True)
+    train.add_argument(
+        "--config",
+        default=None,
+        metavar="FILE",
+        help="a run file (YAML: algo, source, set, env, env_args, share_policy, seed, stop, "
+        "evaluation); flags given on the command line take precedence",
+    )
+    train.add_argument(
+        "--print-config",
+        action="store_true",
+        help="print the resolved run (every setting) as YAML and exit",
+    )
     train.add_argument(
         "--checkpoint-freq",
         type=int,
@@ -102,7 +138,8 @@ def build_parser() -> argparse.ArgumentParser:
         "--resume",
         default=None,
         metavar="CHECKPOINT",
-        help="continue from a checkpoint of the same algorithm",
+        help="continue a run from its checkpoint, with the algorithm, env, sharing and "
+        "settings of its saved config.yaml (a conflicting flag is refused)",
     )
     evaluation = train.add_argument_group(
         "evaluation during training (marl-eval records in the run's metrics.json)"
@@ -137,7 +174,7 @@ def build_parser() -> argparse.ArgumentParser:
     train.set_defaults(func=train_command.cmd_train)
 
     tune_cmd = commands.add_parser("tune", help="grid sweep with Ray Tune, then a results table")
-    _add_training_arguments(tune_cmd)
+    _add_training_arguments(tune_cmd, optional_algo=False)
     tune_cmd.add_argument(
         "--grid",
         action="append",
@@ -151,7 +188,7 @@ def build_parser() -> argparse.ArgumentParser:
 
     evaluate = commands.add_parser("evaluate", help="run a trained team from a checkpoint")
     evaluate.add_argument("checkpoint", help="checkpoint directory written by train")
-    evaluate.add_argument("--episodes", type=int, default=10)
+    evaluate.add_argument("--episodes", type=int, default=10, help="episodes to play (default 10)")
     evaluate.add_argument(
         "--z",
         type=evaluate_command.budget_argument,
@@ -244,6 +281,11 @@ def build_parser() -> argparse.ArgumentParser:
         "--markdown",
         action="store_true",
         help="print the algorithm and env tables as in the README",
+    )
+    list_cmd.add_argument(
+        "--sources",
+        action="store_true",
+        help="print each algorithm's hyperparameter sources (--hyperparam-source values)",
     )
     list_cmd.add_argument(
         "--schedules",

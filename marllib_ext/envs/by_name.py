@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from marllib_ext.configs import ENV_PRESET_DIR, load_yaml
 from marllib_ext.envs.grf import GRF_SCENARIOS, grf_spec
 from marllib_ext.envs.spec import EnvSpec, PolicyMappingInfo
-from marllib_ext.errors import ConfigError
+from marllib_ext.errors import ConfigError, install_hint
 
 
 @dataclass(frozen=True)
@@ -132,7 +132,7 @@ def _mamujoco_env(scenario: str, agent_conf: str | None = None, **kwargs):
     except ImportError as e:
         raise ConfigError(
             f"mamujoco:{scenario} needs gymnasium-robotics and mujoco: "
-            f'pip install -e ".[mamujoco]" ({e})'
+            f"{install_hint('mamujoco')} ({e})"
         ) from e
     try:
         return mamujoco_v1.parallel_env(scenario, agent_conf, **kwargs)
@@ -175,7 +175,7 @@ def _hanabi_env(preset: str, players: int = 2, **kwargs):
         return TurnBasedParallelEnv(pettingzoo.make("aec", "classic/hanabi_v5", **arguments))
     except (ImportError, FailedToImport) as e:
         raise ConfigError(
-            f'hanabi:{preset} needs OpenSpiel and shimmy: pip install -e ".[hanabi]" ({e})'
+            f"hanabi:{preset} needs OpenSpiel and shimmy: {install_hint('hanabi')} ({e})"
         ) from e
     except ValueError as e:
         raise ConfigError(

@@ -15,7 +15,7 @@ from pettingzoo.utils.env import ParallelEnv
 from pettingzoo.utils.wrappers import BaseParallelWrapper
 
 from marllib_ext.configs import ENV_PRESET_DIR, load_yaml
-from marllib_ext.errors import ConfigError
+from marllib_ext.errors import ConfigError, install_hint
 
 
 @dataclass(frozen=True)
@@ -187,7 +187,7 @@ def magent_env(
     try:
         module = importlib.import_module(f"magent2.environments.{task}")
     except ImportError as e:
-        raise ConfigError(f'magent:{task} needs MAgent2: pip install -e ".[magent]" ({e})') from e
+        raise ConfigError(f"magent:{task} needs MAgent2: {install_hint('magent')} ({e})") from e
     spec = MAGENT_TASKS[task]
     try:
         env: ParallelEnv = FlatMAgent(module.parallel_env(**{**spec.preset, **kwargs}))

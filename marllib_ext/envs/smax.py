@@ -32,7 +32,7 @@ from pettingzoo.utils.env import ParallelEnv
 from marllib_ext.envs.adapter import ACTION_MASK_KEY, OBSERVATION_KEY, SUCCESS_KEY
 from marllib_ext.envs.arrays import WorldArrays
 from marllib_ext.envs.batched import WorldSlot
-from marllib_ext.errors import ConfigError
+from marllib_ext.errors import ConfigError, install_hint
 
 # SMAC's maps that SMAX re-creates, and SMAX's own (jaxmarl 0.2.0's MAP_NAME_TO_SCENARIO).
 SMAX_SCENARIOS = (
@@ -61,9 +61,7 @@ class SmaxWorld:
             import jax
             from jaxmarl.environments.smax import HeuristicEnemySMAX, map_name_to_scenario
         except ImportError as e:
-            raise ConfigError(
-                f'smax:{scenario} needs JaxMARL: pip install -e ".[smax]" ({e})'
-            ) from e
+            raise ConfigError(f"smax:{scenario} needs JaxMARL: {install_hint('smax')} ({e})") from e
         if scenario not in SMAX_SCENARIOS:
             raise ConfigError(f"unknown SMAX scenario {scenario!r}; scenarios: {SMAX_SCENARIOS}")
         try:

@@ -37,7 +37,7 @@ import numpy as np
 from pettingzoo.utils.env import ParallelEnv
 
 from marllib_ext.envs.adapter import ACTION_MASK_KEY
-from marllib_ext.errors import ConfigError
+from marllib_ext.errors import ConfigError, install_hint
 
 # registry prefix -> (package that registers the gymnasium ids, pip extra)
 FAMILIES = {"lbf": ("lbforaging", "lbf"), "rware": ("rware", "rware")}
@@ -50,7 +50,7 @@ def import_family(family: str) -> None:
         importlib.import_module(package)
     except ImportError as e:
         raise ConfigError(
-            f'{family}: envs need the {package!r} package: pip install -e ".[{extra}]" ({e})'
+            f"{family}: envs need the {package!r} package: {install_hint(extra)} ({e})"
         ) from e
 
 

@@ -20,7 +20,7 @@ from pettingzoo.utils.env import ParallelEnv
 from marllib_ext.configs import ENV_PRESET_DIR, load_yaml
 from marllib_ext.envs.arrays import WorldArrays
 from marllib_ext.envs.batched import WorldSlot
-from marllib_ext.errors import ConfigError
+from marllib_ext.errors import ConfigError, install_hint
 
 # BenchMARL's VMAS task settings (configs/env_presets/vmas.yaml), max_steps included.
 VMAS_TASKS: dict[str, dict[str, Any]] = load_yaml(ENV_PRESET_DIR / "vmas.yaml")
@@ -61,7 +61,7 @@ class VmasWorld:
         try:
             import vmas
         except ImportError as e:
-            raise ConfigError(f'vmas:{task} needs VMAS: pip install -e ".[vmas]" ({e})') from e
+            raise ConfigError(f"vmas:{task} needs VMAS: {install_hint('vmas')} ({e})") from e
         if task not in VMAS_TASKS:
             raise ConfigError(f"unknown VMAS task {task!r}; tasks: {sorted(VMAS_TASKS)}")
         args = {**VMAS_TASKS[task], **scenario_args}

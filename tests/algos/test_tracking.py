@@ -118,8 +118,8 @@ def test_a_missing_library_is_one_error_line(monkeypatch, capsys, flag, module):
     err = capsys.readouterr().err.strip().splitlines()
     assert code == 2
     assert err == [
-        f"marllib-ext: error: --{module} needs the {module!r} package: pip install -e "
-        f'".[{module}]" (or pip install marllib-ext[{module}])'
+        f"marllib-ext: error: --{module} needs the {module!r} package: pip install -c "
+        f'constraints.txt -e ".[{module}]" (or pip install marllib-ext[{module}])'
     ]
 
 

@@ -67,7 +67,7 @@ def test_list_shows_algorithms_and_envs(tmp_path):
         elif family.install:  # no pip extra can install it
             assert f"not installed: {family.install}" in line
         else:
-            assert f'not installed: pip install -e ".[{family.extra}]"' in line
+            assert f'not installed: pip install -c constraints.txt -e ".[{family.extra}]"' in line
 
 
 def test_env_family_examples_resolve():
@@ -86,7 +86,7 @@ def test_env_family_examples_resolve():
         (["train", "mappo", "--set", "lrr=0.1"], "unknown config key 'lrr'"),
         (["train", "mappo", "--set", "num_epochs=many"], "config key 'num_epochs' must be int"),
         (
-            ["train", "mappo", "--env", "mpe:simple_speaker_listener"],
+            ["train", "mappo", "--env", "mpe:simple_speaker_listener", "--share-policy", "all"],
             "share_policy='all' is not allowed",
         ),
         (
