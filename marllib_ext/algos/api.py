@@ -46,6 +46,7 @@ from marllib_ext.rllib_compat import settings_of
 from marllib_ext.rllib_compat.checkpoints import save_policy_snapshot
 from marllib_ext.rllib_compat.env_runners import EPISODE_SUCCESS
 
+RESUMES_FILE = "resumes.txt"  # a continued run directory: one line per resume
 # stop key -> (where in the progress row, what it means)
 STOP_KEYS = {
     "training_iteration": "iterations done",
@@ -242,7 +243,9 @@ class Algo:
         on_iteration: Callable[[dict[str, float]], None] | None = None,
         on_start: Callable[[Any], None] | None = None,
         run_dir: str | Path | None = None,
-        on_checkpoint: Callable[[dict[str, float], Path], None] | None = None,
+        on_result: Callable[[dict[str, float], Path | None], None] | None = None,
+        label: str | None = None,
+        task_label: str | None = None,
         **overrides: Any,
     ) -> FitResult:
         """Trains until any ``stop`` criterion is reached; saves checkpoints.
@@ -263,10 +266,13 @@ class Algo:
 
         ``run_dir``: this directory instead of a fresh one under ``local_dir``; with
         ``resume_from`` its files continue (``progress.csv`` and ``metrics.json`` keep
-        what the checkpoint had reached), so an interrupted run resumes in place (a
-        benchmark trial). ``config.yaml`` in the run directory and in every checkpoint
-        records the resolved run (:class:`RunSpec`). ``on_checkpoint(row, path)`` runs
-        after each periodic checkpoint (not the final one).
+        what the checkpoint had reached, and ``resumes.txt`` gets the iteration resumed
+        from), so an interrupted run resumes in place (a benchmark trial). ``config.yaml`` in the run directory and in every checkpoint
+        records the resolved run (:class:`RunSpec`). ``on_result(row, checkpoint)``
+        runs once per iteration, after that iteration's periodic checkpoint (``None``
+        where none was due; the final one is not passed). ``label`` / ``task_label``:
+        the algorithm's and task's names in ``metrics.json`` (default: the algorithm's
+        and the env's).
         """
         import ray
 
@@ -304,7 +310,13 @@ class Algo:
         )
         settings = settings_of(config)
         family, task = env_and_task(env.name)
-        record = MarlEvalRecord(run_dir, env=family, task=task, algorithm=self.name, seed=seed)
+        record = MarlEvalRecord(
+            run_dir,
+            env=family,
+            task=task_label or task,
+            algorithm=label or self.name,
+            seed=seed,
+        )
         progress_mode, kept_rows = "w", []
         evaluations = EvaluationEpisodes(settings.evaluation_interval)
         videos = EvaluationVideos(run_dir, settings)
@@ -314,8 +326,11 @@ class Algo:
                 algorithm.restore_from_path(str(Path(resume_from).resolve()))
             if continuing:
                 kept_rows = continued_progress(run_dir, algorithm.iteration)
-                record.continue_from(kept_rows[-1]["timesteps_total"] if kept_rows else 0)
+                steps = kept_rows[-1]["timesteps_total"] if kept_rows else 0
+                record.continue_from(steps)
                 progress_mode = "a"
+                with open(run_dir / RESUMES_FILE, "a") as log:
+                    log.write(f"iteration {algorithm.iteration} env_steps {steps}\n")
             if on_start is not None:
                 on_start(algorithm)
             with open(run_dir / "progress.csv", progress_mode, newline="") as f:
@@ -347,15 +362,18 @@ class Algo:
                             tensorboard_gif(writer, video, row["training_iteration"])
                     fit_result.progress.append(row)
                     fit_result.last_result = result
+                    stopping = should_stop(row, stop)
+                    saved = None
+                    iteration = row["training_iteration"]
+                    if not stopping and checkpoint_freq and iteration % checkpoint_freq == 0:
+                        name = f"checkpoint_{iteration:06d}"
+                        saved = save_checkpoint(algorithm, run_dir / name, run)
                     if on_iteration is not None:
                         on_iteration(row)
-                    if should_stop(row, stop):
+                    if on_result is not None:
+                        on_result(row, saved)
+                    if stopping:
                         break
-                    if checkpoint_freq and row["training_iteration"] % checkpoint_freq == 0:
-                        name = f"checkpoint_{row['training_iteration']:06d}"
-                        saved = save_checkpoint(algorithm, run_dir / name, run)
-                        if on_checkpoint is not None:
-                            on_checkpoint(row, saved)
             if checkpoint_end:
                 checkpoint = save_checkpoint(algorithm, run_dir / "checkpoint", run)
                 fit_result.checkpoint_path = checkpoint

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 
+from marllib_ext.cli import benchmark as benchmark_command
 from marllib_ext.cli import evaluate as evaluate_command
 from marllib_ext.cli import listing as list_command
 from marllib_ext.cli import plot as plot_command
@@ -185,6 +186,38 @@ def build_parser() -> argparse.ArgumentParser:
     tune_cmd.add_argument("--num-samples", type=int, default=1, help="repeats of each point")
     _add_ray_arguments(tune_cmd)
     tune_cmd.set_defaults(func=tune_command.cmd_tune)
+
+    bench = commands.add_parser(
+        "benchmark",
+        help="run an experiment file's algorithms x tasks x seeds on Ray Tune (again: continue)",
+    )
+    bench.add_argument("file", metavar="FILE", help="experiment file (YAML), see docs/running.md")
+    bench.add_argument(
+        "--out",
+        default="results",
+        metavar="DIR",
+        help="where the experiment's folder goes (default: results/; on a cluster, a path "
+        "every node shares)",
+    )
+    bench.add_argument(
+        "--max-concurrent",
+        type=int,
+        default=None,
+        metavar="N",
+        help="trials at once (default: as many as the cluster's CPUs and GPUs fit)",
+    )
+    bench.add_argument(
+        "--dry-run", action="store_true", help="list the trials and their budgets, run nothing"
+    )
+    bench.add_argument(
+        "--progress-every",
+        type=float,
+        default=30.0,
+        metavar="S",
+        help="seconds between progress lines (default 30)",
+    )
+    _add_ray_arguments(bench)
+    bench.set_defaults(func=benchmark_command.cmd_benchmark)
 
     evaluate = commands.add_parser("evaluate", help="run a trained team from a checkpoint")
     evaluate.add_argument("checkpoint", help="checkpoint directory written by train")
