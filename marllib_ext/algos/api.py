@@ -267,8 +267,9 @@ class Algo:
         ``run_dir``: this directory instead of a fresh one under ``local_dir``; with
         ``resume_from`` its files continue (``progress.csv`` and ``metrics.json`` keep
         what the checkpoint had reached, and ``resumes.txt`` gets the iteration resumed
-        from), so an interrupted run resumes in place (a benchmark trial). ``config.yaml`` in the run directory and in every checkpoint
-        records the resolved run (:class:`RunSpec`). ``on_result(row, checkpoint)``
+        from), so an interrupted run resumes in place (a benchmark trial).
+        ``config.yaml`` in the run directory and in every checkpoint records the
+        resolved run (:class:`RunSpec`). ``on_result(row, checkpoint)``
         runs once per iteration, after that iteration's periodic checkpoint (``None``
         where none was due; the final one is not passed). ``label`` / ``task_label``:
         the algorithm's and task's names in ``metrics.json`` (default: the algorithm's

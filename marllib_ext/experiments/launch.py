@@ -347,6 +347,13 @@ def run_benchmark(
         )
     results = tuner.fit()
     failed = [(result.config["trial"]["name"], result.error) for result in results if result.error]
+    failed_names = {name for name, _ in failed}
+    unfinished = [
+        config["name"]
+        for config in configs
+        if config["name"] not in failed_names
+        and not (Path(config["run_dir"]) / "checkpoint").exists()
+    ]
     summary = write_summary(experiment, root, [t for t, _ in checked], RUNS_DIR)
     print(f"summary: {summary}")
     _report(root)
