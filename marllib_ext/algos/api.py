@@ -22,6 +22,7 @@ from marllib_ext.algos.evaluation import (
     MarlEvalRecord,
     best_reevaluated,
     env_and_task,
+    evaluation_at_budget,
 )
 from marllib_ext.algos.evaluation import PROGRESS_COLUMNS as EVAL_PROGRESS_COLUMNS
 from marllib_ext.algos.evaluation import progress_values as eval_progress_values
@@ -375,6 +376,11 @@ class Algo:
                         on_result(row, saved)
                     if stopping:
                         break
+            last = fit_result.final
+            if last and evaluations.interval and last["training_iteration"] % evaluations.interval:
+                final = evaluation_at_budget(algorithm)
+                if final is not None and record.add(last["timesteps_total"], final):
+                    save_policy_snapshot(algorithm, run_dir / BEST_CHECKPOINT)
             if checkpoint_end:
                 checkpoint = save_checkpoint(algorithm, run_dir / "checkpoint", run)
                 fit_result.checkpoint_path = checkpoint

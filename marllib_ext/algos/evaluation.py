@@ -220,6 +220,22 @@ class EvaluationEpisodes:
         return out
 
 
+def evaluation_at_budget(algorithm) -> dict[str, list[float]] | None:
+    """One more evaluation after the last iteration where that iteration ran none, so
+    every evaluated run ends with its final policy's evaluation at the budget
+    (``{"return": [...], "win_rate": [...]}`` as :meth:`EvaluationEpisodes.new`)."""
+    results = algorithm.evaluate()
+    runners = results.get("env_runners") or {}
+    returns = runners.get(RETURNS)
+    if returns is None or len(returns) == 0:
+        return None
+    out = {"return": [float(v) for v in returns]}
+    successes = runners.get(SUCCESSES)
+    if successes is not None and len(successes) > 0:
+        out["win_rate"] = [float(v) for v in successes]
+    return out
+
+
 def progress_values(episodes: dict[str, list[float]] | None) -> dict[str, float]:
     """The ``eval_*`` progress columns of one evaluation (NaN without one)."""
     if episodes is None:

@@ -1,11 +1,10 @@
 """An experiment's ``summary.md``: per task, each algorithm's mean score over seeds at
 the budget with its 95% confidence interval.
 
-A run's score is what ``marllib-ext report`` scores: its marl-eval ``absolute_metrics``
-mean (the best evaluation's policy re-evaluated) where recorded, else its last
-evaluation's mean (win rate where the env reports success, else team return). A run
-without evaluations scores its last training iteration's mean team return, and the
-table says so."""
+A run's score is its last evaluation's mean (the policy at the budget; win rate where
+the env reports success, else team return). A run without evaluations scores its last
+training iteration's mean team return, and the table says so. (``marllib-ext report``
+scores the best policy re-evaluated, marl-eval's ``absolute_metrics``.)"""
 
 from __future__ import annotations
 
@@ -16,9 +15,9 @@ from pathlib import Path
 
 import numpy as np
 
+from marllib_ext.algos.evaluation import METRICS_FILE, run_steps
 from marllib_ext.experiments.spec import Experiment, Trial
 from marllib_ext.ops.statistics import student_t_interval
-from marllib_ext.report import METRICS_FILE, final_score
 
 SUMMARY_FILE = "summary.md"
 TRAINING_RETURN = "training return"
@@ -42,10 +41,11 @@ def run_score(run_dir: Path) -> tuple[float, str, float] | None:
         ((_, algorithms),) = tasks.items()
         ((_, seeds),) = algorithms.items()
         ((_, run),) = seeds.items()
-        evaluations = [run[k] for k in run if k.startswith("step_")]
+        evaluations = run_steps(run)
         if evaluations:
-            metric = "win_rate" if "win_rate" in evaluations[0] else "return"
-            return final_score(run, metric), metric, steps
+            last = evaluations[-1]
+            metric = "win_rate" if "win_rate" in last else "return"
+            return float(np.mean(last[metric])), metric, float(last["step_count"])
     if rows:
         return float(rows[-1]["episode_return_mean"]), TRAINING_RETURN, steps
     return None
@@ -58,14 +58,18 @@ def summary_table(experiment: Experiment, trials: list[Trial], runs_root: Path) 
         f"# {experiment.name}",
         "",
         *([experiment.description.strip(), ""] if experiment.description else []),
-        f"Each cell: the mean over seeds with its 95% confidence interval (Student's t), "
-        f"each run trained until {budget}; `n`: runs with a record.",
+        "Each cell: the mean over seeds with its 95% confidence interval (Student's t) of "
+        f"each run's last evaluation, each run trained until {budget}; `n`: runs with a "
+        "record, `env steps`: their mean at that evaluation.",
     ]
     for task in experiment.tasks:
         lines += ["", f"## {task.label}", ""]
-        lines += ["| algorithm | metric | mean [95% CI] | n | per seed |", "|---|---|---|---|---|"]
+        lines += [
+            "| algorithm | metric | mean [95% CI] | n | env steps | per seed |",
+            "|---|---|---|---|---|---|",
+        ]
         for algorithm in experiment.algorithms:
-            scores, metric = [], ""
+            scores, steps, metric = [], [], ""
             for trial in trials:
                 if trial.task != task.label or trial.algorithm != algorithm.label:
                     continue
@@ -73,13 +77,17 @@ def summary_table(experiment: Experiment, trials: list[Trial], runs_root: Path) 
                 if scored is not None:
                     scores.append(scored[0])
                     metric = scored[1]
+                    steps.append(scored[2])
             if not scores:
-                lines.append(f"| `{algorithm.label}` | – | not run yet | 0 | |")
+                lines.append(f"| `{algorithm.label}` | – | not run yet | 0 | | |")
                 continue
             mean, low, high = student_t_interval(np.asarray(scores))
             cell = f"{mean:.3f}" if math.isnan(low) else f"{mean:.3f} [{low:.3f}, {high:.3f}]"
             each = ", ".join(f"{s:.3f}" for s in scores)
-            lines.append(f"| `{algorithm.label}` | {metric} | {cell} | {len(scores)} | {each} |")
+            at = f"{np.mean(steps):,.0f}"
+            lines.append(
+                f"| `{algorithm.label}` | {metric} | {cell} | {len(scores)} | {at} | {each} |"
+            )
     return "\n".join(lines) + "\n"
 
 
