@@ -5,8 +5,14 @@
 
 What goes on the page is ``benchmarks/results/page.yaml``: one table per task family with
 one metric, its columns the tasks (each header names its env-step budget), its rows the
-algorithms. A cell names the stored files of its seeds and how to read one value from
-each:
+algorithms. Each table is backed by an experiment file, ``benchmarks/experiments/<name>.yaml``,
+whose one ``marllib-ext benchmark`` line reproduces it; a row names the file's algorithm
+label (``algorithm``) and a column the file's task label (``tasks``). A cell reads the
+runs that command stored under ``benchmarks/results/<name>/runs/`` (``runs``: the last
+evaluation's ``metric``, or a progress column at ``at`` env steps); runs that reached
+their budget count. Where the file has not been run yet, a cell reads the runs stored
+before by the script the file replaced (same algorithm settings, budget and
+evaluation), marked †, named by ``cells``:
 
 - ``json: KEY``: the value under ``KEY`` of each ``seed<k>*.json`` the glob matches;
 - ``csv: COLUMN`` with ``at`` and ``window``: the mean of ``COLUMN`` over the ``window``
@@ -35,6 +41,8 @@ import numpy as np
 import yaml
 from run_csv import earlier_runs, mean_at, read_run
 
+from marllib_ext.experiments.spec import slug
+
 ROOT = Path(__file__).resolve().parents[1]
 RESULTS = ROOT / "benchmarks" / "results"
 SPEC = RESULTS / "page.yaml"
@@ -54,6 +62,56 @@ class ResultsError(ValueError):
 class Cell:
     values: list[float]
     seeds: list[int]
+    earlier: bool = False  # runs stored before the table's experiment file ran
+
+
+def row_algorithm(row: dict, column: str) -> str | None:
+    """The experiment file's algorithm label of ``row`` in ``column``."""
+    algorithm = row.get("algorithm")
+    return algorithm.get(column) if isinstance(algorithm, dict) else algorithm
+
+
+def read_runs(table: dict, row: dict, column: str, results: Path = RESULTS) -> Cell | None:
+    """The values of the experiment's stored runs of one cell (``None`` without any)."""
+    label = row_algorithm(row, column)
+    if label is None or row.get("older") or row.get("reference"):
+        return None
+    task = table["tasks"][column]
+    reader = {**table["runs"], **{k: v for k, v in task.items() if k != "task"}}
+    folder = results / table["experiment"] / "runs" / slug(task["task"]) / slug(label)
+    values, seeds = [], []
+    for run in sorted(folder.glob("seed_*"), key=lambda p: int(p.name.removeprefix("seed_"))):
+        value = run_value(run, reader)
+        if value is not None:
+            values.append(value)
+            seeds.append(int(run.name.removeprefix("seed_")))
+    return Cell(values, seeds) if values else None
+
+
+def run_value(run: Path, reader: dict) -> float | None:
+    """One run's value: a progress column's mean at ``at`` env steps, or its last
+    evaluation's ``metric`` mean (over ``per_agent`` agents where given); ``None`` until
+    the run reached its budget."""
+    saved = yaml.safe_load((run / "config.yaml").read_text())
+    rows = read_run(run / "progress.csv") if (run / "progress.csv").exists() else []
+    budget = (saved.get("stop") or {}).get("env_steps")
+    if not rows or (budget and rows[-1]["timesteps_total"] < budget):
+        return None
+    if "csv" in reader:
+        if rows[-1]["timesteps_total"] < reader["at"]:
+            return None
+        return mean_at(rows, reader["at"], reader["csv"], reader.get("window", 1))
+    metrics = run / "metrics.json"
+    if not metrics.exists():
+        return None
+    ((_, tasks),) = json.loads(metrics.read_text()).items()
+    ((_, algorithms),) = tasks.items()
+    ((_, seeds),) = algorithms.items()
+    ((_, record),) = seeds.items()
+    steps = sorted((k for k in record if k.startswith("step_")), key=lambda k: int(k[5:]))
+    if not steps:
+        return None
+    return float(np.mean(record[steps[-1]][reader["metric"]])) / reader.get("per_agent", 1)
 
 
 def seed_of(path: str) -> int:
@@ -97,14 +155,18 @@ def number(value: float, digits: int) -> str:
     return f"{value:,.{digits}f}"
 
 
-def cell_text(cell: Cell, digits: int, seeds: int) -> str:
+def cell_text(cell: Cell, digits: int, seeds: int, random: float | None = None) -> str:
+    """``mean [min, max]`` (seed count where it differs from the table's), ▽ where the
+    mean is below the random team's, † for runs stored before the experiment file."""
     values = cell.values
     text = number(float(np.mean(values)), digits)
     if len(values) > 1:
         text += f" [{number(min(values), digits)}, {number(max(values), digits)}]"
     if len(values) != seeds:
         text += f" ({len(values)} seed{'s' if len(values) > 1 else ''})"
-    return text
+    if random is not None and float(np.mean(values)) < random:
+        text += " ▽"
+    return text + (" †" if cell.earlier else "")
 
 
 def cell_spec(table: dict, row: dict, task: str) -> dict | None:
@@ -120,10 +182,14 @@ def table_cells(table: dict, results: Path = RESULTS) -> dict[tuple[str, str], C
     cells = {}
     for row in table["rows"]:
         for task in table["columns"]:
+            cell = read_runs(table, row, task, results)
             spec = cell_spec(table, row, task)
-            if spec is not None:
+            if cell is None and spec is not None:
                 where = f"{table['family']} / {row['label']} / {task}"
-                cells[row["label"], task] = read_cell(where, spec, results)
+                cell = read_cell(where, spec, results)
+                cell.earlier = not row.get("reference")
+            if cell is not None:
+                cells[row["label"], task] = cell
     return cells
 
 
@@ -133,23 +199,34 @@ def render_table(table: dict, results: Path = RESULTS) -> str:
     lines = [f"## {table['family']}", "", f"**{table['metric']}**. {table['setting']}", ""]
     header = " | ".join(table["columns"].values())
     lines += [f"| algorithm | {header} |", "|---" * (len(table["columns"]) + 1) + "|"]
+    random = table.get("random", {})
     for row in table["rows"]:
         texts = [
-            cell_text(cells[row["label"], task], digits, seeds)
+            cell_text(cells[row["label"], task], digits, seeds, random.get(task))
             if (row["label"], task) in cells
             else "–"
             for task in table["columns"]
         ]
         lines.append(f"| {row['label']} | " + " | ".join(texts) + " |")
+    if random:
+        texts = [number(random[t], digits) if t in random else "–" for t in table["columns"]]
+        lines.append("| uniformly random team | " + " | ".join(texts) + " |")
+    if any("▽" in line for line in lines):
+        lines += ["", "▽ below the uniformly random team."]
     if table.get("reference"):
         lines += ["", table["reference"].strip()]
     lines += ["", f"![{table['family']}](docs/results/{table['slug']}.png)", ""]
     if table.get("notes"):
         lines += [table["notes"].strip(), ""]
+    if any(cell.earlier for cell in cells.values()):
+        lines += [
+            "† Runs stored before this table's experiment file, by the script it replaced "
+            "(same algorithm settings, budget and evaluation); the line below reruns them.",
+            "",
+        ]
+    experiment = f"benchmarks/experiments/{table['experiment']}.yaml"
     lines += ["Reproduce:", "", "```bash"]
-    for row in table["rows"]:
-        lines += [f"# {row['label']}", row["command"].strip()]
-    lines += ["```", ""]
+    lines += [f"marllib-ext benchmark {experiment} --out benchmarks/results", "```", ""]
     return "\n".join(lines)
 
 

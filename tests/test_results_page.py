@@ -69,14 +69,44 @@ def test_a_cell_without_runs_or_value_is_refused_by_its_name(page, tmp_path):
         page.read_cell("t", {"files": "seed*.json", "json": "win_rate"}, tmp_path)
 
 
-def test_every_reproduction_command_names_a_script_and_its_own_flags(page):
-    """Each row's command runs a script in ``benchmarks/`` with flags that script
-    defines (read from its ``add_argument`` calls)."""
+def test_every_table_is_reproduced_by_one_experiment_file(page):
+    """Each table names a file in ``benchmarks/experiments/`` that loads; each row's
+    algorithm and each column's task are labels of that file; the Reproduce block is
+    its one ``marllib-ext benchmark`` line."""
+    from marllib_ext.experiments import load_experiment
+
+    text = (ROOT / "RESULTS.md").read_text()
     for table in page.load_spec()["tables"]:
+        file = ROOT / "benchmarks" / "experiments" / f"{table['experiment']}.yaml"
+        experiment = load_experiment(file)
+        algorithms = {a.label for a in experiment.algorithms}
+        tasks = {t.label for t in experiment.tasks}
+        assert {table["tasks"][column]["task"] for column in table["columns"]} <= tasks
         for row in table["rows"]:
-            for line in row["command"].strip().splitlines():
-                words = line.replace(";", " ").split()
-                script = next(w for w in words if w.startswith("benchmarks/"))
-                source = (ROOT / script).read_text()
-                for flag in (w for w in words if w.startswith("--")):
-                    assert f'"{flag}"' in source, (row["label"], script, flag)
+            if row.get("reference"):
+                continue
+            for column in table["columns"]:
+                assert page.row_algorithm(row, column) in algorithms, (table["slug"], row)
+        line = f"marllib-ext benchmark benchmarks/experiments/{table['experiment']}.yaml"
+        assert line in text
+
+
+def test_a_cell_reads_the_experiment_runs_that_reached_their_budget(page, tmp_path):
+    table = {
+        "experiment": "exp",
+        "tasks": {"col": {"task": "smax:3m"}},
+        "runs": {"metric": "win_rate"},
+    }
+    root = tmp_path / "exp" / "runs" / "smax-3m" / "qmix@pymarl2"
+    for seed, (steps, wins) in enumerate([(1000, [1.0, 0.0]), (1000, [1.0, 1.0]), (500, [0.0])]):
+        run = root / f"seed_{seed}"
+        run.mkdir(parents=True)
+        (run / "config.yaml").write_text("stop: {env_steps: 1000}\n")
+        (run / "progress.csv").write_text(f"timesteps_total,x\n{steps},0\n")
+        record = {"step_0": {"step_count": 10, "win_rate": [0.0]}}
+        record["step_1"] = {"step_count": steps, "win_rate": wins}
+        (run / "metrics.json").write_text(json.dumps({"smax": {"3m": {"q": {"seed_0": record}}}}))
+    cell = page.read_runs(table, {"algorithm": "qmix@pymarl2"}, "col", tmp_path)
+    assert cell.values == [0.5, 1.0] and cell.seeds == [0, 1]  # seed 2 stopped at 500
+    assert not cell.earlier
+    assert page.read_runs(table, {"algorithm": "vdn"}, "col", tmp_path) is None

@@ -66,7 +66,8 @@ def checked_trials(experiment: Experiment) -> list[tuple[Trial, Any]]:
 def plan(experiment: Experiment, checked: list[tuple[Trial, Any]]) -> str:
     """What ``--dry-run`` prints: every trial, its budget and its resources."""
     budget = ", ".join(f"{k} {v:g}" for k, v in _budget(experiment).items())
-    lines = [f"experiment {experiment.name}: {len(checked)} trials, each until {budget}"]
+    per_task = " (some tasks have their own)" if any(t.stop for t in experiment.tasks) else ""
+    lines = [f"experiment {experiment.name}: {len(checked)} trials, each until {budget}{per_task}"]
     for trial, config in checked:
         bundles = config.algo_class.default_resource_request(config).bundles
         cpus = sum(b.get("CPU", 0) for b in bundles)
@@ -75,9 +76,9 @@ def plan(experiment: Experiment, checked: list[tuple[Trial, Any]]) -> str:
             f"  {trial.name:<60} {trial.run.algo:<12} {cpus:g} CPU"
             + (f" {gpus:g} GPU" if gpus else "")
         )
-    if "timesteps_total" in experiment.stop:
-        total = len(checked) * experiment.stop["timesteps_total"]
-        lines.append(f"total: {total:,.0f} env steps")
+    budgets = [trial.run.stop.get("timesteps_total") for trial, _ in checked]
+    if all(budgets):
+        lines.append(f"total: {sum(budgets):,.0f} env steps")
     return "\n".join(lines)
 
 
@@ -176,7 +177,7 @@ def _duration(seconds: float) -> str:
     return f"{hours}h{rest // 60:02d}m" if hours else f"{rest // 60}m{rest % 60:02d}s"
 
 
-def progress_callback(budget_steps: float | None, every_s: float = PROGRESS_EVERY_S):
+def progress_callback(every_s: float = PROGRESS_EVERY_S):
     """A Tune callback printing trials done, running, waiting and failed, env steps and
     the estimated time left (from this session's env-step rate) every ``every_s``
     seconds, and each trial as it ends or fails."""
@@ -213,13 +214,13 @@ def progress_callback(budget_steps: float | None, every_s: float = PROGRESS_EVER
             self.printed = time.monotonic()
             counts = _status_counts(trials)
             line = " ".join(f"{v} {k}" for k, v in counts.items())
+            budgets = [t.config["trial"]["run"]["stop"].get("env_steps") for t in trials]
             done_steps = sum(
-                budget_steps if t.status == "TERMINATED" and budget_steps else
-                self.steps.get(t.trial_id, 0.0)
-                for t in trials
-            )  # fmt: skip
-            if budget_steps:
-                total = budget_steps * len(trials)
+                budget if t.status == "TERMINATED" and budget else self.steps.get(t.trial_id, 0.0)
+                for t, budget in zip(trials, budgets, strict=True)
+            )
+            if all(budgets):
+                total = sum(budgets)
                 line += f" | env steps {done_steps:,.0f} / {total:,.0f}"
                 gained = sum(self.steps[k] - self.first_steps[k] for k in self.steps)
                 elapsed = time.monotonic() - self.started
@@ -316,7 +317,7 @@ def run_benchmark(
     os.environ.setdefault("TUNE_WARN_EXCESSIVE_EXPERIMENT_CHECKPOINT_SYNC_THRESHOLD_S", "0")
     trainable = tune.with_resources(run_trial, _resources)
     tune_path = root / TUNE_DIR
-    callbacks = [progress_callback(experiment.stop.get("timesteps_total"), progress_every_s)]
+    callbacks = [progress_callback(progress_every_s)]
     if tune.Tuner.can_restore(str(tune_path)):
         print(f"continuing experiment {experiment.name} in {root}", flush=True)
         tuner = tune.Tuner.restore(

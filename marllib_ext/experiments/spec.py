@@ -14,6 +14,8 @@
     evaluation: {every: 5, episodes: 32}
     # optional
     share_policy: group          # default: what each env and algorithm allow
+    # an algorithm entry may name the task labels it runs on (`tasks: [smax:3m]`), and a
+    # task entry may have its own `stop` (a budget per task)
     checkpoint_every: 10         # iterations between the checkpoints a resume starts from
     resources: {env_runners: 2, envs_per_env_runner: 8, learners: 0, gpus_per_learner: 0}
     tracking: {wandb: my-project, mlflow: true}
@@ -44,8 +46,8 @@ EXPERIMENT_KEYS = (
     "name", "algorithms", "tasks", "seeds", "stop", "evaluation", "share_policy",
     "checkpoint_every", "resources", "tracking", "description",
 )  # fmt: skip
-ALGORITHM_KEYS = ("algo", "source", "label", "set")
-TASK_KEYS = ("env", "env_args", "label", "share_policy")
+ALGORITHM_KEYS = ("algo", "source", "label", "set", "tasks")
+TASK_KEYS = ("env", "env_args", "label", "share_policy", "stop")
 # A file's resource names -> settings keys.
 RESOURCE_NAMES = {
     "env_runners": "num_env_runners",
@@ -65,6 +67,7 @@ class AlgorithmEntry:
     source: str | None = None
     label: str = ""
     set: dict[str, Any] = field(default_factory=dict)
+    tasks: tuple[str, ...] | None = None  # the task labels it runs on (None: every task)
 
 
 @dataclass(frozen=True)
@@ -73,6 +76,7 @@ class TaskEntry:
     env_args: dict[str, Any] = field(default_factory=dict)
     label: str = ""
     share_policy: str | None = None
+    stop: dict[str, float] | None = None  # this task's budget (None: the experiment's)
 
 
 @dataclass(frozen=True)
@@ -117,8 +121,14 @@ class Experiment:
         return {
             "name": self.name,
             "description": self.description,
-            "algorithms": [dataclasses.asdict(a) for a in self.algorithms],
-            "tasks": [dataclasses.asdict(t) for t in self.tasks],
+            "algorithms": [
+                {**dataclasses.asdict(a), "tasks": list(a.tasks) if a.tasks else None}
+                for a in self.algorithms
+            ],
+            "tasks": [
+                {**dataclasses.asdict(t), "stop": stop_names(t.stop) if t.stop else None}
+                for t in self.tasks
+            ],
             "seeds": list(self.seeds),
             "stop": stop_names(self.stop),
             "evaluation": RunSpec(algo="", env="", evaluation=self.evaluation).to_mapping()[
@@ -157,7 +167,12 @@ def _algorithm(entry: Any, where: str) -> AlgorithmEntry:
     if label is None:
         label = algo + (f"@{source}" if source else "")
         label += "".join(f"+{k}={v}" for k, v in overrides.items())
-    return AlgorithmEntry(algo, source, _string(label, f"{where}.label"), overrides)
+    tasks = data.get("tasks")
+    if tasks is not None:
+        if not isinstance(tasks, list) or not tasks:
+            raise ConfigError(f"{where}.tasks must be a non-empty list of task labels")
+        tasks = tuple(_string(t, f"{where}.tasks[{i}]") for i, t in enumerate(tasks))
+    return AlgorithmEntry(algo, source, _string(label, f"{where}.label"), overrides, tasks)
 
 
 def _task(entry: Any, where: str) -> TaskEntry:
@@ -174,7 +189,8 @@ def _task(entry: Any, where: str) -> TaskEntry:
     share_policy = data.get("share_policy")
     if share_policy is not None:
         share_policy = _string(share_policy, f"{where}.share_policy")
-    return TaskEntry(env, env_args, _string(label, f"{where}.label"), share_policy)
+    stop = read_stop(data["stop"], f"{where}.stop") if data.get("stop") is not None else None
+    return TaskEntry(env, env_args, _string(label, f"{where}.label"), share_policy, stop)
 
 
 def _unique(labels: list[str], what: str) -> None:
@@ -201,6 +217,14 @@ def parse_experiment(data: Any, where: str = "experiment") -> Experiment:
     tasks = tuple(_task(t, f"tasks[{i}]") for i, t in enumerate(data["tasks"]))
     _unique([a.label for a in algorithms], "algorithms")
     _unique([t.label for t in tasks], "tasks")
+    labels = {t.label for t in tasks}
+    for i, algorithm in enumerate(algorithms):
+        for label in algorithm.tasks or ():
+            if label not in labels:
+                raise ConfigError(
+                    f"algorithms[{i}].tasks names {label!r}, which is no task label; the "
+                    f"labels: {', '.join(sorted(labels))}"
+                )
     seeds = []
     for i, seed in enumerate(data["seeds"]):
         if not isinstance(seed, int) or isinstance(seed, bool) or seed < 0:
@@ -252,6 +276,8 @@ def expand(experiment: Experiment) -> list[Trial]:
     trials = []
     for task in experiment.tasks:
         for algorithm in experiment.algorithms:
+            if algorithm.tasks is not None and task.label not in algorithm.tasks:
+                continue
             for seed in experiment.seeds:
                 run = RunSpec(
                     algo=algorithm.algo,
@@ -261,7 +287,7 @@ def expand(experiment: Experiment) -> list[Trial]:
                     env_args=dict(task.env_args),
                     share_policy=task.share_policy or experiment.share_policy,
                     seed=seed,
-                    stop=dict(experiment.stop),
+                    stop=dict(task.stop or experiment.stop),
                     evaluation=dict(experiment.evaluation),
                 )
                 trials.append(Trial(run, algorithm.label, task.label, seed))

@@ -131,3 +131,42 @@ def test_t_quantiles_match_scipy():
     stats = pytest.importorskip("scipy.stats")
     for dof in (1, 2, 5, 10, 29, 30, 31, 50, 200):
         assert t_quantile_975(dof) == pytest.approx(stats.t.ppf(0.975, dof), abs=2e-4)
+
+
+def test_an_algorithm_may_run_on_some_tasks_and_a_task_may_have_its_own_budget():
+    experiment = parse_experiment(
+        small(
+            algorithms=["mappo", {"algo": "ippo", "tasks": ["toy:coordination"]}],
+            tasks=[
+                "toy:coordination",
+                {"env": "toy:legal_moves", "stop": {"env_steps": 800}},
+            ],
+        )
+    )
+    trials = expand(experiment)
+    assert [t.name for t in trials if t.algorithm == "ippo"] == [
+        "toy:coordination/ippo/seed_0",
+        "toy:coordination/ippo/seed_1",
+    ]
+    budgets = {t.task: t.run.stop for t in trials}
+    assert budgets == {
+        "toy:coordination": {"training_iteration": 2},
+        "toy:legal_moves": {"timesteps_total": 800},
+    }
+    with pytest.raises(ConfigError, match="algorithms\\[1\\].tasks names 'toy:cordination'"):
+        parse_experiment(
+            small(algorithms=["mappo", {"algo": "ippo", "tasks": ["toy:cordination"]}])
+        )
+
+
+def test_every_experiment_file_in_the_repository_is_valid():
+    from pathlib import Path
+
+    from marllib_ext.experiments import load_experiment
+
+    files = sorted((Path(__file__).parents[2] / "benchmarks" / "experiments").glob("*.yaml"))
+    assert files
+    for file in files:
+        experiment = load_experiment(file)
+        assert experiment.name == file.stem
+        assert expand(experiment)

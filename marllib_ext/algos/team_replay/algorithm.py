@@ -57,6 +57,14 @@ class TeamReplayAlgorithm(ReplayInCheckpoints, Algorithm):
     Checkpoints hold the store in their ``team_replay`` directory (``rllib_compat.checkpoints``
     says when they leave it out)."""
 
+    @classmethod
+    @override(Algorithm)
+    def get_default_config(cls) -> AlgorithmConfig:
+        # Tune's resource request starts from it. specs imports this module.
+        from marllib_ext.algos.team_replay.specs import TeamReplayConfig
+
+        return TeamReplayConfig(algo_class=cls)
+
     @override(Algorithm)
     def setup(self, config: AlgorithmConfig) -> None:
         super().setup(config)
