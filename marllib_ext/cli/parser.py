@@ -30,17 +30,19 @@ def _add_training_arguments(train: argparse.ArgumentParser, *, optional_algo: bo
         train.add_argument("--env", default=DEFAULT_ENV, help=f"env name (default {DEFAULT_ENV})")
     train.add_argument(
         "--set",
-        action="append",
+        action="extend",
+        nargs="+",
         default=[],
         metavar="KEY=VALUE",
-        help="override a hyperparameter from the algorithm's YAML",
+        help="override hyperparameters from the algorithm's YAML (one or more; repeatable)",
     )
     train.add_argument(
         "--env-arg",
-        action="append",
+        action="extend",
+        nargs="+",
         default=[],
         metavar="KEY=VALUE",
-        help="env constructor argument, e.g. N=4",
+        help="env constructor arguments, e.g. N=4 (one or more; repeatable)",
     )
     train.add_argument(
         "--hyperparam-source",

@@ -31,7 +31,7 @@ from marllib_ext.algos.api import Algo
 from marllib_ext.algos.run_file import RunSpec
 from marllib_ext.envs.handle import make_env
 from marllib_ext.errors import ConfigError
-from marllib_ext.experiments.spec import Experiment, Trial, slug
+from marllib_ext.experiments.spec import Experiment, Trial, parse_experiment, slug
 from marllib_ext.experiments.summary import write_summary
 
 EXPERIMENT_FILE = "experiment.yaml"
@@ -278,6 +278,9 @@ def check_same_experiment(root: Path, experiment: Experiment) -> None:
     if not saved.exists():
         return
     before = yaml.safe_load(saved.read_text())
+    with contextlib.suppress(ConfigError):  # an older layout of the same fields
+        before = parse_experiment(before, where=str(saved)).to_mapping()
+    before = yaml.safe_load(yaml.safe_dump(before, sort_keys=False))
     now = yaml.safe_load(yaml.safe_dump(experiment.to_mapping(), sort_keys=False))
     if before != now:
         changed = sorted(k for k in set(before) | set(now) if before.get(k) != now.get(k))
