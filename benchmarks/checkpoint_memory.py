@@ -22,7 +22,6 @@ holds". Linux only.
 
 from __future__ import annotations
 
-import argparse
 import gc
 import os
 import shutil
@@ -30,6 +29,7 @@ import tempfile
 import time
 from pathlib import Path
 
+import common
 import numpy as np
 import ray
 
@@ -93,10 +93,10 @@ def directory_mib(path: Path) -> float:
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser = common.parser(__doc__)
     parser.add_argument("--store-mib", type=float, default=1024)
     args = parser.parse_args()
-    ray.init(num_cpus=1, include_dashboard=False, log_to_driver=False)
+    common.start_ray(num_cpus=1)
     work = Path(tempfile.mkdtemp(prefix="checkpoint_memory_"))
     rows = []
     try:

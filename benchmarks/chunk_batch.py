@@ -13,12 +13,12 @@ them in place; the copying is not timed); the medians are printed with their rat
 
 from __future__ import annotations
 
-import argparse
 import copy
 import statistics
 import time
 import warnings
 
+import common
 import ray
 from ray.rllib.core.learner.training_data import TrainingData
 
@@ -71,7 +71,7 @@ def timed(algorithm, block, chunks, repeats: int) -> tuple[float, float]:
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser = common.parser(__doc__)
     parser.add_argument("--env", default="vmas:navigation")
     parser.add_argument("--num-envs", type=int, default=64)
     parser.add_argument("--steps", type=int, default=100)
@@ -81,7 +81,7 @@ def main() -> None:
     )
     args = parser.parse_args()
     warnings.filterwarnings("ignore")
-    ray.init(num_cpus=2, include_dashboard=False, configure_logging=False, log_to_driver=False)
+    common.start_ray(num_cpus=2)
     print(f"{args.env}: {args.num_envs} worlds x {args.steps} steps per batch")
     print(f"{'algorithm':<12} {'block s':>9} {'chunks s':>9} {'chunks / block':>15}")
     for name in args.algos:

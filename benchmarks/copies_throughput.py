@@ -12,10 +12,10 @@ its settings for the env (the README's command: ``mappo`` on ``mpe:simple_spread
 
 from __future__ import annotations
 
-import argparse
 import time
 import warnings
 
+import common
 import numpy as np
 import ray
 
@@ -63,14 +63,14 @@ def path_speeds(env_name: str, name: str, iterations: int, per_world: bool):
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser = common.parser(__doc__)
     parser.add_argument("--env", default="mpe:simple_spread")
     parser.add_argument("--algo", default="mappo")
     parser.add_argument("--iterations", type=int, default=4)
     parser.add_argument("--raw-steps", type=int, default=20_000)
     args = parser.parse_args()
     warnings.filterwarnings("ignore")
-    ray.init(num_cpus=2, include_dashboard=False, configure_logging=False, log_to_driver=False)
+    common.start_ray(num_cpus=2)
     batched = path_speeds(args.env, args.algo, args.iterations, per_world=False)
     per_world = path_speeds(args.env, args.algo, args.iterations, per_world=True)
     copies = batched[3]

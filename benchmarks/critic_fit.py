@@ -16,11 +16,11 @@ reset at the block's start instead of the one it would have carried).
 
 from __future__ import annotations
 
-import argparse
 import struct
 import warnings
 from pathlib import Path
 
+import common
 import numpy as np
 
 TAGS = ("vf_explained_var", "vf_loss")
@@ -69,7 +69,7 @@ def fresh_share(env_name: str, blocks: int) -> float:
     from marllib_ext import algos, make_env
     from marllib_ext.rllib_compat import reset_before_next_sample
 
-    ray.init(num_cpus=1, include_dashboard=False, configure_logging=False, log_to_driver=False)
+    common.start_ray(num_cpus=1)
     try:
         env = make_env(env_name)
         algorithm = algos.get("mappo", num_env_runners=0).rllib_config(env, seed=0).build_algo()
@@ -101,7 +101,7 @@ def fresh_share(env_name: str, blocks: int) -> float:
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser = common.parser(__doc__)
     parser.add_argument("--runs", nargs="*", type=Path, default=[])
     parser.add_argument("--last", type=int, default=10)
     parser.add_argument("--critic", default="joint_critic")

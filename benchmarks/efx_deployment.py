@@ -13,9 +13,9 @@ first EFX checkpoint.
 
 from __future__ import annotations
 
-import argparse
 from pathlib import Path
 
+import common
 import numpy as np
 import ray
 
@@ -42,7 +42,7 @@ def play(checkpoint: Path, episodes: int, z: float | None = None) -> tuple[float
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser = common.parser(__doc__)
     parser.add_argument("--runs", type=Path, required=True, help="<out>/<task> folder")
     parser.add_argument("--labels", nargs="+", default=["efx_hinge", "mappo"])
     parser.add_argument("--episodes", type=int, default=40)
@@ -50,7 +50,7 @@ def main() -> None:
     parser.add_argument("--sweep-points", type=int, default=7)
     parser.add_argument("--sweep-out", type=Path, default=None)
     args = parser.parse_args()
-    ray.init(num_cpus=2, include_dashboard=False, configure_logging=False, log_to_driver=False)
+    common.start_ray(num_cpus=2)
     swept = False
     for label in args.labels:
         rows = []

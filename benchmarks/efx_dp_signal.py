@@ -15,9 +15,9 @@ step, which shows the time trend the seed's running minimum introduces.
 
 from __future__ import annotations
 
-import argparse
 from pathlib import Path
 
+import common
 import numpy as np
 import ray
 
@@ -95,7 +95,7 @@ def measure(task: str, form: str, iterations: int, seed: int, checkpoint: Path |
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser = common.parser(__doc__)
     parser.add_argument("--task", default="mpe:simple_spread")
     parser.add_argument("--forms", nargs="+", default=["seed_dp", "per_step", "hinge"])
     parser.add_argument("--iterations", type=int, default=3)
@@ -104,7 +104,7 @@ def main() -> None:
         "--checkpoint", type=Path, default=None, help="start from this efx_mappo checkpoint"
     )
     args = parser.parse_args()
-    ray.init(num_cpus=2, include_dashboard=False, configure_logging=False, log_to_driver=False)
+    common.start_ray(num_cpus=2)
     results = {
         form: measure(args.task, form, args.iterations, args.seed, args.checkpoint)
         for form in args.forms

@@ -14,11 +14,11 @@ and EFX's mechanism metrics (binding fraction, demand-met fraction, z). A finish
 
 from __future__ import annotations
 
-import argparse
 import csv
 import math
 from pathlib import Path
 
+import common
 import numpy as np
 import ray
 
@@ -177,7 +177,7 @@ def summary(values: list[float]) -> str:
 def main() -> None:
     from marllib_ext.cli import parse_assignments
 
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser = common.parser(__doc__)
     parser.add_argument("--task", default="mpe:simple_spread")
     parser.add_argument("--configs", nargs="+", default=list(CONFIGS), choices=list(CONFIGS))
     parser.add_argument("--seeds", type=int, nargs="+", default=[0, 1, 2])
@@ -190,12 +190,7 @@ def main() -> None:
     args = parser.parse_args()
     overrides = parse_assignments(args.set, "--set")
     env_args = parse_assignments(args.env_arg, "--env-arg")
-    ray.init(
-        num_cpus=args.num_cpus,
-        include_dashboard=False,
-        configure_logging=False,
-        log_to_driver=False,
-    )
+    common.start_ray(num_cpus=args.num_cpus)
     finals = {}
     for seed in args.seeds:
         for label in args.configs:

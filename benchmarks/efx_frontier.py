@@ -26,10 +26,10 @@ every checkpoint (``frontier.json``).
 
 from __future__ import annotations
 
-import argparse
 import json
 from pathlib import Path
 
+import common
 import numpy as np
 import ray
 
@@ -199,7 +199,7 @@ def plot(tasks, measure: str, out: Path, label: str) -> None:
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser = common.parser(__doc__)
     parser.add_argument("--runs", type=Path, nargs="+", required=True, help="<out>/<task> folders")
     parser.add_argument("--label", default="efx_push")
     parser.add_argument(
@@ -216,7 +216,7 @@ def main() -> None:
     )
     parser.add_argument("--out", type=Path, default=None)
     args = parser.parse_args()
-    ray.init(num_cpus=2, include_dashboard=False, configure_logging=False, log_to_driver=False)
+    common.start_ray(num_cpus=2)
     tasks = []
     for task_dir in args.runs:
 

@@ -19,10 +19,10 @@ band over seeds) per task.
 
 from __future__ import annotations
 
-import argparse
 import json
 from pathlib import Path
 
+import common
 import numpy as np
 import ray
 
@@ -147,7 +147,7 @@ def plot(tasks: list[tuple[str, list[dict], list[dict]]], out: Path, label: str)
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser = common.parser(__doc__)
     parser.add_argument("--runs", type=Path, nargs="+", required=True, help="<out>/<task> folders")
     parser.add_argument("--label", default="efx_push")
     parser.add_argument("--baseline", default="mappo")
@@ -156,7 +156,7 @@ def main() -> None:
     parser.add_argument("--tolerance", type=float, default=None)
     parser.add_argument("--out", type=Path, default=None)
     args = parser.parse_args()
-    ray.init(num_cpus=2, include_dashboard=False, configure_logging=False, log_to_driver=False)
+    common.start_ray(num_cpus=2)
     tasks = []
     for task_dir in args.runs:
         efx = [

@@ -14,13 +14,13 @@ Prints:
 
 from __future__ import annotations
 
-import argparse
 import json
 import time
 
+import common
 import numpy as np
 import ray
-from timing import interleaved_seconds_per_iteration
+from common import interleaved_seconds_per_iteration
 
 from marllib_ext import algos, make_env
 from marllib_ext.ops.advantages import standardize_valid
@@ -79,7 +79,7 @@ def _timed(fn, *args) -> float:
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser = common.parser(__doc__)
     parser.add_argument("--timing-iters", type=int, default=8)
     parser.add_argument("--seed", type=int, default=0)
     args = parser.parse_args()
@@ -96,7 +96,7 @@ def main() -> None:
         f"+ push on 8 agents): {ca['demand_push_seconds'] * 1e3:.1f} ms"
     )
     # Logical CPUs: both algorithms hold an env-runner actor; only one runs at a time.
-    ray.init(num_cpus=4, include_dashboard=False, configure_logging=False, log_to_driver=False)
+    common.start_ray(num_cpus=4)
     seconds = iteration_times(args.timing_iters, args.seed)
     ray.shutdown()
     report["seconds_per_iteration"] = seconds

@@ -19,9 +19,9 @@ the update:
 
 from __future__ import annotations
 
-import argparse
 from pathlib import Path
 
+import common
 import numpy as np
 import ray
 import torch
@@ -160,7 +160,7 @@ def measure(task, env_args, checkpoint, form, kappa, seed) -> dict:
 def main() -> None:
     from marllib_ext.cli import parse_assignments
 
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser = common.parser(__doc__)
     parser.add_argument("--checkpoint", required=True)
     parser.add_argument("--task", default="mpe:simple_spread")
     parser.add_argument("--env-arg", nargs="*", default=[], metavar="KEY=VALUE")
@@ -169,7 +169,7 @@ def main() -> None:
     parser.add_argument("--seed", type=int, default=0)
     args = parser.parse_args()
     env_args = parse_assignments(args.env_arg, "--env-arg")
-    ray.init(num_cpus=2, include_dashboard=False, configure_logging=False, log_to_driver=False)
+    common.start_ray(num_cpus=2)
     results = {
         form: measure(args.task, env_args, args.checkpoint, form, args.kappa, args.seed)
         for form in args.forms

@@ -23,11 +23,13 @@ summaries next to the package's runs of the same task (``--package``).
 
 from __future__ import annotations
 
-import argparse
 import json
 from pathlib import Path
 
-from lbf_learning import EPYMARL_TEST_INTERVAL, print_epymarl_summaries
+import common
+import numpy as np
+
+from marllib_ext.ops.statistics import evaluations_at, maximum_and_average_return
 
 
 def series(info: dict, key: str) -> list[list[float]]:
@@ -35,6 +37,43 @@ def series(info: dict, key: str) -> list[list[float]]:
     ``{"value": v}``)."""
     values = [v["value"] if isinstance(v, dict) else v for v in info.get(key, [])]
     return [[int(t), float(v)] for t, v in zip(info.get(f"{key}_T", []), values, strict=True)]
+
+
+EPYMARL_TEST_INTERVAL = 50_000  # uoe-agents/epymarl src/config/envs/gymma.yaml
+
+
+def print_epymarl_summaries(rows: dict[str, list[dict]], budget: int, interval: int) -> None:
+    print("\n| label | seeds | maximum return (best grid point) | average return | final greedy |")
+    print("|---|---|---|---|---|")
+    curves = {}
+    for label, runs in rows.items():
+        if not all(run.get("evaluations") for run in runs):
+            continue
+        at_grid = evaluations_at(
+            [np.array([e[0] for e in run["evaluations"]]) for run in runs],
+            [np.array([e[1] for e in run["evaluations"]]) for run in runs],
+            interval,
+            budget,
+        )
+        best, average = maximum_and_average_return(at_grid)
+        means = at_grid.mean(axis=1)  # NaN where a seed has no evaluation yet
+        at = (int(np.nanargmax(means)) + 1) * interval
+        final = [run["greedy_team_return"] for run in runs]
+        print(
+            f"| `{label}` | {len(runs)} | {best:.2f} (at {at // 1000}k) | {average:.2f} | "
+            f"{np.mean(final):.2f} [{min(final):.2f}, {max(final):.2f}] |"
+        )
+        curves[label] = at_grid
+    if curves:  # the greedy evaluations on the grid, every 5th point: mean [min, max]
+        points = range(4, len(next(iter(curves.values()))), 5)
+        heads = " | ".join(f"{(g + 1) * interval // 1000}k" for g in points)
+        print(f"\n| label | {heads} |\n|---|" + "---|" * len(points))
+        for label, at_grid in curves.items():
+            cells = " | ".join(
+                f"{np.mean(at_grid[g]):.2f} [{np.min(at_grid[g]):.2f}, {np.max(at_grid[g]):.2f}]"
+                for g in points
+            )
+            print(f"| `{label}` | {cells} |")
 
 
 def record_of(run_dir: Path) -> tuple[str, str, int, dict]:
@@ -61,7 +100,7 @@ def record_of(run_dir: Path) -> tuple[str, str, int, dict]:
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser = common.parser(__doc__)
     parser.add_argument("runs", nargs="+", type=Path, help="sacred run directories")
     parser.add_argument("--out", type=Path, default=Path("benchmarks/results/epymarl_reference"))
     parser.add_argument(

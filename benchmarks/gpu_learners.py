@@ -15,10 +15,10 @@ Pendulum-v1 (JS, 32 gradient steps per learner call), ``qmix`` and ``maddpg`` on
 
 from __future__ import annotations
 
-import argparse
 import statistics
 import time
 
+import common
 import ray
 import torch
 
@@ -93,14 +93,14 @@ def measure(label: str, iterations: int) -> dict[str, dict[str, float]]:
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser = common.parser(__doc__)
     parser.add_argument("--iterations", type=int, default=6, help="timed iterations per variant")
     parser.add_argument("--cases", nargs="+", choices=sorted(CASES), default=list(CASES))
     args = parser.parse_args()
     if not torch.cuda.is_available():
         raise SystemExit("gpu_learners.py needs CUDA: torch.cuda.is_available() is False")
     print(f"GPU: {torch.cuda.get_device_name(0)}; CPU learner threads: {torch.get_num_threads()}")
-    ray.init(num_gpus=1, include_dashboard=False, log_to_driver=False)
+    common.start_ray(num_cpus=None, num_gpus=1)
     print(
         "| case | CPU learner: update call (s) | GPU: update call (s) | GPU / CPU "
         "| CPU ms per gradient step | GPU ms per gradient step | iteration GPU / CPU |"

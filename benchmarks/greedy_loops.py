@@ -20,11 +20,11 @@ into walls or food and loads with no food beside the agent.
 
 from __future__ import annotations
 
-import argparse
 import collections
 import warnings
 from pathlib import Path
 
+import common
 import numpy as np
 import ray
 import torch
@@ -154,14 +154,14 @@ def replayed_greedy_return(
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser = common.parser(__doc__)
     parser.add_argument("runs", nargs="+", type=Path)
     parser.add_argument("--episodes", type=int, default=100)
     parser.add_argument("--masked", action="store_true")
     args = parser.parse_args()
     warnings.filterwarnings("ignore")
     torch.set_num_threads(1)
-    ray.init(num_cpus=1, include_dashboard=False, log_to_driver=False)
+    common.start_ray(num_cpus=1)
     print(
         "| run | greedy return | episodes that loop | return: looping / other | periods | "
         "most common loops (joint actions) | median Q gap: in loops / elsewhere |"

@@ -14,9 +14,9 @@ battles (61, 58 and 45 steps), as later stores hold. Prints the ratio of each ba
 
 from __future__ import annotations
 
-import argparse
 import time
 
+import common
 import numpy as np
 import torch
 from gymnasium import spaces
@@ -62,7 +62,7 @@ def unroll_seconds(online, target, obs, lengths, repeats: int) -> float:
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser = common.parser(__doc__)
     parser.add_argument("--episodes", type=int, default=128)
     parser.add_argument("--repeats", type=int, default=20)
     parser.add_argument("--threads", type=int, default=1, help="torch threads")

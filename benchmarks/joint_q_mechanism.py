@@ -22,12 +22,12 @@ learner's own reward transform and targets (``batch_view``, ``team_loss``):
 
 from __future__ import annotations
 
-import argparse
 import csv
 import math
 import warnings
 from pathlib import Path
 
+import common
 import numpy as np
 import ray
 import torch
@@ -154,14 +154,14 @@ def mechanism(run_dir: Path, episodes: int, seed: int) -> dict[str, float]:
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser = common.parser(__doc__)
     parser.add_argument("runs", nargs="+", type=Path)
     parser.add_argument("--episodes", type=int, default=64)
     parser.add_argument("--seed", type=int, default=0)
     args = parser.parse_args()
     warnings.filterwarnings("ignore")
     torch.set_num_threads(1)
-    ray.init(num_cpus=1, include_dashboard=False, log_to_driver=False)
+    common.start_ray(num_cpus=1)
     try:
         rows = {str(run): mechanism(run, args.episodes, args.seed) for run in args.runs}
     finally:

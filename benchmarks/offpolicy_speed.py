@@ -18,11 +18,11 @@ Also env steps per second of each path and the peak resident memory of the proce
 
 from __future__ import annotations
 
-import argparse
 import copy
 import resource
 import time
 
+import common
 import gymnasium as gym
 import numpy as np
 import ray
@@ -473,14 +473,14 @@ def team_replay_seconds(name: str, updates: int, env, **settings) -> float:
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser = common.parser(__doc__)
     parser.add_argument("--updates", type=int, default=200)
     parser.add_argument("--team-updates", type=int, default=40)
     parser.add_argument("--fragment", type=int, default=32, help="env steps per training step")
     parser.add_argument("--algorithms", nargs="+", help="sections to run (default: all)")
     args = parser.parse_args()
     torch.set_num_threads(1)
-    ray.init(num_cpus=2, include_dashboard=False, configure_logging=False, log_to_driver=False)
+    common.start_ray(num_cpus=2)
     spread = make_env("mpe:simple_spread")
     continuous_spread = make_env("mpe:simple_spread", continuous_actions=True)
     k = args.fragment

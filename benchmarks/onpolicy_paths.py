@@ -15,10 +15,10 @@ settings are its own for the env's source.
 
 from __future__ import annotations
 
-import argparse
 import time
 import warnings
 
+import common
 import ray
 
 from marllib_ext import algos, make_env
@@ -84,7 +84,7 @@ def time_algorithm(name: str, env_name: str, num_envs: int, steps: int, iteratio
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser = common.parser(__doc__)
     parser.add_argument("--env", default="vmas:navigation")
     parser.add_argument("--num-envs", type=int, default=400)
     parser.add_argument("--steps-per-world", type=int, default=100)
@@ -92,7 +92,7 @@ def main() -> None:
     parser.add_argument("--algos", nargs="*", default=None, help="default: every on-policy one")
     args = parser.parse_args()
     warnings.filterwarnings("ignore")
-    ray.init(num_cpus=2, include_dashboard=False, configure_logging=False, log_to_driver=False)
+    common.start_ray(num_cpus=2)
     steps = args.num_envs * args.steps_per_world
     names = args.algos or on_policy_algorithms()
     if "mappo" in names:  # the reference first

@@ -15,11 +15,11 @@ runner's first sample, which compiles SMAX's step in that process.
 
 from __future__ import annotations
 
-import argparse
 import statistics
 import time
 import warnings
 
+import common
 import ray
 import torch
 from ray.rllib.core.learner.learner_group import LearnerGroup
@@ -42,7 +42,7 @@ def timed_sample(env_runner, env_steps_lifetime: int) -> tuple[list, dict]:
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser = common.parser(__doc__)
     parser.add_argument("--algo", default="qmix")
     parser.add_argument("--source", default="pymarl2")
     parser.add_argument("--scenario", default="3m")
@@ -75,7 +75,7 @@ def main() -> None:
 
     LearnerGroup.update = timed_update
     overlapped.OverlappedSampler.collect = timed_collect
-    ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False)
+    common.start_ray(num_cpus=2)
     try:
         config = algos.get(
             args.algo, args.source, num_env_runners=1, overlap_sampling=True

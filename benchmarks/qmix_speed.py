@@ -23,12 +23,12 @@ and range of those ratios: one run per row is within the spread between machines
 
 from __future__ import annotations
 
-import argparse
 import statistics
 import tempfile
 import time
 import warnings
 
+import common
 import ray
 import torch
 
@@ -61,7 +61,7 @@ def sampling_seconds(name: str, source: str, env_name: str, steps: int) -> float
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser = common.parser(__doc__)
     parser.add_argument("--scenario", default="3m")
     parser.add_argument("--steps", type=int, default=50_000)
     parser.add_argument("--learners", nargs="+", choices=["cpu", "gpu"], default=["cpu"])
@@ -87,7 +87,7 @@ def main() -> None:
     torch.set_num_threads(1)
     gpus = 1 if "gpu" in args.learners else 0
     # The driver and the overlapped run's one remote env runner.
-    ray.init(num_cpus=2, num_gpus=gpus, include_dashboard=False, log_to_driver=False)
+    common.start_ray(num_cpus=2, num_gpus=gpus)
     env = f"smax:{args.scenario}"
     rows, ratios = [], {}
     try:

@@ -7,7 +7,7 @@ Success is a positive team return in the episode, as in ``efx_evidence.py``.
 
 from __future__ import annotations
 
-import argparse
+import common
 
 from marllib_ext import make_env
 from marllib_ext.cli import parse_assignments
@@ -41,7 +41,7 @@ def random_team_success(
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser = common.parser(__doc__)
     parser.add_argument("--task", default="grid:pass")
     parser.add_argument("--env-arg", nargs="*", default=[], metavar="KEY=VALUE")
     parser.add_argument("--episodes", type=int, default=2000)

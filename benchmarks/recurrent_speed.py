@@ -12,12 +12,12 @@ stopped in this process on one torch thread.
 
 from __future__ import annotations
 
-import argparse
 import statistics
 import tempfile
 import time
 import warnings
 
+import common
 import ray
 import torch
 
@@ -41,14 +41,14 @@ def run(env_name: str, steps: int, settings: dict) -> float:
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser = common.parser(__doc__)
     parser.add_argument("--scenario", default="3m")
     parser.add_argument("--steps", type=int, default=50_000)
     parser.add_argument("--repeats", type=int, default=2)
     args = parser.parse_args()
     warnings.filterwarnings("ignore")
     torch.set_num_threads(1)
-    ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False)
+    common.start_ray(num_cpus=2)
     env = f"smax:{args.scenario}"
     walls: dict[str, list[float]] = {name: [] for name in VARIANTS}
     try:

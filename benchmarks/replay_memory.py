@@ -11,12 +11,12 @@ the peaks so far) and the final peaks. Linux only.
 
 from __future__ import annotations
 
-import argparse
 import os
 import threading
 import time
 from pathlib import Path
 
+import common
 import ray
 
 from marllib_ext import algos, make_env
@@ -67,7 +67,7 @@ class PeakSampler(threading.Thread):
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser = common.parser(__doc__)
     parser.add_argument("--algo", default="qmix")
     parser.add_argument("--env", default="magent:battle_v4")
     parser.add_argument("--env-arg", nargs="*", default=["map_size=16", "max_cycles=50"])
@@ -79,7 +79,7 @@ def main() -> None:
 
     sampler = PeakSampler()
     sampler.start()
-    ray.init(num_cpus=2, include_dashboard=False)
+    common.start_ray(num_cpus=2)
     env = make_env(args.env, **parse_assignments(args.env_arg, "--env-arg"))
     algo = algos.get(args.algo, **parse_assignments(args.set, "--set"))
     algorithm = algo.rllib_config(env, share_policy=args.share_policy, seed=0).build_algo()

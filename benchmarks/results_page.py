@@ -29,7 +29,6 @@ and ``--no-plots`` draw none).
 
 from __future__ import annotations
 
-import argparse
 import glob
 import json
 import re
@@ -37,9 +36,10 @@ import sys
 from dataclasses import dataclass
 from pathlib import Path
 
+import common
 import numpy as np
 import yaml
-from run_csv import earlier_runs, mean_at, read_run
+from common import earlier_runs, mean_at, read_run
 
 from marllib_ext.experiments.spec import slug
 
@@ -285,7 +285,7 @@ def load_spec(path: Path = SPEC) -> dict:
 
 
 def main() -> int:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser = common.parser(__doc__)
     parser.add_argument("--check", action="store_true", help="compare with RESULTS.md")
     parser.add_argument("--no-plots", action="store_true")
     args = parser.parse_args()

@@ -12,12 +12,12 @@ train in turns, iteration by iteration, so all see the same machine state.
 
 from __future__ import annotations
 
-import argparse
 import json
 import os
 import statistics
 import time
 
+import common
 import ray
 
 from marllib_ext import algos, make_env
@@ -57,7 +57,7 @@ def measure(builders: dict, timing_iters: int) -> dict[str, dict[str, float]]:
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser = common.parser(__doc__)
     parser.add_argument("--timing-iters", type=int, default=6)
     parser.add_argument("--max-runners", type=int, default=max(1, (os.cpu_count() or 2) - 1))
     parser.add_argument("--gpu", action="store_true", help="one GPU learner for the runner curve")
@@ -65,10 +65,7 @@ def main() -> None:
     args = parser.parse_args()
     cpus = os.cpu_count() or 2
     # Logical CPUs: only one variant samples at a time, but all variants' actors live.
-    ray.init(
-        address="local", num_cpus=max(cpus, args.max_runners + 2) * 4,
-        include_dashboard=False, configure_logging=False, log_to_driver=False,
-    )  # fmt: skip
+    common.start_ray(num_cpus=max(cpus, args.max_runners + 2) * 4, address="local")
     env = make_env("mpe:simple_spread", N=3, max_cycles=25)
     gpu = {"num_learners": 1, "num_gpus_per_learner": 1} if args.gpu else {}
 

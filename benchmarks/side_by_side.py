@@ -12,12 +12,13 @@ start-up and compilation count once, as for any run).
 
 from __future__ import annotations
 
-import argparse
 import csv
 import subprocess
 import sys
 import tempfile
 from pathlib import Path
+
+import common
 
 
 def start(args, threads: int, seed: int, out: Path) -> subprocess.Popen:
@@ -47,7 +48,7 @@ def measure(args, threads: int, runs: int, root: Path) -> list[float]:
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser = common.parser(__doc__)
     parser.add_argument("--algo", default="qmix")
     parser.add_argument("--env", default="smax:3m")
     parser.add_argument("--source", default="pymarl2")

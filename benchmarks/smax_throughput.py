@@ -13,10 +13,10 @@ random legal actions (no policy), auto-resetting ended battles in the same jitte
 
 from __future__ import annotations
 
-import argparse
 import time
 import warnings
 
+import common
 import ray
 import torch
 from vmas_throughput import sampling_steps_per_second
@@ -59,7 +59,7 @@ def raw_smax_steps_per_second(scenario: str, num_envs: int, steps: int, seed: in
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser = common.parser(__doc__)
     parser.add_argument("--scenario", default="3m")
     parser.add_argument("--num-envs", type=int, nargs="+", default=[8, 64])
     parser.add_argument("--steps", type=int, default=8000)
@@ -67,7 +67,7 @@ def main() -> None:
     args = parser.parse_args()
     warnings.filterwarnings("ignore")
     torch.set_num_threads(1)
-    ray.init(num_cpus=2, include_dashboard=False, configure_logging=False, log_to_driver=False)
+    common.start_ray(num_cpus=2)
     env_name = f"smax:{args.scenario}"
     rows = []
     for num_envs in args.num_envs:

@@ -15,11 +15,11 @@ learning (same batch, same updates).
 
 from __future__ import annotations
 
-import argparse
 import json
 import statistics
 import time
 
+import common
 import numpy as np
 import ray
 from mpe2 import simple_spread_v3
@@ -146,14 +146,11 @@ def settings_variants(env) -> dict:
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser = common.parser(__doc__)
     parser.add_argument("--timing-iters", type=int, default=5)
     parser.add_argument("--settings", action="store_true", help="compare sampling settings")
     args = parser.parse_args()
-    ray.init(
-        address="local", num_cpus=2, include_dashboard=False, configure_logging=False,
-        log_to_driver=False,
-    )  # fmt: skip
+    common.start_ray(num_cpus=2, address="local")
     env = make_env("mpe:simple_spread", N=3, max_cycles=25)
     variants = settings_variants(env) if args.settings else default_variants(env)
     report = measure(variants, args.timing_iters)

@@ -11,10 +11,10 @@ action sampling, episode building included); env steps count every world's step.
 
 from __future__ import annotations
 
-import argparse
 import time
 import warnings
 
+import common
 import ray
 import torch
 
@@ -201,7 +201,7 @@ def sgd_floor_seconds(
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser = common.parser(__doc__)
     parser.add_argument("--task", default="navigation")
     parser.add_argument("--num-envs", type=int, nargs="+", default=[40, 400])
     parser.add_argument("--steps", type=int, default=40000)
@@ -225,7 +225,7 @@ def main() -> None:
     args = parser.parse_args()
     warnings.filterwarnings("ignore")
     torch.set_num_threads(args.torch_threads)
-    ray.init(num_cpus=2, include_dashboard=False, configure_logging=False, log_to_driver=False)
+    common.start_ray(num_cpus=2)
     env_name = f"vmas:{args.task}"
     rows = []
     for num_envs in args.num_envs:

@@ -22,6 +22,13 @@ def test_readme_tables_are_the_generated_ones():
 
     assert algorithm_table_markdown() in README.read_text()
     assert env_table_markdown() in README.read_text()
+    assert env_table_markdown() in (README.parent / "docs" / "envs.md").read_text()
+
+
+def test_readme_holds_no_long_lines_and_no_test_timings():
+    for number, line in enumerate(README.read_text().splitlines(), start=1):
+        assert len(line) <= 300, f"README.md:{number} has {len(line)} characters"
+    assert not re.search(r"\d+(\.\d+)? minutes", README.read_text())
 
 
 def test_readme_is_a_short_guide_with_the_two_commands():

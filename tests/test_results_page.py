@@ -8,7 +8,7 @@ import re
 
 import pytest
 
-from tests.test_benchmark_reports import ROOT, load_script
+from tests.test_benchmarks import ROOT, load_script
 
 
 @pytest.fixture(scope="module")

@@ -80,7 +80,10 @@ def cmd_evaluate(args: argparse.Namespace) -> int:
     finally:
         ray.shutdown()
     budget = "" if result.budget_z is None else f" at budget z={result.budget_z:g}"
-    print(f"evaluated {len(result.team_returns)} episodes{budget}")
+    actions = (
+        "greedy actions" if args.deterministic else "sampled actions (--deterministic: greedy)"
+    )
+    print(f"evaluated {len(result.team_returns)} episodes{budget}, actions {actions}")
     print(f"team return mean {result.team_return_mean:.3f}")
     for agent_id, returns in sorted(result.agent_returns.items()):
         print(f"  {agent_id}: return mean {np.mean(returns):.3f}")

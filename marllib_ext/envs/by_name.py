@@ -201,7 +201,7 @@ def hanabi_spec(name: str) -> EnvSpec:
             description=f"Hanabi ({preset}), turn-taking, action masks",
         ),
         hyperparam_source="hanabi",
-        # Each player's last view: the state shows every hand (benchmarks/come_and_go.py).
+        # Each player's last view: the state shows every hand (docs/benchmarks/envs.md).
         state_source="latest_observations",
         turn_based=True,
     )

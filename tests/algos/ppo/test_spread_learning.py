@@ -1,12 +1,12 @@
 """The on-policy families beat a uniformly random team on ``mpe:simple_spread`` (slow).
 
-A uniformly random team gets -26.4 per agent per episode (2000 episodes of
-``benchmarks/mappo_spread.py``'s baseline; its default 200 give -27.0); one episode's
-return varies by 8.1 and a mean over 160 episodes (more than RLlib's 100-episode
-smoothing window) by 0.8. The mean over the last three iterations must beat -24.5,
-about 2.4 of those deviations above random, after 100k env steps (200k for ``coma``,
-whose counterfactual critic learns slower: -24.9 at 100k and -24.1 at 200k in the
-table's seed 0). ``benchmarks/onpolicy_table.py`` gives the 200k x 3-seed numbers.
+A uniformly random team gets -26.4 per agent per episode (2000 episodes; 200 give
+-27.0); one episode's return varies by 8.1 and a mean over 160 episodes (more than
+RLlib's 100-episode smoothing window) by 0.8. The mean over the last three iterations
+must beat -24.5, about 2.4 of those deviations above random, after 100k env steps (200k
+for ``coma``, whose counterfactual critic learns slower: -24.9 at 100k and -24.1 at
+200k in the table's seed 0). RESULTS.md's MPE table (``benchmarks/experiments/mpe.yaml``)
+has the 200k x 3-seed numbers.
 """
 
 import numpy as np

@@ -3,7 +3,7 @@ stratified-bootstrap intervals). rliable's ``arch`` dependency does not import w
 pandas 3, so run this in an environment of its own::
 
     python -m venv /tmp/rlvenv && /tmp/rlvenv/bin/pip install "pandas<3" rliable==1.2.0
-    /tmp/rlvenv/bin/python benchmarks/rliable_check.py
+    /tmp/rlvenv/bin/python scripts/rliable_check.py
 
 It loads ``marllib_ext/ops/statistics.py`` by path (numpy only, no package install).
 """
