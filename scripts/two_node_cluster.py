@@ -254,6 +254,45 @@ def submit_job(cluster: Cluster) -> None:
     print("ray job submit: SUCCEEDED", flush=True)
 
 
+BENCHMARK = """\
+name: cluster_grid
+algorithms: [mappo, ippo]
+tasks: [toy:coordination]
+seeds: [0, 1]
+stop: {iterations: 2}
+evaluation: {every: 2, episodes: 2}
+resources: {env_runners: 0}
+"""
+
+
+def submit_benchmark(cluster: Cluster) -> Path:
+    """An experiment file's grid as a Ray job: ``ray job submit -- marllib-ext benchmark``;
+    returns the experiment's folder."""
+    env = {**cluster.env, "RAY_ADDRESS": f"http://127.0.0.1:{cluster.dashboard_port}"}
+    file = cluster.root / "cluster_grid.yaml"
+    file.write_text(BENCHMARK)
+    out = cluster.root / "bench"
+    command = [
+        "ray", "job", "submit", "--",
+        "marllib-ext", "benchmark", str(file), "--out", str(out), "--progress-every", "5",
+    ]  # fmt: skip
+    print("$ " + " ".join(command), flush=True)
+    for _ in range(10):  # the job agents may still be starting
+        job = subprocess.run(command, env=env, capture_output=True, text=True, timeout=900)
+        if "No available agent" not in job.stdout + job.stderr:
+            break
+        time.sleep(5)
+    for line in job.stdout.splitlines():
+        if re.match(r"(trial done:|summary:|report:|experiment )", line.strip()):
+            print("  " + line.strip(), flush=True)
+    if job.returncode != 0 or "succeeded" not in job.stdout.lower():
+        raise RuntimeError(f"benchmark job failed:\n{job.stdout[-3000:]}{job.stderr[-3000:]}")
+    root = out / "cluster_grid"
+    runs = sorted(p.parent for p in (root / "runs").rglob("metrics.json"))
+    print(f"ray job submit benchmark: SUCCEEDED, {len(runs)} run directories", flush=True)
+    return root
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--iters", type=int, default=8)
@@ -276,6 +315,7 @@ def main() -> int:
         cluster.start_node_and_wait("worker", head=False, count=2)
         print(f"cluster up at {cluster.address} (2 nodes x {CPUS_PER_NODE} CPUs)", flush=True)
         submit_job(cluster)
+        submit_benchmark(cluster)
         checkpoint = train_across_nodes(cluster, args.iters, args.kill_after)
         saved = sorted(p.name for p in checkpoint.parent.iterdir() if p.name.startswith("check"))
         print(f"final checkpoint: {checkpoint} ({len(saved)} checkpoints kept)", flush=True)

@@ -22,7 +22,10 @@ def missing_cluster_packages() -> list[str]:
 def test_training_survives_losing_the_worker_node():
     missing = missing_cluster_packages()
     if missing:
-        pytest.skip(f'needs the cluster extra (pip install -e ".[cluster]"); missing {missing}')
+        pytest.skip(
+            f'needs the cluster extra (pip install -c constraints.txt -e ".[cluster]"); '
+            f"missing {missing}"
+        )
     result = subprocess.run(
         [sys.executable, str(SCRIPT), "--iters", "6", "--kill-after", "2"],
         capture_output=True, text=True, timeout=900,
@@ -30,6 +33,9 @@ def test_training_survives_losing_the_worker_node():
     out = result.stdout
     assert result.returncode == 0, out[-3000:] + result.stderr[-3000:]
     assert "ray job submit: SUCCEEDED" in out
+    # An experiment file's 2 x 1 x 2 grid, as a Ray job on the two nodes.
+    assert "ray job submit benchmark: SUCCEEDED, 4 run directories" in out
+    assert out.count("trial done: toy:coordination/") == 4
     nodes = re.search(r"env runners on nodes: (.*)", out).group(1).split(", ")
     assert len(nodes) == 2  # runners on the head and on the worker node
     per_node = [int(node.rpartition(" x")[2]) for node in nodes]
