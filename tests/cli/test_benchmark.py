@@ -113,3 +113,52 @@ def test_a_stopped_experiment_continues_its_unfinished_trials_from_their_checkpo
         assert iterations(runs / seed) == list(range(1, 41))
     resumed = (runs / "seed_1" / "resumes.txt").read_text().split()
     assert resumed[0] == "iteration" and int(resumed[1]) >= 2  # from a checkpoint, not from 0
+
+
+BROKEN_ENV = '''
+import math
+
+from marllib_ext.envs import register_env
+from marllib_ext.envs.toy import CoordinationEnv
+
+
+class BreaksLater(CoordinationEnv):
+    """A NaN reward for agent_1 once 500 env steps have run (the first iteration is clean)."""
+
+    def __init__(self, **kwargs):
+        super().__init__(**kwargs)
+        self.life = 0
+
+    def step(self, actions):
+        obs, rewards, terms, truncs, infos = super().step(actions)
+        if self.life >= 500:
+            rewards = {**rewards, "agent_1": math.nan}
+        self.life += 1
+        return obs, rewards, terms, truncs, infos
+
+
+register_env("test:breaks_later", BreaksLater, max_episode_steps=25)
+'''
+
+
+def test_a_failed_trial_is_named_and_the_others_finish(tmp_path):
+    (tmp_path / "broken_envs.py").write_text(BROKEN_ENV)
+    spec = {
+        "name": "one_fails",
+        "algorithms": ["mappo"],
+        "tasks": ["test:breaks_later", "toy:coordination"],
+        "seeds": [0],
+        "stop": {"iterations": 3},
+        "resources": {"env_runners": 0},
+    }
+    file = write(tmp_path, spec)
+    command = [sys.executable, "-m", "marllib_ext.cli", "--import", "broken_envs", "benchmark"]
+    command += [str(file), "--num-cpus", "2", "--out", str(tmp_path / "results")]
+    result = subprocess.run(command, cwd=tmp_path, capture_output=True, text=True, timeout=900)
+    assert result.returncode == 1, result.stdout[-3000:] + result.stderr[-3000:]
+    failed = [line for line in result.stderr.splitlines() if line.startswith("FAILED ")]
+    assert len(failed) == 1 and failed[0].startswith("FAILED test:breaks_later/mappo/seed_0: ")
+    assert "agent 'agent_1'" in failed[0]
+    assert "trial done: toy:coordination/mappo/seed_0" in result.stdout
+    summary = (tmp_path / "results" / "one_fails" / "summary.md").read_text()
+    assert "## toy:coordination" in summary
