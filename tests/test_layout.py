@@ -23,6 +23,7 @@ LAYERS = {  # a module may import its own layer and the ones below
     "postprocessing": 3,  # learner batches, from rollout blocks
     "algos": 4,
     "sweeps": 5,
+    "experiments": 5,  # experiment files on Ray Tune
     "cli": 6,
     "__init__": 7,
 }

@@ -5,8 +5,6 @@ from __future__ import annotations
 import csv
 import dataclasses
 import math
-import os
-import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -26,25 +24,30 @@ from marllib_ext.algos.evaluation import (
 )
 from marllib_ext.algos.evaluation import PROGRESS_COLUMNS as EVAL_PROGRESS_COLUMNS
 from marllib_ext.algos.evaluation import progress_values as eval_progress_values
-from marllib_ext.algos.policy_sharing import SHARE_POLICY_MODES, policy_mapping
+from marllib_ext.algos.policy_sharing import default_share_policy
 from marllib_ext.algos.registry import AlgoSpec, get_algo_spec, progress_columns
-from marllib_ext.algos.run_file import (
+from marllib_ext.algos.tracking import (
+    Trackers,
+    check_wandb_credentials,
+    continued_progress,
+    new_run_dir,
+    require_mlflow,
+    save_checkpoint,
+    tensorboard_gif,
+    tensorboard_writer,
+    write_scalars,
+)
+from marllib_ext.configs.run_file import (
     RESUMABLE_CHANGES,
     RunSpec,
     settings_record,
     write_run_config,
 )
-from marllib_ext.algos.tracking import (
-    Trackers,
-    check_wandb_credentials,
-    numeric_entries,
-    require_mlflow,
-    tensorboard_gif,
-)
 from marllib_ext.envs.handle import EnvHandle, make_env
 from marllib_ext.errors import ConfigError, EnvError
 from marllib_ext.rllib_compat import settings_of
 from marllib_ext.rllib_compat.checkpoints import save_policy_snapshot
+from marllib_ext.rllib_compat.cluster import check_cluster_resources, ray_address
 from marllib_ext.rllib_compat.env_runners import EPISODE_SUCCESS
 
 RESUMES_FILE = "resumes.txt"  # a continued run directory: one line per resume
@@ -71,13 +74,6 @@ BASE_PROGRESS_FIELDS = (
 # The same columns for every algorithm (NaN where an algorithm has no such value), so
 # progress files of different algorithms line up.
 PROGRESS_FIELDS = BASE_PROGRESS_FIELDS + tuple(c.name for c in progress_columns())
-
-
-def ray_address(address: str | None = None) -> str:
-    """The Ray to use: ``address``, else ``$RAY_ADDRESS`` (set by ``ray job submit``),
-    else ``"local"``: always a new local Ray, never the address an earlier ``ray start``
-    left in Ray's temp dir (a dead cluster there makes ``ray.init()`` hang)."""
-    return address or os.environ.get("RAY_ADDRESS") or "local"
 
 
 @dataclass
@@ -135,26 +131,6 @@ def check_stop(stop: Mapping[str, float]) -> dict[str, float]:
 
 def should_stop(row: Mapping[str, float], stop: Mapping[str, float]) -> bool:
     return any(row[key] >= threshold for key, threshold in stop.items() if row[key] == row[key])
-
-
-def default_share_policy(spec: AlgoSpec, env: EnvHandle) -> str:
-    """The first of ``all``, ``group``, ``individual`` that ``env`` allows and that
-    gives a sequential algorithm (HAPPO, HATRPO) several policies in every team of
-    several agents: ``all`` on one cooperative team, ``group`` on mixed teams."""
-    if not env.is_multi_agent:
-        return "all"
-    for mode in SHARE_POLICY_MODES:
-        try:
-            mapping = policy_mapping(env, mode)
-        except ConfigError:
-            continue
-        if spec.capabilities.sequential and any(
-            len(agents) > 1 and len({mapping[agent] for agent in agents}) == 1
-            for agents in env.layout.teams.values()
-        ):
-            continue
-        return mode
-    return "all"  # none fits: the builder names the reason
 
 
 class Algo:
@@ -265,16 +241,12 @@ class Algo:
         connector states (EFX's budget) continue from there. ``on_start`` gets the
         built RLlib ``Algorithm`` before the first iteration.
 
-        ``run_dir``: this directory instead of a fresh one under ``local_dir``; with
-        ``resume_from`` its files continue (``progress.csv`` and ``metrics.json`` keep
-        what the checkpoint had reached, and ``resumes.txt`` gets the iteration resumed
-        from), so an interrupted run resumes in place (a benchmark trial).
-        ``config.yaml`` in the run directory and in every checkpoint records the
-        resolved run (:class:`RunSpec`). ``on_result(row, checkpoint)``
-        runs once per iteration, after that iteration's periodic checkpoint (``None``
-        where none was due; the final one is not passed). ``label`` / ``task_label``:
-        the algorithm's and task's names in ``metrics.json`` (default: the algorithm's
-        and the env's).
+        ``run_dir``: this directory instead of a fresh one; with ``resume_from`` its
+        files continue from the checkpoint's iteration (``resumes.txt`` says where).
+        ``config.yaml`` in the run directory and every checkpoint is the resolved run.
+        ``on_result(row, checkpoint)``: once per iteration, with that iteration's
+        periodic checkpoint or ``None``. ``label`` / ``task_label``: the names in
+        ``metrics.json`` (default: the algorithm's and the env's).
         """
         import ray
 
@@ -297,13 +269,13 @@ class Algo:
         check_cluster_resources(config)
         continuing = run_dir is not None and resume_from is not None
         if run_dir is None:
-            run_dir = _new_run_dir(Path(local_dir), f"{self.name}_{env.name.replace(':', '-')}")
+            run_dir = new_run_dir(Path(local_dir), f"{self.name}_{env.name.replace(':', '-')}")
         run_dir = Path(run_dir)
         run_dir.mkdir(parents=True, exist_ok=True)
         write_run_config(run_dir, run)
         algorithm = config.build_algo()
         fit_result = FitResult(run_dir=run_dir, checkpoint_path=None)
-        writer = _tensorboard_writer(run_dir) if tensorboard else None
+        writer = tensorboard_writer(run_dir) if tensorboard else None
         trackers = Trackers.start(
             run_dir,
             self.run_config(config, env, share_policy=share_policy, seed=seed),
@@ -327,7 +299,7 @@ class Algo:
             if resume_from is not None:
                 algorithm.restore_from_path(str(Path(resume_from).resolve()))
             if continuing:
-                kept_rows = continued_progress(run_dir, algorithm.iteration)
+                kept_rows = continued_progress(run_dir, algorithm.iteration, PROGRESS_FIELDS)
                 steps = kept_rows[-1]["timesteps_total"] if kept_rows else 0
                 record.continue_from(steps)
                 progress_mode = "a"
@@ -356,7 +328,7 @@ class Algo:
                     if evaluated is not None:
                         video = videos.after_evaluation(algorithm, row["timesteps_total"])
                     if writer is not None:
-                        _write_scalars(writer, result, row["training_iteration"])
+                        write_scalars(writer, result, row["training_iteration"])
                     trackers.log(result, row, row["training_iteration"])
                     if video is not None:
                         trackers.log_video(video, row["training_iteration"])
@@ -419,78 +391,9 @@ class Algo:
         }
 
 
-def save_checkpoint(algorithm, path: Path, run: RunSpec) -> Path:
-    """RLlib's checkpoint at ``path`` with the run's ``config.yaml`` in it (what
-    ``--resume`` reads)."""
-    algorithm.save_to_path(str(Path(path).resolve()))
-    write_run_config(path, run)
-    return Path(path)
-
-
-def continued_progress(run_dir: Path, iteration: int) -> list[dict[str, Any]]:
-    """Rewrites ``run_dir/progress.csv`` to the rows up to ``iteration`` (those a
-    restored checkpoint had reached) and returns them; later rows were trained by the
-    interrupted process and are trained again."""
-    path = Path(run_dir) / "progress.csv"
-    if not path.exists():
-        return []
-    with open(path, newline="") as f:
-        rows = [row for row in csv.DictReader(f) if int(row["training_iteration"]) <= iteration]
-    with open(path, "w", newline="") as f:
-        writer = csv.DictWriter(f, fieldnames=PROGRESS_FIELDS, extrasaction="ignore")
-        writer.writeheader()
-        writer.writerows(rows)
-    for row in rows:
-        row["timesteps_total"] = int(row["timesteps_total"])
-    return rows
-
-
 def mlflow_store(mlflow: str | bool | None) -> str | None:
     """``fit``'s ``mlflow`` as a tracking URI: ``True`` -> ``""`` (the default store
     under the run directory), ``None``/``False`` -> off."""
     if mlflow is True:
         return ""
     return str(mlflow) if mlflow else None
-
-
-def check_cluster_resources(config: AlgorithmConfig) -> None:
-    """GPU learners need GPUs in the Ray cluster; say so before anything starts."""
-    import ray
-
-    gpus_per_learner = config.num_gpus_per_learner
-    if not gpus_per_learner:
-        return
-    needed = gpus_per_learner * max(1, config.num_learners)
-    available = ray.cluster_resources().get("GPU", 0)
-    if available < needed:
-        raise ConfigError(
-            f"num_gpus_per_learner={gpus_per_learner} with num_learners={config.num_learners} "
-            f"needs {needed:g} GPU(s) but the Ray cluster has {available:g}; "
-            "set num_gpus_per_learner=0 to learn on CPU"
-        )
-
-
-def _tensorboard_writer(run_dir: Path):
-    from tensorboardX import SummaryWriter
-
-    return SummaryWriter(str(run_dir / "tb"))
-
-
-def _write_scalars(writer, result: Mapping[str, Any], step: int) -> None:
-    """Every finite numeric entry of the (nested) result dict, keyed by its path."""
-    for name, value in numeric_entries(result).items():
-        writer.add_scalar(name, value, step)
-
-
-def _new_run_dir(root: Path, stem: str) -> Path:
-    """A fresh directory; never reuses one, so earlier runs are never overwritten."""
-    root.mkdir(parents=True, exist_ok=True)
-    stamp = time.strftime("%Y%m%d-%H%M%S")
-    for attempt in range(1000):
-        run_dir = root / (f"{stem}_{stamp}" + (f"_{attempt}" if attempt else ""))
-        try:
-            run_dir.mkdir()
-            return run_dir
-        except FileExistsError:
-            continue
-    raise RuntimeError(f"could not create a fresh run directory under {root}")

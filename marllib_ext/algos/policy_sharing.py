@@ -95,3 +95,24 @@ def policy_mapping(env, share_policy: str) -> dict[str, str]:
     )
     check_shared_spaces(mapping, layout.observation_spaces, layout.action_spaces)
     return mapping
+
+
+def default_share_policy(spec, env) -> str:
+    """The first of ``all``, ``group``, ``individual`` that ``env`` (an ``EnvHandle``)
+    allows and that gives a sequential algorithm (``spec``, an ``AlgoSpec``: HAPPO,
+    HATRPO) several policies in every team of several agents: ``all`` on one
+    cooperative team, ``group`` on mixed teams."""
+    if not env.is_multi_agent:
+        return "all"
+    for mode in SHARE_POLICY_MODES:
+        try:
+            mapping = policy_mapping(env, mode)
+        except ConfigError:
+            continue
+        if spec.capabilities.sequential and any(
+            len(agents) > 1 and len({mapping[agent] for agent in agents}) == 1
+            for agents in env.layout.teams.values()
+        ):
+            continue
+        return mode
+    return "all"  # none fits: the builder names the reason

@@ -19,10 +19,12 @@ Both ship as extras: ``pip install -c constraints.txt -e ".[wandb]"`` / ``".[mlf
 
 from __future__ import annotations
 
+import csv
 import json
 import math
 import os
 import re
+import time
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
@@ -30,6 +32,7 @@ from typing import Any
 
 import numpy as np
 
+from marllib_ext.configs.run_file import RunSpec, write_run_config
 from marllib_ext.errors import ConfigError, install_hint
 
 WANDB_OFFLINE_MODES = ("offline", "disabled")
@@ -218,3 +221,56 @@ def tune_callbacks(
             )
         )
     return callbacks
+
+
+# ---- the run directory ----------------------------------------------------------------
+def save_checkpoint(algorithm, path: Path, run: RunSpec) -> Path:
+    """RLlib's checkpoint at ``path`` with the run's ``config.yaml`` in it (what
+    ``--resume`` reads)."""
+    algorithm.save_to_path(str(Path(path).resolve()))
+    write_run_config(path, run)
+    return Path(path)
+
+
+def continued_progress(run_dir: Path, iteration: int, fields) -> list[dict[str, Any]]:
+    """Rewrites ``run_dir/progress.csv`` to the rows up to ``iteration`` (those a
+    restored checkpoint had reached) and returns them; later rows were trained by the
+    interrupted process and are trained again."""
+    path = Path(run_dir) / "progress.csv"
+    if not path.exists():
+        return []
+    with open(path, newline="") as f:
+        rows = [row for row in csv.DictReader(f) if int(row["training_iteration"]) <= iteration]
+    with open(path, "w", newline="") as f:
+        writer = csv.DictWriter(f, fieldnames=list(fields), extrasaction="ignore")
+        writer.writeheader()
+        writer.writerows(rows)
+    for row in rows:
+        row["timesteps_total"] = int(row["timesteps_total"])
+    return rows
+
+
+def tensorboard_writer(run_dir: Path):
+    from tensorboardX import SummaryWriter
+
+    return SummaryWriter(str(run_dir / "tb"))
+
+
+def write_scalars(writer, result: Mapping[str, Any], step: int) -> None:
+    """Every finite numeric entry of the (nested) result dict, keyed by its path."""
+    for name, value in numeric_entries(result).items():
+        writer.add_scalar(name, value, step)
+
+
+def new_run_dir(root: Path, stem: str) -> Path:
+    """A fresh directory; never reuses one, so earlier runs are never overwritten."""
+    root.mkdir(parents=True, exist_ok=True)
+    stamp = time.strftime("%Y%m%d-%H%M%S")
+    for attempt in range(1000):
+        run_dir = root / (f"{stem}_{stamp}" + (f"_{attempt}" if attempt else ""))
+        try:
+            run_dir.mkdir()
+            return run_dir
+        except FileExistsError:
+            continue
+    raise RuntimeError(f"could not create a fresh run directory under {root}")

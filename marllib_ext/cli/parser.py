@@ -12,7 +12,7 @@ from marllib_ext.cli import report as report_command
 from marllib_ext.cli import train as train_command
 from marllib_ext.cli import tune as tune_command
 
-DEFAULT_ENV = "mpe:simple_spread"
+DEFAULT_ENV = train_command.DEFAULT_ENV
 
 
 def _add_training_arguments(train: argparse.ArgumentParser, *, optional_algo: bool) -> None:

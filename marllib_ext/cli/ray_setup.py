@@ -33,7 +33,7 @@ def init_ray(args: argparse.Namespace) -> None:
     """A local Ray, or the cluster at ``--address`` / ``RAY_ADDRESS`` (``ray job submit``)."""
     import ray
 
-    from marllib_ext.algos.api import ray_address
+    from marllib_ext.rllib_compat.cluster import ray_address
 
     address = ray_address(args.address)
     if address != "local":

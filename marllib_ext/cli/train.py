@@ -1,7 +1,7 @@
 """``marllib-ext train``: one run of a registered algorithm, with a checkpoint at the end.
 
 The run comes from the command line, a run file (``--config``, the fields of
-:class:`marllib_ext.algos.run_file.RunSpec`) with the command line on top, or a
+:class:`marllib_ext.configs.run_file.RunSpec`) with the command line on top, or a
 checkpoint's saved ``config.yaml`` (``--resume``), which the command line may not
 contradict."""
 
@@ -10,12 +10,13 @@ from __future__ import annotations
 import argparse
 import dataclasses
 
-from marllib_ext.algos.run_file import RunSpec, load_yaml, resumed_run, saved_run
 from marllib_ext.cli.arguments import check_tracking, parse_assignments, stop_given
 from marllib_ext.cli.progress import format_row, print_run_start
 from marllib_ext.cli.ray_setup import init_ray
+from marllib_ext.configs.run_file import RunSpec, load_yaml, resumed_run, saved_run
 from marllib_ext.errors import ConfigError
 
+DEFAULT_ENV = "mpe:simple_spread"
 DEFAULT_STOP = {"training_iteration": 10}  # as stop_from_args
 
 
@@ -78,7 +79,6 @@ def resolve_run(args: argparse.Namespace, default_env: str) -> RunSpec:
 
 def cmd_train(args: argparse.Namespace) -> int:
     from marllib_ext import algos
-    from marllib_ext.cli.parser import DEFAULT_ENV
     from marllib_ext.envs import make_env
 
     run = resolve_run(args, DEFAULT_ENV)

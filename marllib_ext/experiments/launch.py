@@ -28,7 +28,7 @@ from typing import Any
 import yaml
 
 from marllib_ext.algos.api import Algo
-from marllib_ext.algos.run_file import RunSpec
+from marllib_ext.configs.run_file import RunSpec
 from marllib_ext.envs.handle import make_env
 from marllib_ext.errors import ConfigError
 from marllib_ext.experiments.spec import Experiment, Trial, parse_experiment, slug

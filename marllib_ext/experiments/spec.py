@@ -32,7 +32,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from marllib_ext.algos.run_file import (
+from marllib_ext.configs.run_file import (
     RunSpec,
     load_yaml,
     read_evaluation,

@@ -92,7 +92,7 @@ def summary_table(experiment: Experiment, trials: list[Trial], runs_root: Path) 
 
 
 def _stop(experiment: Experiment) -> dict[str, float]:
-    from marllib_ext.algos.run_file import stop_names
+    from marllib_ext.configs.run_file import stop_names
 
     return stop_names(experiment.stop)
 

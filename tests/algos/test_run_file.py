@@ -4,9 +4,9 @@ and the sharing mode a run gets when none is given (no Ray)."""
 import pytest
 
 from marllib_ext import algos, make_env
-from marllib_ext.algos.api import default_share_policy
+from marllib_ext.algos.policy_sharing import default_share_policy
 from marllib_ext.algos.registry import get_algo_spec
-from marllib_ext.algos.run_file import RunSpec, resumed_run, saved_run, write_run_config
+from marllib_ext.configs.run_file import RunSpec, resumed_run, saved_run, write_run_config
 from marllib_ext.errors import ConfigError
 
 

@@ -23,6 +23,7 @@ from __future__ import annotations
 import numpy as np
 from ray.rllib.algorithms.algorithm import Algorithm
 from ray.rllib.algorithms.algorithm_config import AlgorithmConfig
+from ray.rllib.core.rl_module.rl_module import RLModuleSpec
 from ray.rllib.policy.sample_batch import MultiAgentBatch, SampleBatch
 from ray.rllib.utils.annotations import override
 from ray.rllib.utils.checkpoints import Checkpointable
@@ -34,6 +35,7 @@ from ray.rllib.utils.metrics import (
 
 from marllib_ext.algos.team_replay.progress import PROGRESS_KEY
 from marllib_ext.algos.team_replay.settings import TeamReplaySettings
+from marllib_ext.policies.q_agent import JointQMixer
 from marllib_ext.replay.team_episodes import SampledTeamBatch, TeamEpisodeStore
 from marllib_ext.rllib_compat import (
     learner_value,
@@ -60,9 +62,7 @@ class TeamReplayAlgorithm(ReplayInCheckpoints, Algorithm):
     @classmethod
     @override(Algorithm)
     def get_default_config(cls) -> AlgorithmConfig:
-        # Tune's resource request starts from it. specs imports this module.
-        from marllib_ext.algos.team_replay.specs import TeamReplayConfig
-
+        # Tune's resource request starts from it.
         return TeamReplayConfig(algo_class=cls)
 
     @override(Algorithm)
@@ -212,3 +212,17 @@ class TeamReplayCheckpoint(Checkpointable):
 
     def get_ctor_args_and_kwargs(self) -> tuple[tuple, dict]:
         return (), {}
+
+
+class TeamReplayConfig(AlgorithmConfig):
+    """RLlib config whose algorithm is ``TeamReplayAlgorithm``; the builder names the
+    learner (``.learners(learner_class=...)``) and every module spec."""
+
+    def __init__(self, algo_class=None) -> None:
+        super().__init__(algo_class=algo_class or TeamReplayAlgorithm)
+
+    @override(AlgorithmConfig)
+    def get_default_rl_module_spec(self) -> RLModuleSpec:
+        # Every module comes from the builder's MultiRLModuleSpec; RLlib fills spaces
+        # into this one only.
+        return RLModuleSpec(module_class=JointQMixer)

@@ -7,13 +7,11 @@ from collections.abc import Mapping
 from typing import Any
 
 import numpy as np
-from ray.rllib.algorithms.algorithm_config import AlgorithmConfig
 from ray.rllib.core.rl_module.multi_rl_module import MultiRLModuleSpec
 from ray.rllib.core.rl_module.rl_module import RLModuleSpec
-from ray.rllib.utils.annotations import override
 
 from marllib_ext.algos.policy_sharing import PolicyMappingFn
-from marllib_ext.algos.team_replay.algorithm import LAYOUT_KEY, TeamReplayAlgorithm
+from marllib_ext.algos.team_replay.algorithm import LAYOUT_KEY, TeamReplayConfig
 from marllib_ext.algos.team_replay.settings import TeamReplaySettings
 from marllib_ext.envs.handle import EnvHandle
 from marllib_ext.policies.q_agent import TARGET_PREFIX, JointQMixer
@@ -24,20 +22,6 @@ from marllib_ext.rllib_compat import (
 )
 from marllib_ext.rollout.team_episodes import TeamEpisodeEnvRunner
 from marllib_ext.rollout.whole_episodes import COMPLETE_EPISODES
-
-
-class TeamReplayConfig(AlgorithmConfig):
-    """RLlib config whose algorithm is ``TeamReplayAlgorithm``; the builder names the
-    learner (``.learners(learner_class=...)``) and every module spec."""
-
-    def __init__(self, algo_class=None) -> None:
-        super().__init__(algo_class=algo_class or TeamReplayAlgorithm)
-
-    @override(AlgorithmConfig)
-    def get_default_rl_module_spec(self) -> RLModuleSpec:
-        # Every module comes from the builder's MultiRLModuleSpec; RLlib fills spaces
-        # into this one only.
-        return RLModuleSpec(module_class=JointQMixer)
 
 
 def team_replay_layout(
