@@ -56,6 +56,25 @@ def write_json(path: str | Path, results: dict[str, Any], **arguments: Any) -> P
     return path
 
 
+def cached_json(path: str | Path, compute: Callable[[], Any]) -> Any:
+    """The JSON at ``path``, else ``compute()`` written there: a measurement made once
+    per run directory."""
+    path = Path(path)
+    if path.exists():
+        return json.loads(path.read_text())
+    value = compute()
+    path.write_text(json.dumps(value))
+    return value
+
+
+def print_report(results: dict[str, Any], out: str | Path | None = None, **arguments: Any) -> None:
+    """The machine-readable line a script ends with; with ``out``, also the JSON file
+    of :func:`write_json`."""
+    print(json.dumps(results, default=float))
+    if out is not None:
+        write_json(out, results, **arguments)
+
+
 # ---- stored per-iteration CSVs --------------------------------------------------------
 def read_run(path: Path) -> list[dict[str, float]]:
     """The rows of a run's CSV, every value as a float."""

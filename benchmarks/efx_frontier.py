@@ -26,7 +26,6 @@ every checkpoint (``frontier.json``).
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 
 import common
@@ -113,12 +112,7 @@ def replay(checkpoint: Path, points: int, episodes: int, bins: int) -> list[dict
 
 
 def cached(checkpoint: Path, compute) -> list[dict]:
-    path = checkpoint.parent / "frontier.json"
-    if path.exists():
-        return json.loads(path.read_text())
-    value = compute()
-    path.write_text(json.dumps(value))
-    return value
+    return common.cached_json(checkpoint.parent / "frontier.json", compute)
 
 
 def spread(values) -> str:

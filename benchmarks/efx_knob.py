@@ -19,7 +19,6 @@ band over seeds) per task.
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 
 import common
@@ -59,12 +58,7 @@ def replay_baseline(checkpoint: Path, episodes: int) -> dict:
 
 
 def cached(checkpoint: Path, compute) -> dict:
-    path = checkpoint.parent / "knob.json"
-    if path.exists():
-        return json.loads(path.read_text())
-    value = compute()
-    path.write_text(json.dumps(value))
-    return value
+    return common.cached_json(checkpoint.parent / "knob.json", compute)
 
 
 def spread(values) -> str:

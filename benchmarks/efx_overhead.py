@@ -14,7 +14,6 @@ Prints:
 
 from __future__ import annotations
 
-import json
 import time
 
 import common
@@ -104,7 +103,7 @@ def main() -> None:
     for name, value in seconds.items():
         print(f"{name:<10} {value:.2f} s/iteration (median of {args.timing_iters})")
     print(f"efx_mappo / mappo iteration time: {report['efx_over_mappo']:.3f} (target <= 1.10)")
-    print(json.dumps(report, indent=1))
+    common.print_report(report)
 
 
 if __name__ == "__main__":

@@ -12,7 +12,6 @@ train in turns, iteration by iteration, so all see the same machine state.
 
 from __future__ import annotations
 
-import json
 import os
 import statistics
 import time
@@ -91,7 +90,7 @@ def main() -> None:
             f"(x{row['env_steps_per_s'] / base:.2f} of 1 runner), "
             f"learner {100 * row['learner_share']:.0f}% of an iteration"
         )
-    print(json.dumps({**runners, **learners}))
+    common.print_report({**runners, **learners})
 
 
 if __name__ == "__main__":

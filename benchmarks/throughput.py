@@ -15,7 +15,6 @@ learning (same batch, same updates).
 
 from __future__ import annotations
 
-import json
 import statistics
 import time
 
@@ -156,7 +155,7 @@ def main() -> None:
     report = measure(variants, args.timing_iters)
     ray.shutdown()
     print_report(report)
-    print(json.dumps(report, default=float))
+    common.print_report(report)
 
 
 if __name__ == "__main__":
