@@ -42,6 +42,7 @@ import yaml
 from common import earlier_runs, mean_at, read_run
 
 from marllib_ext.experiments.spec import slug
+from marllib_ext.report import run_steps, single_run
 
 ROOT = Path(__file__).resolve().parents[1]
 RESULTS = ROOT / "benchmarks" / "results"
@@ -104,14 +105,10 @@ def run_value(run: Path, reader: dict) -> float | None:
     metrics = run / "metrics.json"
     if not metrics.exists():
         return None
-    ((_, tasks),) = json.loads(metrics.read_text()).items()
-    ((_, algorithms),) = tasks.items()
-    ((_, seeds),) = algorithms.items()
-    ((_, record),) = seeds.items()
-    steps = sorted((k for k in record if k.startswith("step_")), key=lambda k: int(k[5:]))
+    steps = run_steps(single_run(json.loads(metrics.read_text())))
     if not steps:
         return None
-    return float(np.mean(record[steps[-1]][reader["metric"]])) / reader.get("per_agent", 1)
+    return float(np.mean(steps[-1][reader["metric"]])) / reader.get("per_agent", 1)
 
 
 def seed_of(path: str) -> int:

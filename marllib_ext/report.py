@@ -71,8 +71,18 @@ def load_records(files: list[Path]) -> dict[tuple[str, str], dict[str, dict[str,
     return records
 
 
-def _steps(run: dict) -> list[dict]:
+def run_steps(run: dict) -> list[dict]:
+    """A seed record's evaluations in order (``step_0``, ``step_1``, ...)."""
     return [run[k] for k in sorted((k for k in run if k.startswith("step_")), key=_index)]
+
+
+def single_run(data: dict) -> dict:
+    """The seed record of a one-run ``metrics.json`` (one env, task, algorithm, seed)."""
+    ((_, tasks),) = data.items()
+    ((_, algorithms),) = tasks.items()
+    ((_, seeds),) = algorithms.items()
+    ((_, run),) = seeds.items()
+    return run
 
 
 def _index(step_key: str) -> int:
@@ -84,7 +94,7 @@ def final_score(run: dict, metric: str) -> float:
     absolute = run.get("absolute_metrics") or {}
     if absolute.get(metric):
         return float(np.mean(absolute[metric]))
-    steps = _steps(run)
+    steps = run_steps(run)
     if not steps or metric not in steps[-1]:
         raise ConfigError(f"a run has no evaluation with metric {metric!r}")
     return float(np.mean(steps[-1][metric]))
@@ -115,11 +125,13 @@ def report_data(
     }
     first = next(iter(runs_of.values()))[0]
     metrics = (
-        set(_steps(first)[0]) - {"step_count", "elapsed_time"} if _steps(first) else {"return"}
+        set(run_steps(first)[0]) - {"step_count", "elapsed_time"}
+        if run_steps(first)
+        else {"return"}
     )
     metric = metric or ("win_rate" if "win_rate" in metrics else "return")
     runs = min(len(v) for v in runs_of.values())
-    points = min(len(_steps(run)) for v in runs_of.values() for run in v)
+    points = min(len(run_steps(run)) for v in runs_of.values() for run in v)
     scores, curves = {}, {}
     step_counts = []
     for algorithm in algorithms:
@@ -128,7 +140,7 @@ def report_data(
         for j, task in enumerate(tasks):
             for i, run in enumerate(runs_of[(algorithm, task)][:runs]):
                 table[i, j] = final_score(run, metric)
-                steps = _steps(run)[:points]
+                steps = run_steps(run)[:points]
                 curve[:, i, j] = [np.mean(step[metric]) for step in steps]
                 step_counts.append([step["step_count"] for step in steps])
         scores[algorithm], curves[algorithm] = table, curve

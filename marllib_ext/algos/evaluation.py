@@ -50,6 +50,7 @@ from marllib_ext.algos.restore import (
 )
 from marllib_ext.envs.adapter import SUCCESS_KEY
 from marllib_ext.errors import ConfigError
+from marllib_ext.report import run_steps, single_run
 from marllib_ext.rllib_compat.checkpoints import save_policy_snapshot, without_replay
 from marllib_ext.rollout.direct import needs_no_episode_objects
 
@@ -209,23 +210,12 @@ class EvaluationEpisodes:
         iteration = int(result.get("training_iteration", 0))
         if not self.interval or iteration % self.interval:
             return None
-        runners = (result.get(EVALUATION) or {}).get("env_runners") or {}
-        returns = runners.get(RETURNS)
-        if returns is None or len(returns) == 0:
-            return None
-        out = {"return": [float(v) for v in returns]}
-        successes = runners.get(SUCCESSES)
-        if successes is not None and len(successes) > 0:
-            out["win_rate"] = [float(v) for v in successes]
-        return out
+        return evaluated_episodes((result.get(EVALUATION) or {}).get("env_runners") or {})
 
 
-def evaluation_at_budget(algorithm) -> dict[str, list[float]] | None:
-    """One more evaluation after the last iteration where that iteration ran none, so
-    every evaluated run ends with its final policy's evaluation at the budget
-    (``{"return": [...], "win_rate": [...]}`` as :meth:`EvaluationEpisodes.new`)."""
-    results = algorithm.evaluate()
-    runners = results.get("env_runners") or {}
+def evaluated_episodes(runners: dict[str, Any]) -> dict[str, list[float]] | None:
+    """``{"return": [...], "win_rate": [...]}`` from an evaluation's ``env_runners``
+    results (``None`` where it recorded no episode)."""
     returns = runners.get(RETURNS)
     if returns is None or len(returns) == 0:
         return None
@@ -234,6 +224,13 @@ def evaluation_at_budget(algorithm) -> dict[str, list[float]] | None:
     if successes is not None and len(successes) > 0:
         out["win_rate"] = [float(v) for v in successes]
     return out
+
+
+def evaluation_at_budget(algorithm) -> dict[str, list[float]] | None:
+    """One more evaluation after the last iteration where that iteration ran none, so
+    every evaluated run ends with its final policy's evaluation at the budget
+    (``{"return": [...], "win_rate": [...]}`` as :meth:`EvaluationEpisodes.new`)."""
+    return evaluated_episodes(algorithm.evaluate().get("env_runners") or {})
 
 
 def progress_values(episodes: dict[str, list[float]] | None) -> dict[str, float]:
@@ -284,10 +281,7 @@ class MarlEvalRecord:
         if not self.path.exists():
             return
         data = json.loads(self.path.read_text())
-        ((_, tasks),) = data.items()
-        ((_, algorithms),) = tasks.items()
-        ((_, seeds),) = algorithms.items()
-        ((_, run),) = seeds.items()
+        run = single_run(data)
         kept = [entry for entry in run_steps(run) if entry["step_count"] <= step_count]
         best_mean = max((float(np.mean(e["return"])) for e in run_steps(run)), default=None)
         for index, entry in enumerate(kept):
@@ -310,15 +304,6 @@ class MarlEvalRecord:
         partial = self.path.with_suffix(".json.partial")
         partial.write_text(json.dumps(self.data, indent=1))
         os.replace(partial, self.path)
-
-
-def _step_index(key: str) -> int:
-    return int(key.removeprefix("step_"))
-
-
-def run_steps(run: dict[str, Any]) -> list[dict[str, Any]]:
-    """A marl-eval seed record's evaluations in order (``step_0``, ``step_1``, ...)."""
-    return [run[k] for k in sorted((k for k in run if k.startswith("step_")), key=_step_index)]
 
 
 def best_reevaluated(algorithm, checkpoint: Path, settings: Any) -> dict[str, list[float]]:

@@ -15,9 +15,9 @@ from pathlib import Path
 
 import numpy as np
 
-from marllib_ext.algos.evaluation import METRICS_FILE, run_steps
 from marllib_ext.experiments.spec import Experiment, Trial
 from marllib_ext.ops.statistics import student_t_interval
+from marllib_ext.report import METRICS_FILE, run_steps, single_run
 
 SUMMARY_FILE = "summary.md"
 TRAINING_RETURN = "training return"
@@ -37,11 +37,7 @@ def run_score(run_dir: Path) -> tuple[float, str, float] | None:
             steps = float(rows[-1]["timesteps_total"])
     if metrics.exists():
         data = json.loads(metrics.read_text())
-        ((_, tasks),) = data.items()
-        ((_, algorithms),) = tasks.items()
-        ((_, seeds),) = algorithms.items()
-        ((_, run),) = seeds.items()
-        evaluations = run_steps(run)
+        evaluations = run_steps(single_run(data))
         if evaluations:
             last = evaluations[-1]
             metric = "win_rate" if "win_rate" in last else "return"
