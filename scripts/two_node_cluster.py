@@ -230,6 +230,16 @@ def train_across_nodes(cluster: Cluster, iters: int, kill_after: int) -> Path:
     return checkpoint
 
 
+def run_job(command: list[str], env: dict, timeout: float) -> subprocess.CompletedProcess:
+    """``ray job submit ...``, retried while the head's job agents are still starting."""
+    for _ in range(10):
+        job = subprocess.run(command, env=env, capture_output=True, text=True, timeout=timeout)
+        if "No available agent" not in job.stdout + job.stderr:
+            break
+        time.sleep(5)
+    return job
+
+
 def submit_job(cluster: Cluster) -> None:
     """The same run as a Ray job through the head's job server."""
     env = {**cluster.env, "RAY_ADDRESS": f"http://127.0.0.1:{cluster.dashboard_port}"}
@@ -241,11 +251,7 @@ def submit_job(cluster: Cluster) -> None:
         "--set", "minibatch_size=600",
     ]  # fmt: skip
     print("$ " + " ".join(command), flush=True)
-    for _ in range(10):  # the job agents may still be starting
-        job = subprocess.run(command, env=env, capture_output=True, text=True, timeout=600)
-        if "No available agent" not in job.stdout + job.stderr:
-            break
-        time.sleep(5)
+    job = run_job(command, env, timeout=600)
     for line in job.stdout.splitlines():
         if re.match(r"(iter |checkpoint:|training |Job '|-+$)", line.strip()):
             print("  " + line.strip(), flush=True)
@@ -277,11 +283,7 @@ def submit_benchmark(cluster: Cluster) -> Path:
         "marllib-ext", "benchmark", str(file), "--out", str(out), "--progress-every", "5",
     ]  # fmt: skip
     print("$ " + " ".join(command), flush=True)
-    for _ in range(10):  # the job agents may still be starting
-        job = subprocess.run(command, env=env, capture_output=True, text=True, timeout=900)
-        if "No available agent" not in job.stdout + job.stderr:
-            break
-        time.sleep(5)
+    job = run_job(command, env, timeout=900)
     for line in job.stdout.splitlines():
         if re.match(r"(trial done:|summary:|report:|experiment )", line.strip()):
             print("  " + line.strip(), flush=True)

@@ -1,20 +1,15 @@
 """``train --resume`` continues the run its checkpoint belongs to, and nothing else."""
 
 import subprocess
-import sys
 from pathlib import Path
 
 import yaml
 
+from tests.cli.test_cli import run_cli as cli
+
 
 def run_cli(*args: str, cwd: Path) -> subprocess.CompletedProcess:
-    return subprocess.run(
-        [sys.executable, "-m", "marllib_ext.cli", *args, "--num-cpus", "2"],
-        cwd=cwd,
-        capture_output=True,
-        text=True,
-        timeout=600,
-    )
+    return cli(*args, "--num-cpus", "2", cwd=cwd)
 
 
 def test_resume_continues_its_own_run_and_refuses_another(tmp_path):
