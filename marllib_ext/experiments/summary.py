@@ -65,10 +65,15 @@ def summary_table(experiment: Experiment, trials: list[Trial], runs_root: Path) 
             "|---|---|---|---|---|---|",
         ]
         for algorithm in experiment.algorithms:
+            planned = [
+                trial
+                for trial in trials
+                if trial.task == task.label and trial.algorithm == algorithm.label
+            ]
+            if not planned:  # the algorithm names other tasks only
+                continue
             scores, steps, metric = [], [], ""
-            for trial in trials:
-                if trial.task != task.label or trial.algorithm != algorithm.label:
-                    continue
+            for trial in planned:
                 scored = run_score(runs_root / trial.path)
                 if scored is not None:
                     scores.append(scored[0])

@@ -170,3 +170,15 @@ def test_every_experiment_file_in_the_repository_is_valid():
         experiment = load_experiment(file)
         assert experiment.name == file.stem
         assert expand(experiment)
+
+
+def test_summary_lists_an_algorithm_only_under_the_tasks_it_runs(tmp_path):
+    from marllib_ext.experiments.summary import summary_table
+
+    experiment = parse_experiment(
+        small(algorithms=["mappo", {"algo": "ippo", "tasks": ["toy:coordination"]}])
+    )
+    table = summary_table(experiment, expand(experiment), tmp_path)
+    toy, spread = table.split("## mpe")
+    assert "`ippo` | – | not run yet" in toy
+    assert "`ippo`" not in spread and "`mappo` | – | not run yet" in spread
