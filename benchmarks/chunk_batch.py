@@ -23,7 +23,7 @@ import ray
 from ray.rllib.core.learner.training_data import TrainingData
 
 from marllib_ext import algos, make_env
-from marllib_ext.rllib_compat import learner_batch, reset_before_next_sample
+from marllib_ext.rllib_compat import reset_before_next_sample
 
 
 def sample(name: str, env_name: str, num_envs: int, steps: int):
@@ -62,8 +62,7 @@ def timed(algorithm, block, chunks, repeats: int) -> tuple[float, float]:
             from_block.append(time.perf_counter() - start)
             episodes = copy.deepcopy(chunks)
             start = time.perf_counter()
-            episode_batch = getattr(learner, "episode_batch", lambda episodes: None)
-            episode_batch(episodes) or learner_batch(learner, TrainingData(episodes=episodes))
+            learner.train_batch(TrainingData(episodes=episodes))
             from_chunks.append(time.perf_counter() - start)
         return statistics.median(from_block), statistics.median(from_chunks)
 

@@ -80,18 +80,14 @@ ROW_COLUMNS = (
 
 
 def rows_digests(algorithm, episodes) -> list[tuple[str, tuple[int, str]]]:
-    """Per module of the learner's batch from ``episodes`` (its own ``episode_batch``
-    where the code has one, else RLlib's learner connectors): the number of loss-mask
+    """Per module of the learner's batch from ``episodes`` (``train_batch``: the chunks
+    read as rollout blocks, then the family's builder): the number of loss-mask
     rows and a digest of them as a set (``ROW_COLUMNS`` but the team row index, whose
     values depend on the row order, rounded to 4 decimals, rows sorted)."""
     from ray.rllib.core.learner.training_data import TrainingData
 
-    from marllib_ext.rllib_compat import learner_batch
-
     def build(learner):
-        batch = getattr(learner, "episode_batch", lambda episodes: None)(episodes)
-        if batch is None:
-            batch = learner_batch(learner, TrainingData(episodes=episodes))
+        batch = learner.train_batch(TrainingData(episodes=episodes))
         out = []
         for module_id in sorted(batch.policy_batches):
             columns = batch.policy_batches[module_id]

@@ -167,3 +167,114 @@ def block_gae(
         rewards, values, next_values, terminateds, truncateds, gamma=gamma, lambda_=lambda_
     )
     return advantages, advantages + values
+
+
+def own_step_gae(
+    rewards: npt.ArrayLike,
+    values: npt.ArrayLike,
+    next_values: npt.ArrayLike,
+    present: npt.ArrayLike,
+    observed_after: npt.ArrayLike,
+    terminated: npt.ArrayLike,
+    truncated: npt.ArrayLike,
+    died: npt.ArrayLike,
+    *,
+    gamma: float,
+    lambda_: float,
+) -> tuple[npt.NDArray[np.float64], npt.NDArray[np.float64]]:
+    """GAE of one agent over its own steps, on a ``(T, B)`` rollout block.
+
+    In world ``b`` the agent acts at env steps ``t_0 < t_1 < ...`` (``present``). Own
+    step ``j`` spans env steps ``t_j .. s_j``: up to the step before ``t_{j+1}``, or to
+    where the episode ends, the agent dies or the block is cut, whichever is first::
+
+        R_j     = sum_{t = t_j}^{s_j} rewards[t]          (rewards between its turns)
+        term_j  = died[t] or terminated[t] for some t in the span
+        V'_j    = next_values[t'], t' the span's last step with observed_after
+                                                 (its observation after the span)
+                = V(o_{t_{j+1}})  where there is none and the span runs into t_{j+1}
+                = 0               otherwise
+        delta_j = R_j + gamma * (1 - term_j) * V'_j - values[t_j]
+        A_j     = delta_j + gamma * lambda_ * (1 - end_j) * A_{j+1}
+        end_j   = the span does not run into t_{j+1}
+
+    This is RLlib's GAE on the agent's ``SingleAgentEpisode`` (rewards earned while
+    it waits are added to its last step, one discount per own step). Where the agent
+    acts at every step of an episode (simultaneous moves) it is :func:`block_gae`
+    with ``terminateds = terminated | died``. Loops over ``T``, worlds vectorized.
+
+    Args:
+        rewards: ``(T, B)`` the agent's rewards where they count (0 elsewhere).
+        values: ``(T, B)`` ``V`` of what it acted on (read where ``present``).
+        next_values: ``(T, B)`` ``V`` of its observation after each step (read where
+            ``observed_after``).
+        present, observed_after, terminated, truncated, died: ``(T, B)`` bool.
+
+    Returns:
+        ``(advantages, value_targets)``, ``(T, B)`` float64, at the ``present`` rows
+        (0 elsewhere).
+    """
+    values = np.asarray(values, dtype=np.float64)
+    if values.ndim != 2:
+        raise ValueError(f"values has shape {values.shape}, expected (T, B)")
+    arrays = {
+        "rewards": np.asarray(rewards, dtype=np.float64),
+        "next_values": np.asarray(next_values, dtype=np.float64),
+        **{
+            name: np.asarray(array, dtype=bool)
+            for name, array in (
+                ("present", present),
+                ("observed_after", observed_after),
+                ("terminated", terminated),
+                ("truncated", truncated),
+                ("died", died),
+            )
+        },
+    }
+    for name, array in arrays.items():
+        _check_shape(name, array, values.shape)
+    present = arrays["present"]
+    horizon, worlds = values.shape
+    counts = present.sum(axis=0)
+    length = int(counts.max(initial=0))
+    span_reward = np.zeros((length, worlds))
+    span_value = np.zeros((length, worlds))
+    span_next = np.zeros((length, worlds))
+    span_term = np.zeros((length, worlds), bool)
+    span_end = np.zeros((length, worlds), bool)
+    has_next = np.zeros((length, worlds), bool)
+    step_of = np.zeros((length, worlds), np.int64)
+    owner = np.full(worlds, -1)  # each world's open span
+    count = np.zeros(worlds, np.int64)
+    columns = np.arange(worlds)
+    for t in range(horizon):
+        acting = present[t]
+        # An open span runs into this step: where the agent was not seen after any of
+        # its steps, it bootstraps from what it acts on now.
+        runs_on = acting & (owner >= 0)
+        runs_on[runs_on] &= ~has_next[owner[runs_on], columns[runs_on]]
+        span_next[owner[runs_on], columns[runs_on]] = values[t, runs_on]
+        owner[acting] = count[acting]
+        span_value[count[acting], columns[acting]] = values[t, acting]
+        step_of[count[acting], columns[acting]] = t
+        count[acting] += 1
+        open_ = owner >= 0
+        span_reward[owner[open_], columns[open_]] += arrays["rewards"][t, open_]
+        seen = open_ & arrays["observed_after"][t]
+        span_next[owner[seen], columns[seen]] = arrays["next_values"][t, seen]
+        has_next[owner[seen], columns[seen]] = True
+        ends_terminal = open_ & (arrays["died"][t] | arrays["terminated"][t])
+        span_term[owner[ends_terminal], columns[ends_terminal]] = True
+        closes = ends_terminal | (open_ & (arrays["truncated"][t] | (t == horizon - 1)))
+        span_end[owner[closes], columns[closes]] = True
+        owner[closes] = -1
+    valid = np.arange(length)[:, None] < counts[None, :]
+    span_end |= ~valid
+    span_advantages = _gae_recursion(
+        span_reward, span_value, span_next, span_term, span_end, gamma=gamma, lambda_=lambda_
+    )
+    advantages = np.zeros((horizon, worlds))
+    advantages[step_of[valid], np.broadcast_to(columns, valid.shape)[valid]] = span_advantages[
+        valid
+    ]
+    return advantages, np.where(present, advantages + values, 0.0)

@@ -1,8 +1,7 @@
 """Train batches built straight from ``RolloutBlock`` arrays (no episode chunks, no
 learner connectors), with GAE over each ``(T, B)`` block (``ops.block_gae``): the
-centralized critic's (what ``JointAdvantageConnector`` computes from chunks) and a
-policy's own value head's (what RLlib's ``GeneralAdvantageEstimation`` computes,
-``own_value_block_batch``).
+centralized critic's (``JointAdvantageConnector`` builds it from blocks or from
+chunks read as blocks); a policy's own value head's is ``own_value_batch``.
 
 The centralized critic's, per team (one joint critic and its actor modules):
 - team reward ``r[t, b]``: the sum of the rewards of the team's agents present at step

@@ -23,8 +23,10 @@ CHUNK_BLOCKS = "marllib_ext_chunk_blocks"
 class JointAdvantageConnector(BlockHooks, ConnectorV2):
     """Team GAE on a joint critic, written to every agent's rows of its team.
 
-    Preconditions: runs last in a PPO learner pipeline (``GeneralAdvantageEstimation``
-    removed); the env adapter puts the global state in ``info["state"]``. Agents may
+    Held by the joint-critic learners (one per team), which call its
+    ``block_builder`` on rollout blocks, or the connector itself on episode chunks
+    (read as blocks once per update, ``CHUNK_BLOCKS``); the env adapter puts the global
+    state in ``info["state"]``. Agents may
     act on some env steps of a chunk only (turns, arrivals, deaths): each chunk is one
     world of a rollout block (``rollout.episode_blocks``), its agents present where
     they acted.
@@ -34,8 +36,7 @@ class JointAdvantageConnector(BlockHooks, ConnectorV2):
     value targets come from GAE on the critic's values of the states acted on and
     after each step, are standardized over the rows where the team acted and are
     copied to every agent's rows. The critic module gets its own batch: its inputs,
-    value targets and the loss mask. RLlib's rows of the team's modules (with their
-    bootstrap rows) are replaced by the builder's.
+    value targets and the loss mask.
 
     A subclass changes the batch through the ``BlockHooks`` (critic state, raw
     advantages, extra columns, per-agent terms) and ``BLOCK_BATCH_OPTIONS``.

@@ -1,6 +1,7 @@
-"""The batch of a policy module with its own value head (``ippo``) from rollout blocks:
-what RLlib's GAE connector builds from episode chunks, per agent on its own reward and
-its module's ``V(o)``."""
+"""The batch of a policy module with its own value head (the independent family:
+``ippo``, ``ia2c``, ``itrpo``) from rollout blocks, on both sampling paths (episode
+chunks arrive as blocks, ``rollout.episode_blocks``): per agent, GAE over its own steps
+on its own reward and its module's ``V(o)`` (``ops.own_step_gae``)."""
 
 from __future__ import annotations
 
@@ -11,7 +12,7 @@ import torch
 from ray.rllib.core.columns import Columns
 
 from marllib_ext.envs.adapter import ACTION_MASK_KEY, OBSERVATION_KEY
-from marllib_ext.ops.advantages import block_gae, standardize_valid
+from marllib_ext.ops.advantages import own_step_gae, standardize_valid
 from marllib_ext.policies.recurrent import max_seq_len
 from marllib_ext.postprocessing.block_batch import (
     episode_major,
@@ -39,14 +40,13 @@ def _module_input(observations: np.ndarray, masks: np.ndarray | None, device) ->
 def own_value_block_batch(
     blocks: list[RolloutBlock], *, module, module_id: str, settings: Any, device
 ) -> dict[str, Any] | None:
-    """``{column: tensor}`` of one policy module with its own value head (``ippo``), as
-    RLlib's GAE connector writes it: per agent, GAE on the agent's own reward and its
-    module's ``V(o)``, bootstrapped from the observation after each step where the world
-    was truncated or cut by the sampler, not where the agent died or the world
-    terminated; advantages standardized over the module's rows (RLlib's connector also
-    counts each chunk's bootstrap row, which a block has none of). A recurrent module's
-    values come from its sequences (``recurrent_values``), its rows go as sequences.
-    ``None`` where no agent of the block uses the module."""
+    """``{column: tensor}`` of one policy module with its own value head (``ippo``):
+    per agent, GAE over the agent's own steps (``ops.own_step_gae``: the rewards it
+    earns between its turns on its step, bootstrapped from its next observation where
+    the world was truncated or cut by the sampler, not where the agent died or the
+    world terminated); advantages standardized over the module's rows. A recurrent
+    module's values come from its sequences (``recurrent_values``), its rows go as
+    sequences. ``None`` where no agent of the block uses the module."""
     parts: dict[str, list[np.ndarray]] = {}
     keys: list[list[np.ndarray]] = []
     recurrent = max_seq_len(module) is not None
@@ -60,9 +60,9 @@ def own_value_block_batch(
             else:
                 values, next_values = feed_forward_values(module, block, agent, device)
             rewards = present_rewards(block, [i])[:, :, 0]
-            advantages, value_targets = block_gae(
-                rewards, values, next_values, block.terminated | block.died[:, :, i],
-                block.truncated,
+            advantages, value_targets = own_step_gae(
+                rewards, values, next_values, present, block.present_after()[:, :, i],
+                block.terminated, block.truncated, block.died[:, :, i],
                 gamma=float(settings.gamma), lambda_=float(settings.lambda_),
             )  # fmt: skip
             columns = {

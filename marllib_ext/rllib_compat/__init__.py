@@ -13,7 +13,6 @@ This module re-exports what the rest of the package imports most."""
 from marllib_ext.rllib_compat.connectors import (
     connectors_of,
     env_to_module,
-    learner_connector,
     replace_connector,
 )
 from marllib_ext.rllib_compat.data_parallel import (
@@ -34,7 +33,6 @@ from marllib_ext.rllib_compat.learners import (
     ObservesBatchBeforeLoss,
     ReadsEpisodesAsSortedAgents,
     SameModuleOrderOnEveryLearner,
-    learner_batch,
     local_learner,
     plain_module,
     record_extra_loss,
@@ -74,8 +72,6 @@ __all__ = [
     "first_learners_array",
     "hand_priorities_to_replay",
     "last_td_error",
-    "learner_batch",
-    "learner_connector",
     "learner_value",
     "local_learner",
     "max_over_learners",

@@ -1,18 +1,10 @@
-"""RLlib's connector pipelines: reaching an env runner's or a learner's, finding and
-replacing pieces in one."""
+"""RLlib's connector pipelines: reaching an env runner's, finding and replacing pieces
+in one."""
 
 from __future__ import annotations
 
 from ray.rllib.connectors.connector_pipeline_v2 import ConnectorPipelineV2
 from ray.rllib.connectors.connector_v2 import ConnectorV2
-
-
-def learner_connector(learner) -> ConnectorPipelineV2:
-    """The learner's connector pipeline.
-
-    Relies on: ``Learner.build()`` stores it in ``Learner._learner_connector`` (no
-    public accessor in ray 2.60)."""
-    return learner._learner_connector
 
 
 def env_to_module(env_runner) -> ConnectorPipelineV2 | None:

@@ -14,7 +14,6 @@ from ray.rllib.utils.annotations import override
 
 from marllib_ext.ops.minibatches import minibatch_steps
 from marllib_ext.rllib_compat.data_parallel import data_parallel, max_over_learners
-from marllib_ext.rllib_compat.env_runners import pause_cyclic_gc
 from marllib_ext.rllib_compat.episodes import as_sorted_agents_episode
 
 
@@ -100,15 +99,6 @@ def update_on_part(
         _no_metrics_reduce=not last,
         **kwargs,
     )
-
-
-def learner_batch(learner, training_data):
-    """The learner-connector ``MultiAgentBatch`` of ``training_data``, built once.
-
-    Relies on: ``Learner.update`` turns its ``TrainingData`` into that batch in
-    ``_make_batch_if_necessary`` and passes a given batch through unchanged."""
-    with pause_cyclic_gc():  # thousands of small episode chunks from batched rollouts
-        return learner._make_batch_if_necessary(training_data)
 
 
 class ObservesBatchBeforeLoss:

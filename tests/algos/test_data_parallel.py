@@ -15,7 +15,7 @@ from ray.rllib.utils.minibatch_utils import ShardEpisodesIterator
 from marllib_ext import algos, make_env
 from marllib_ext.algos.registry import ALGORITHMS
 from marllib_ext.errors import ConfigError
-from marllib_ext.rllib_compat import CapturesTrainBatch, learner_batch, local_learner
+from marllib_ext.rllib_compat import CapturesTrainBatch, local_learner
 from tests.data_parallel import (
     BATCH,
     assert_learners_identical,
@@ -270,7 +270,7 @@ def test_two_learners_write_the_advantages_one_learner_writes_on_the_same_slices
             len_lookback_buffer=config.episode_lookback_horizon,
         )
         for shard, got in zip(shards, captured, strict=True):
-            expected = advantage_columns(learner_batch(local, TrainingData(episodes=shard)))
+            expected = advantage_columns(local.train_batch(TrainingData(episodes=shard)))
             assert got.keys() == expected.keys()
             for module_id, columns in expected.items():
                 for column, values in columns.items():

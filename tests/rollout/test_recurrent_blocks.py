@@ -15,7 +15,6 @@ from marllib_ext import algos, make_env
 from marllib_ext.policies.joint_critic import is_critic_module
 from marllib_ext.postprocessing.sequence_batch import recurrent_values
 from marllib_ext.rllib_compat import (
-    learner_batch,
     local_learner,
     plain_module,
     reset_before_next_sample,
@@ -150,11 +149,8 @@ def test_rllib_episode_chunks_reproduce_sampled_logp(ray_session, name):
 
 
 def _episode_batch(learner, episodes):
-    """The learner's batch of episode chunks: its own builder's (the joint critics'), or
-    RLlib's learner connectors' (``ippo``: RLlib's own recurrent PPO pipeline)."""
-    return learner.episode_batch(episodes) or learner_batch(
-        learner, TrainingData(episodes=episodes)
-    )
+    """The learner's batch of episode chunks (read as rollout blocks)."""
+    return learner.train_batch(TrainingData(episodes=episodes))
 
 
 def _check_logp(name, env, env_args, settings):
@@ -306,7 +302,7 @@ def test_chunks_of_a_block_give_the_blocks_sequences(ray_session):
         arrays, chunks = rollout._block(block), rollout._episodes(block)
 
         def both(learner):
-            return learner.block_batch([arrays]), learner.episode_batch(chunks)
+            return learner.block_batch([arrays]), _episode_batch(learner, chunks)
 
         direct, from_chunks = _on_learner(algorithm, both)
     finally:

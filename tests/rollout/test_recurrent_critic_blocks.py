@@ -8,6 +8,7 @@ import numpy as np
 import pytest
 import torch
 from ray.rllib.core.columns import Columns
+from ray.rllib.core.learner.training_data import TrainingData
 
 from marllib_ext import algos, make_env
 from marllib_ext.errors import ConfigError
@@ -91,7 +92,8 @@ def test_chunks_of_a_block_give_the_same_critic_rows(ray_session, name):
         arrays, chunks = rollout._block(raw), rollout._episodes(raw)
         learner = local_learner(algorithm)
         gap_block, direct = _critic_gap(learner, learner.block_batch([arrays]))
-        gap_chunks, from_chunks = _critic_gap(learner, learner.episode_batch(chunks))
+        batch = learner.train_batch(TrainingData(episodes=chunks))
+        gap_chunks, from_chunks = _critic_gap(learner, batch)
     finally:
         algorithm.stop()
 

@@ -8,7 +8,6 @@ from typing import Any
 import torch
 from ray.rllib.algorithms.ppo.ppo import LEARNER_RESULTS_VF_EXPLAINED_VAR_KEY
 from ray.rllib.algorithms.ppo.torch.ppo_torch_learner import PPOTorchLearner
-from ray.rllib.connectors.learner import GeneralAdvantageEstimation
 from ray.rllib.core.columns import Columns
 from ray.rllib.core.learner.learner import VF_LOSS_KEY
 from ray.rllib.policy.sample_batch import MultiAgentBatch
@@ -19,13 +18,11 @@ from marllib_ext.algos.ppo.phased import PhasedLearner
 from marllib_ext.ops.value_loss import value_loss
 from marllib_ext.policies.joint_critic import ACTOR_MODULES, OLD_VALUES, is_critic_module
 from marllib_ext.policies.vd_critic import AGENT_VALUE_SPREAD
-from marllib_ext.postprocessing.joint_advantage import JointAdvantageConnector
+from marllib_ext.postprocessing.joint_advantage import CHUNK_BLOCKS, JointAdvantageConnector
 from marllib_ext.postprocessing.own_value_batch import own_value_block_batch
 from marllib_ext.postprocessing.vd_advantage import VDJointAdvantageConnector
 from marllib_ext.rllib_compat import (
     ObservesBatchBeforeLoss,
-    connectors_of,
-    learner_connector,
     plain_module,
     sum_over_learners,
 )
@@ -107,15 +104,12 @@ class PPOLearner(PhasedLearner):
     """RLlib's PPO learner (``ippo``) on its schedule (``minibatch_size: null``: one
     step on the whole batch per epoch)."""
 
-    @classmethod
     @override(PhasedLearner)
-    def rollout_block_refusal(cls) -> str | None:
-        return None  # RLlib's GAE on each module's own value head: own_value_block_batch
-
-    @override(PhasedLearner)
-    def block_batch(self, blocks: list[RolloutBlock]) -> MultiAgentBatch:
-        """What RLlib's GAE connector builds from chunks, per policy module from its own
-        value head (``postprocessing.block_batch.own_value_block_batch``)."""
+    def block_batch(
+        self, blocks: list[RolloutBlock], episodes: list | None = None
+    ) -> MultiAgentBatch:
+        """Per policy module, GAE over each agent's own steps from the module's own
+        value head (``postprocessing.own_value_batch.own_value_block_batch``)."""
         start = time.perf_counter()
         columns = {}
         for module_id in sorted(self.module.keys()):
@@ -148,27 +142,20 @@ class JointCriticPPOLearner(ObservesBatchBeforeLoss, PhasedLearner):
 
     advantage_connector_class: type[JointAdvantageConnector] = JointAdvantageConnector
 
-    @classmethod
-    @override(PhasedLearner)
-    def rollout_block_refusal(cls) -> str | None:
-        return None  # one builder for blocks and chunks: the connector's block_builder
-
     @override(PPOTorchLearner)
     def build(self) -> None:
         super().build()
-        pipeline = learner_connector(self)
-        pipeline.remove(GeneralAdvantageEstimation)
-        # One advantage connector per joint critic (one per team); each writes its own
-        # team's actor rows and its critic's batch.
-        for critic_id, critic in self.module.items():
-            if is_critic_module(critic_id):
-                pipeline.append(
-                    self.advantage_connector_class(
-                        critic_module_id=critic_id,
-                        actor_module_ids=critic.model_config.get(ACTOR_MODULES),
-                        **self.advantage_connector_kwargs(),
-                    )
-                )
+        # One advantage connector per joint critic (one per team); each builds its own
+        # team's actor rows and its critic's batch from the rollout blocks.
+        self._advantage_connectors = [
+            self.advantage_connector_class(
+                critic_module_id=critic_id,
+                actor_module_ids=critic.model_config.get(ACTOR_MODULES),
+                **self.advantage_connector_kwargs(),
+            )
+            for critic_id, critic in self.module.items()
+            if is_critic_module(critic_id)
+        ]
         # Actor module -> the joint critic of its team.
         self.critic_of_actor = {
             actor: connector.critic_module_id
@@ -177,49 +164,43 @@ class JointCriticPPOLearner(ObservesBatchBeforeLoss, PhasedLearner):
         }
 
     @override(PhasedLearner)
-    def block_batch(self, blocks: list[RolloutBlock]) -> MultiAgentBatch:
+    def block_batch(
+        self, blocks: list[RolloutBlock], episodes: list | None = None
+    ) -> MultiAgentBatch:
         """Each advantage connector's batch from the blocks (its ``block_builder``: the
-        team GAE of ``postprocessing.block_batch``, or COMA's)."""
-        start = time.perf_counter()
-        columns = {}
-        for connector in self.advantage_connectors():
-            columns.update(
-                connector.block_builder(
-                    blocks,
-                    connector=connector,
-                    rl_module=self.module,
-                    device=self.device,
-                    metrics=self.metrics,
-                )
-            )
-        return self.batch_of_columns(columns, blocks, start)
-
-    @override(PhasedLearner)
-    def episode_batch(self, episodes: list) -> MultiAgentBatch:
-        """The batch the advantage connectors build from episode chunks (the chunks
-        read as rollout blocks, then the team batch builder), without RLlib's other
-        learner connectors, whose rows the advantage connectors replace."""
+        team GAE of ``postprocessing.block_batch``, or COMA's). With the ``episodes``
+        the blocks were read from, each connector is called as RLlib calls one, on
+        those blocks (``CHUNK_BLOCKS``): the same builder."""
         start = time.perf_counter()
         columns: dict[str, Any] = {}
-        shared_data: dict[str, Any] = {}
         for connector in self.advantage_connectors():
-            columns = connector(
-                rl_module=self.module,
-                batch=columns,
-                episodes=episodes,
-                metrics=self.metrics,
-                shared_data=shared_data,
-            )
-        return self.batch_of_columns(columns, episodes, start)
+            if episodes is None:
+                columns.update(
+                    connector.block_builder(
+                        blocks,
+                        connector=connector,
+                        rl_module=self.module,
+                        device=self.device,
+                        metrics=self.metrics,
+                    )
+                )
+            else:
+                columns = connector(
+                    rl_module=self.module,
+                    batch=columns,
+                    episodes=episodes,
+                    metrics=self.metrics,
+                    shared_data={CHUNK_BLOCKS: blocks},
+                )
+        return self.batch_of_columns(columns, blocks, start)
 
     def advantage_connector_kwargs(self) -> dict[str, Any]:
         return {"settings": self.settings}
 
     def advantage_connectors(self, connector_class: type | None = None) -> list:
         """This learner's advantage connector(s) (of ``connector_class``, if given)."""
-        return connectors_of(
-            learner_connector(self), connector_class or self.advantage_connector_class
-        )
+        wanted = connector_class or self.advantage_connector_class
+        return [c for c in self._advantage_connectors if isinstance(c, wanted)]
 
     @override(ObservesBatchBeforeLoss)
     def observe(self, batch: dict[str, Any]) -> None:

@@ -34,15 +34,16 @@ from marllib_ext.rllib_compat import (
     ReadsEpisodesAsSortedAgents,
     SameModuleOrderOnEveryLearner,
     first_learners_array,
-    learner_batch,
     learner_value,
     plain_module,
     settings_of,
     update_on_part,
     with_learner_value,
 )
+from marllib_ext.rllib_compat.env_runners import pause_cyclic_gc
 from marllib_ext.rllib_compat.minibatches import EqualPassesMinibatches, module_batch
 from marllib_ext.rollout.blocks import RolloutBlock
+from marllib_ext.rollout.episode_blocks import blocks_of_chunks
 
 # Seconds the learner took to build its batch from rollout blocks.
 BLOCK_BATCH_TIMER = "block_batch_timer"
@@ -129,15 +130,7 @@ class PhasedLearner(
 
     @override(PPOTorchLearner)
     def update(self, *, training_data=None, timesteps=None, **update_kwargs):
-        blocks = rollout_blocks(training_data)
-        if blocks:
-            batch = self.block_batch(blocks)
-        else:
-            episodes = getattr(training_data, "episodes", None)
-            batch = (episodes and self.episode_batch(episodes)) or learner_batch(
-                self, training_data
-            )
-        context = PhaseContext(batch, timesteps, update_kwargs)
+        context = PhaseContext(self.train_batch(training_data), timesteps, update_kwargs)
         result = None
         for index, phase in enumerate(self.schedule):
             context.last_phase = index == len(self.schedule) - 1
@@ -145,21 +138,33 @@ class PhasedLearner(
         # A schedule that ends without an RLlib update reduces the metrics itself.
         return result if result is not None else self.metrics.reduce()
 
+    def train_batch(self, training_data) -> MultiAgentBatch:
+        """The update's batch, always built from rollout blocks by ``block_batch``:
+        the blocks a batched runner handed over, or episode chunks read as blocks
+        (``rollout.episode_blocks``), so both samplers give one batch. A ready batch
+        passes through."""
+        if getattr(training_data, "batch", None) is not None:
+            return training_data.batch
+        blocks = rollout_blocks(training_data)
+        if blocks:
+            return self.block_batch(blocks)
+        episodes = getattr(training_data, "episodes", None) or []
+        with pause_cyclic_gc():  # thousands of small episode chunks
+            blocks = blocks_of_chunks(episodes)
+        return self.block_batch(blocks, episodes)
+
     @classmethod
     def rollout_block_refusal(cls) -> str | None:
-        """Why this learner builds its batch from episodes rather than from rollout
-        blocks (``None``: it builds the same batch from either; ``rollout.direct``)."""
-        return "it builds its batch from episodes"
-
-    def block_batch(self, blocks: list[RolloutBlock]) -> MultiAgentBatch:
-        """The train batch built from batched-rollout arrays (where
-        ``rollout_block_refusal()`` is ``None``)."""
-        raise TypeError(f"{type(self).__name__} builds its batch from episodes, not arrays")
-
-    def episode_batch(self, episodes: list) -> MultiAgentBatch | None:
-        """The train batch built from episode chunks by this learner's own pieces,
-        without RLlib's learner connectors (``None``: through the connectors)."""
+        """``None``: every phased learner builds its batch from rollout blocks, so a
+        batched runner hands them over (``rollout.direct``)."""
         return None
+
+    def block_batch(
+        self, blocks: list[RolloutBlock], episodes: list | None = None
+    ) -> MultiAgentBatch:
+        """The train batch built from rollout blocks by the family's builder
+        (``episodes``: the chunks the blocks were read from, where they were)."""
+        raise NotImplementedError(f"{type(self).__name__} builds no batch from rollout blocks")
 
     def batch_of_columns(
         self, columns: dict[str, dict], blocks: list[RolloutBlock], started: float

@@ -8,6 +8,7 @@ import numpy as np
 import pytest
 import torch
 from ray.rllib.core.columns import Columns
+from ray.rllib.core.learner.training_data import TrainingData
 
 from marllib_ext import algos
 from marllib_ext.algos.coma import COMAAdvantageConnector, COMALearner
@@ -178,7 +179,7 @@ def test_agents_that_arrive_and_leave_get_finite_targets(ray_session):
         assert any((~block.alive).any() for block in blocks)  # someone was absent
 
         def batch_of(learner):
-            batch = learner.episode_batch(chunks)
+            batch = learner.train_batch(TrainingData(episodes=chunks))
             return {
                 mid: {c: batch[mid][c].numpy() for c in ("value_targets", "loss_mask")}
                 for mid in batch.policy_batches
