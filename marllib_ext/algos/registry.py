@@ -223,7 +223,11 @@ class AlgoSpec:
         if env.is_multi_agent and env.spec.turn_based:
             # An action completes at the agent's next turn: learn on whole episodes, and
             # not RLlib's complete-episode sampling, which drops the long ones.
-            config.env_runners(batch_mode=COMPLETE_EPISODES, env_runner_cls=WholeEpisodeEnvRunner)
+            # Team replay's runner is one already.
+            runner = config.env_runner_cls
+            if not (isinstance(runner, type) and issubclass(runner, WholeEpisodeEnvRunner)):
+                runner = WholeEpisodeEnvRunner
+            config.env_runners(batch_mode=COMPLETE_EPISODES, env_runner_cls=runner)
         config = with_evaluation(config, settings)
         return (
             with_episode_end_callback(config, log_contract_breaches)

@@ -1,8 +1,10 @@
-"""Team episodes for team replay: the ones ``TeamEpisodeAssembler`` builds from a batched
-rollout's arrays equal, row for row, the ones ``team_episode`` reads from RLlib episodes
-of the same steps (``ArrayRollout`` hands both forms of one sampled block); episodes cut
-across ``sample()`` calls join into the same arrays; a GRU agent acts on the arrays with
-its state carried per world and restarted with the world's episode."""
+"""Team episodes for team replay come from rollout blocks only: the ones
+``TeamEpisodeAssembler`` builds from a batched rollout's arrays, and the ones it builds
+from RLlib's per-world episodes read as blocks (``team_episodes_of_chunks``), equal row
+for row a slow reference reading the same steps through RLlib's episode API
+(``team_episode_reference``), on agents that move together, take turns, arrive late and
+die; episodes cut across ``sample()`` calls join into the same arrays; a GRU agent acts
+on the arrays with its state carried per world and restarted with the world's episode."""
 
 import numpy as np
 import pytest
@@ -10,7 +12,8 @@ import torch
 
 from marllib_ext import algos, make_env
 from marllib_ext.rllib_compat import reset_before_next_sample
-from marllib_ext.rollout.team_episodes import TeamEpisodeAssembler, team_episode
+from marllib_ext.rollout.team_episodes import TeamEpisodeAssembler, team_episodes_of_chunks
+from tests.rollout.team_episode_reference import reference_team_episode
 
 pytestmark = pytest.mark.filterwarnings("ignore::UserWarning")
 
@@ -26,11 +29,17 @@ CASES = {
     # a batched simulator the test extra installs, time-limit ends
     "vmas": ("iql", None, "vmas:navigation", {"obs_last_action": True}),
 }
+PER_WORLD_CASES = {
+    # AEC turns: rewards between an agent's turns, final observations of idle players
+    "take_turns": ("qmix", None, "toy:take_turns", {}),
+    # an agent that arrives at step 2 and one that dies at step 3
+    "come_and_go": ("vdn", None, "toy:come_and_go", {}),
+}
 ENV_ARGS = {"vmas:navigation": {"max_steps": 15, "continuous_actions": False}}
 
 
 def _algorithm(case: str):
-    name, source, env, settings = CASES[case]
+    name, source, env, settings = {**CASES, **PER_WORLD_CASES}[case]
     if env.startswith("smax:"):
         pytest.importorskip("jaxmarl", reason="the smax extra is not installed")
     if env.startswith("vmas:"):
@@ -75,16 +84,54 @@ def test_assembled_episodes_are_the_ones_read_from_rllib_episodes(ray_session, c
         runner = algorithm.env_runner
         agents, obs_dim = runner.team_agents, runner.team_obs_dim
         whole = [c for c in chunks if c.is_done and c.env_t_started == 0]
-        expected = [team_episode(c, agents, obs_dim) for c in whole]
+        expected = [reference_team_episode(c, agents, obs_dim) for c in whole]
         got = TeamEpisodeAssembler(agents, obs_dim).add(arrays)
+        read_as_blocks = team_episodes_of_chunks(whole, agents, obs_dim)
     finally:
         algorithm.stop()
     assert len(got) == len(expected) >= WORLDS
-    for mine, theirs in zip(got, expected, strict=True):
+    for mine, read, theirs in zip(got, read_as_blocks, expected, strict=True):
         _assert_equal(mine, theirs)
+        _assert_equal(read, theirs)
     if case == "smax":  # the case covers deaths and masks
         assert any(e.agent_terminated[:-1].any() for e in got)
         assert all(e.action_mask is not None for e in got)
+
+
+@pytest.mark.parametrize("case", sorted(PER_WORLD_CASES))
+def test_per_world_episodes_read_as_blocks_are_the_reference_episodes(ray_session, case):
+    algorithm = _algorithm(case)
+    try:
+        runner = algorithm.env_runner
+        agents, obs_dim = runner.team_agents, runner.team_obs_dim
+        episodes = [e.to_numpy() for e in runner.sample(num_episodes=2 * WORLDS)]
+        stored = runner.sample()  # what training stores, through the runner
+    finally:
+        algorithm.stop()
+    expected = [reference_team_episode(e, agents, obs_dim) for e in episodes]
+    got = team_episodes_of_chunks(episodes, agents, obs_dim)
+    assert len(got) == len(expected) >= WORLDS
+    for mine, theirs in zip(got, expected, strict=True):
+        _assert_equal(mine, theirs)
+    assert len(stored) >= WORLDS and all(e.length > 0 for e in stored)
+    if case == "come_and_go":  # an arrival and a death in every episode
+        assert all(not e.present[:2, 2].any() and e.present[2, 2] for e in got)
+        assert all(e.agent_terminated[3, 1] for e in got)
+    if case == "take_turns":  # rewards credited between an agent's turns
+        assert any((e.rewards != 0).sum() > (e.present[:-1] * (e.rewards != 0)).sum() for e in got)
+
+
+def test_a_chunk_that_is_not_a_whole_episode_is_refused(ray_session):
+    algorithm = _algorithm("come_and_go")
+    try:
+        runner = algorithm.env_runner
+        agents, obs_dim = runner.team_agents, runner.team_obs_dim
+        (episode,) = runner.sample(num_episodes=1)
+    finally:
+        algorithm.stop()
+    tail = episode.to_numpy().slice(slice(3, None))
+    with pytest.raises(ValueError, match="team replay stores whole episodes"):
+        team_episodes_of_chunks([tail], agents, obs_dim)
 
 
 @pytest.mark.parametrize("case", ["smax", "legal_moves"])

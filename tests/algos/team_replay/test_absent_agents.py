@@ -11,7 +11,7 @@ from marllib_ext.envs.adapter import ParallelEnvAdapter
 from marllib_ext.envs.toy_agents import ComeAndGoEnv
 from marllib_ext.replay.team_episodes import TeamEpisodeStore
 from marllib_ext.rllib_compat import local_learner
-from marllib_ext.rollout.team_episodes import team_episode
+from marllib_ext.rollout.team_episodes import team_episodes_of_chunks
 
 AGENTS = ("agent_0", "agent_1", "agent_2")
 
@@ -32,6 +32,11 @@ def played_episode(**env_args):
             observations, actions, rewards, infos, terminateds=terminateds, truncateds=truncateds
         )
     return episode.to_numpy()
+
+
+def team_episode(episode, agents, obs_dim):
+    (read,) = team_episodes_of_chunks([episode], agents, obs_dim)
+    return read
 
 
 def test_absent_steps_are_empty_and_deaths_are_the_agents_own():
