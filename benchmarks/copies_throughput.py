@@ -44,12 +44,12 @@ def raw_env_speed(env_name: str, copies: int, steps: int, seed: int = 0) -> floa
 
 def path_speeds(env_name: str, name: str, iterations: int, per_world: bool):
     """``(collection env steps/s, end-to-end env steps/s, sampling line, copies)``."""
-    algorithm = algos.get(name).rllib_config(make_env(env_name), seed=0).build_algo()
+    sampler = "per_world" if per_world else "auto"
+    config = algos.get(name).rllib_config(make_env(env_name), seed=0, sampler=sampler)
+    algorithm = config.build_algo()
     try:
         runner = algorithm.env_runner
-        if per_world:
-            runner.array_rollout, runner.array_rollout_refusal = None, "benchmark"
-        sampling = "RLlib's per-world episodes" if per_world else runner.sampling
+        sampling = runner.sampling
         algorithm.train()  # warm-up
         sampled, sampling_s, start = 0, 0.0, time.perf_counter()
         for _ in range(iterations):

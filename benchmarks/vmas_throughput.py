@@ -57,25 +57,22 @@ def raw_vmas_steps_per_second(task: str, num_envs: int, steps: int, seed: int = 
 
 
 def _algorithm(env_name: str, num_envs: int, path: str, learner_data: str = "blocks", **settings):
+    # per_world: the batched simulator behind RLlib's per-world episode loop (the path a
+    # runner takes when it must); chunks: the learner reads episode chunks (as one
+    # without a block batch does).
+    sampler = "per_world" if path == "per_world" else "auto"
+    if path == "batched" and learner_data == "chunks":
+        sampler = "episode_chunks"
     config = algos.mappo(**settings).rllib_config(  # the env's own hyperparameter source
-        make_env(env_name), seed=0, num_env_runners=0, num_envs_per_env_runner=num_envs
-    )
+        make_env(env_name), seed=0, num_env_runners=0, num_envs_per_env_runner=num_envs,
+        sampler=sampler,
+    )  # fmt: skip
     if path == "copies":
         # RLlib's own vector env: num_envs separate one-world simulators, stepped in turn.
         from ray.rllib.env.multi_agent_env_runner import MultiAgentEnvRunner
 
         config.env_runners(env_runner_cls=MultiAgentEnvRunner)
-    algorithm = config.build_algo()
-    if path == "per_world":
-        # The batched simulator behind RLlib's per-world episode loop (the path every
-        # runner took before the batched rollout, and still takes when it must).
-        runner = algorithm.env_runner
-        runner.array_rollout, runner.array_rollout_refusal = None, "benchmark"
-    if path == "batched" and learner_data == "chunks":
-        # The learner reads episode chunks through its connectors (the path before
-        # rollout blocks, and the one a learner without a block batch takes).
-        algorithm.env_runner.array_rollout.blocks_refusal = "benchmark"
-    return algorithm
+    return config.build_algo()
 
 
 def sampling_steps_per_second(
@@ -93,7 +90,7 @@ def sampling_steps_per_second(
         elapsed = time.perf_counter() - start
         sampled = sum(episode.env_steps() for episode in episodes)
         if path == "batched":
-            assert runner.array_rollout is not None, runner.array_rollout_refusal
+            assert runner.array_rollout is not None, runner.sampling
     finally:
         algorithm.stop()
     return sampled / elapsed

@@ -37,6 +37,7 @@ def build(name: str, num_learners: int, seed: int, env_name: str = "toy:coordina
     from marllib_ext import algos
     from marllib_ext.algos.ppo.schedule import rllib_phase
     from marllib_ext.algos.registry import ALGORITHMS as SPECS
+    from marllib_ext.errors import ConfigError
 
     minibatch_key = rllib_phase(SPECS[name].schedule).minibatch_size
     whole_batch = getattr(SPECS[name].settings("toy"), minibatch_key) is None
@@ -49,7 +50,14 @@ def build(name: str, num_learners: int, seed: int, env_name: str = "toy:coordina
     }
     env = COST_ENV if SPECS[name].capabilities.needs_costs else env_name
     share = "individual" if SPECS[name].capabilities.sequential else "all"
-    return algos.get(name, **settings).rllib_config(env, share_policy=share, seed=seed).build_algo()
+    algo = algos.get(name, **settings)
+    try:  # episode chunks, so the digests compare what learners build from one set
+        config = algo.rllib_config(env, share_policy=share, seed=seed, sampler="episode_chunks")
+    except (TypeError, ConfigError):  # code without the sampler setting: see below
+        config = algo.rllib_config(env, share_policy=share, seed=seed)
+    algorithm = config.build_algo()
+    chunks_from_setter(algorithm.env_runner)
+    return algorithm
 
 
 def weights_digest(algorithm) -> str:
@@ -138,11 +146,11 @@ def as_runner_episodes(episodes: list) -> list:
     ]
 
 
-def as_episode_chunks(env_runner) -> None:
-    """The runner hands episode chunks, not rollout blocks (code with a batched runner):
-    the digests compare what learners build from the same episodes."""
+def chunks_from_setter(env_runner) -> None:
+    """On code whose runners chose their output through a setter (no ``sampler``
+    setting): hand episode chunks, not rollout blocks."""
     rollout = getattr(env_runner, "array_rollout", None)
-    if rollout is not None:
+    if rollout is not None and not hasattr(rollout, "hands_blocks"):
         rollout.blocks_refusal = "update_equivalence"
 
 
@@ -188,7 +196,6 @@ def main() -> None:
             algorithm = build(name, num_learners, args.seed, args.env)
             try:
                 if args.mode == "record":
-                    as_episode_chunks(algorithm.env_runner)
                     episodes = algorithm.env_runner.sample(num_timesteps=BATCH)
                     state = algorithm.learner_group.get_state()
                     path.write_bytes(pickle.dumps((state, episodes)))

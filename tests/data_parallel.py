@@ -17,7 +17,7 @@ ENV_OF = {
 }
 
 
-def two_learner_config(name, **overrides):
+def two_learner_config(name, sampler="auto", **overrides):
     settings = {"num_learners": 2, "num_env_runners": 0}
     if ALGORITHMS[name].capabilities.off_policy:
         settings.update(train_batch_size=64, num_steps_sampled_before_learning_starts=64)
@@ -29,12 +29,12 @@ def two_learner_config(name, **overrides):
     settings.update(overrides)
     share = "individual" if ALGORITHMS[name].capabilities.sequential else "all"
     return algos.get(name, **settings).rllib_config(
-        ENV_OF.get(name, "toy:coordination"), share_policy=share, seed=0
+        ENV_OF.get(name, "toy:coordination"), share_policy=share, seed=0, sampler=sampler
     )
 
 
-def two_learner_algorithm(name, **overrides):
-    return two_learner_config(name, **overrides).build_algo()
+def two_learner_algorithm(name, sampler="auto", **overrides):
+    return two_learner_config(name, sampler, **overrides).build_algo()
 
 
 def learner_weights(algorithm):

@@ -268,27 +268,24 @@ def test_the_package_runner_and_learners_read_sorted_agents_episodes(ray_session
     from ray.rllib.core.learner.training_data import TrainingData
     from ray.rllib.env.multi_agent_episode import MultiAgentEpisode
 
-    from marllib_ext.rllib_compat import local_learner, reset_before_next_sample
+    from marllib_ext.rllib_compat import local_learner
     from marllib_ext.rllib_compat.episodes import SortedAgentsEpisode
 
-    algorithm = algos.mappo(**SMALL).rllib_config("mpe:simple_spread", seed=0).build_algo()
-    try:
-        runner = algorithm.env_runner
-        runner.array_rollout.blocks_refusal = "test"  # episode chunks built from arrays
-        for _ in range(2):  # the second call continues the first's episodes (cut)
-            episodes = runner.sample(num_timesteps=40, random_actions=False)
-            assert {type(e) for e in episodes} == {SortedAgentsEpisode}
-        runner.array_rollout, runner.array_rollout_refusal = None, "test"  # RLlib's path
-        reset_before_next_sample(runner)
-        for _ in range(2):
-            episodes = runner.sample(num_timesteps=40, random_actions=False)
-            assert {type(e) for e in episodes} == {SortedAgentsEpisode}
-        replayed = episodes[0]
-        replayed.__class__ = MultiAgentEpisode  # as RLlib's replay buffers build them
-        local_learner(algorithm)._make_batch_if_necessary(TrainingData(episodes=[replayed]))
-        assert type(replayed) is SortedAgentsEpisode
-    finally:
-        algorithm.stop()
+    for sampler in ("episode_chunks", "per_world"):  # chunks from arrays; RLlib's path
+        config = algos.mappo(**SMALL).rllib_config("mpe:simple_spread", seed=0, sampler=sampler)
+        algorithm = config.build_algo()
+        try:
+            runner = algorithm.env_runner
+            assert (runner.array_rollout is None) == (sampler == "per_world")
+            for _ in range(2):  # the second call continues the first's episodes (cut)
+                episodes = runner.sample(num_timesteps=40, random_actions=False)
+                assert {type(e) for e in episodes} == {SortedAgentsEpisode}
+            replayed = episodes[0]
+            replayed.__class__ = MultiAgentEpisode  # as RLlib's replay buffers build them
+            local_learner(algorithm)._make_batch_if_necessary(TrainingData(episodes=[replayed]))
+            assert type(replayed) is SortedAgentsEpisode
+        finally:
+            algorithm.stop()
 
 
 def test_rllib_counts_and_carries_rollout_blocks_as_episodes(ray_session):
@@ -406,10 +403,10 @@ def test_episode_slices_keep_every_agents_infos(ray_session, env):
     env step, the infos of the episode they came from (absent agents included)."""
     from marllib_ext.rollout.episode_steps import chunk_step_infos
 
-    algorithm = algos.mappo(**SMALL).rllib_config(env, seed=0).build_algo()
+    # RLlib's own slices: the per-world sampler.
+    algorithm = algos.mappo(**SMALL).rllib_config(env, seed=0, sampler="per_world").build_algo()
     try:
         runner = algorithm.env_runner
-        runner.array_rollout, runner.array_rollout_refusal = None, "test"  # RLlib's slices
         episodes = runner.sample(num_timesteps=60, random_actions=False)
     finally:
         algorithm.stop()

@@ -49,6 +49,7 @@ from marllib_ext.rllib_compat import settings_of
 from marllib_ext.rllib_compat.checkpoints import save_policy_snapshot
 from marllib_ext.rllib_compat.cluster import check_cluster_resources, ray_address
 from marllib_ext.rllib_compat.env_runners import EPISODE_SUCCESS
+from marllib_ext.rollout.sampler import AUTO, with_sampler
 
 RESUMES_FILE = "resumes.txt"  # a continued run directory: one line per resume
 # stop key -> (where in the progress row, what it means)
@@ -158,9 +159,7 @@ class Algo:
     def share_policy(self, env: EnvHandle | str, share_policy: str | None = None) -> str:
         """``share_policy``, or where ``None`` what the env and algorithm allow
         (:func:`default_share_policy`)."""
-        if share_policy is not None:
-            return share_policy
-        return default_share_policy(self.spec, self._env(env))
+        return share_policy or default_share_policy(self.spec, self._env(env))
 
     def rllib_config(
         self,
@@ -168,14 +167,16 @@ class Algo:
         *,
         share_policy: str | None = None,
         seed: int | None = None,
+        sampler: str = AUTO,
         **overrides: Any,
     ) -> AlgorithmConfig:
-        """The plain RLlib ``AlgorithmConfig``, for ``config.build_algo()`` or Tune;
-        ``share_policy=None``: what the env and algorithm allow."""
+        """The plain RLlib ``AlgorithmConfig`` (``build_algo()``, Tune); ``share_policy=None``:
+        what the env and algorithm allow; ``sampler``: one of ``rollout.sampler.SAMPLERS``."""
         env = self._env(env)
         self.spec.check_env(env)
-        share_policy = self.share_policy(env, share_policy)
-        return self.spec.rllib_config(self.settings(env, **overrides), env, share_policy, seed)
+        settings = self.settings(env, **overrides)
+        config = self.spec.rllib_config(settings, env, self.share_policy(env, share_policy), seed)
+        return with_sampler(config, sampler)
 
     def run_spec(
         self,

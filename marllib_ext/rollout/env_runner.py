@@ -20,8 +20,8 @@ from marllib_ext.rllib_compat import (
     reset_before_next_sample,
 )
 from marllib_ext.rllib_compat.env_runners import StartsSortedAgentsEpisodes
-from marllib_ext.rollout.eligibility import array_rollout_refusal
 from marllib_ext.rollout.runner import ArrayRollout
+from marllib_ext.rollout.sampler import SamplerChoice, choose_sampler
 
 logger = logging.getLogger(__name__)
 
@@ -39,13 +39,14 @@ class BatchedEnvRunner(StartsSortedAgentsEpisodes, MultiAgentEnvRunner):
 
     def choose_sampler(self) -> str:
         """Decides how this runner samples, once its env and module exist (again when
-        its env is rebuilt): through ``ArrayRollout`` (rollout blocks, or episode chunks
-        built from arrays) or through RLlib's per-world path. Logs and returns the
-        decision, with the reason where a cheaper path is refused."""
+        its env is rebuilt; ``rollout.sampler.choose_sampler``): through
+        ``ArrayRollout`` (rollout blocks, or episode chunks built from arrays) or
+        through RLlib's per-world path. Logs and returns the decision, with the reason
+        where a cheaper path is refused."""
+        self.sampler_choice: SamplerChoice = choose_sampler(self)
         self.array_rollout: ArrayRollout | None = None
-        self.array_rollout_refusal: str | None = array_rollout_refusal(self)
-        if self.array_rollout_refusal is None:
-            self.array_rollout = ArrayRollout(self)
+        if self.sampler_choice.uses_arrays:
+            self.array_rollout = ArrayRollout(self, hands_blocks=self.sampler_choice.hands_blocks)
         self.sampling = self.sampling_description()
         logger.info("env runner %s %s", self.worker_index, self.sampling)
         return self.sampling
@@ -53,15 +54,11 @@ class BatchedEnvRunner(StartsSortedAgentsEpisodes, MultiAgentEnvRunner):
     def sampling_description(self) -> str:
         """``sampling: rollout blocks`` / ``sampling: episode chunks built from arrays
         (reason)`` / ``sampling: RLlib's per-world episodes (reason)``."""
-        if self.array_rollout is None:
-            return f"sampling: RLlib's per-world episodes ({self.array_rollout_refusal})"
-        if self.array_rollout.blocks_refusal is None:
-            return "sampling: rollout blocks"
-        return f"sampling: episode chunks built from arrays ({self.array_rollout.blocks_refusal})"
+        return self.sampler_choice.description()
 
     @override(MultiAgentEnvRunner)
     def make_env(self):
-        self.array_rollout, self.array_rollout_refusal = None, "the env is being built"
+        self.array_rollout = None  # the env is being built
         self._make_env()
         if getattr(self, "module", None) is not None:  # a rebuilt env: decide again
             self.choose_sampler()

@@ -20,7 +20,7 @@ worlds in one call (VMAS, SMAX), that per-world bookkeeping costs many times the
   ``on_episode_end`` callbacks and the runner's episode metrics see them as RLlib's.
 
 The path serves a runner whose env is an ``ArrayWorld`` and whose pipeline is RLlib's
-default one; ``eligibility.array_rollout_refusal`` says why another runner samples as
+default one; ``sampler.choose_sampler`` says why another runner samples as
 RLlib does.
 """
 
@@ -64,7 +64,6 @@ from marllib_ext.rollout.direct import (
     log_sample_counts,
     log_successes,
     rollout_block,
-    rollout_block_refusal,
 )
 from marllib_ext.rollout.extensions import ExtensionChain
 from marllib_ext.rollout.recurrent import RecurrentStates
@@ -75,8 +74,11 @@ class ArrayRollout:
     world's current arrays and present agents, and the id, length and start time of its
     episode."""
 
-    def __init__(self, env_runner) -> None:
+    def __init__(self, env_runner, *, hands_blocks: bool) -> None:
         self.runner = env_runner
+        # sample() returns one RolloutBlock (else episode chunks), fixed with the
+        # runner's SamplerChoice.
+        self.hands_blocks = hands_blocks
         self.world: ArrayWorld = env_runner.env.world
         adapter = env_runner.env.envs[0].unwrapped
         self.agents = sorted(self.world.agents)
@@ -98,7 +100,6 @@ class ArrayRollout:
         self.last_rewards: list[dict[str, float]] = []  # rewards behind the current obs
         self.recurrent = RecurrentStates()  # recurrent modules' states between steps
         self.steps_this_call = 0  # env steps of every world so far in this sample() call
-        self._blocks_refusal = rollout_block_refusal(env_runner)
         self.tally = EpisodeTally(env_runner, self.agents, self.module_of, self.num_envs)
         # The algorithm's env-to-module connectors, in their array form.
         self.extensions = ExtensionChain(
@@ -108,20 +109,6 @@ class ArrayRollout:
             ],
             self.agents,
         )
-
-    @property
-    def blocks_refusal(self) -> str | None:
-        """Why ``sample()`` returns episode chunks rather than one ``RolloutBlock``
-        (``None``: a block)."""
-        return self._blocks_refusal
-
-    @blocks_refusal.setter
-    def blocks_refusal(self, reason: str | None) -> None:
-        # Blocks keep no chunk bookkeeping (episode ids, env steps): the worlds start
-        # afresh when the kind of output changes.
-        if (reason is None) != (self._blocks_refusal is None):
-            set_needs_initial_reset(self.runner, True)
-        self._blocks_refusal = reason
 
     # ---- sampling ----------------------------------------------------------------------
     def reset(self) -> None:
@@ -167,7 +154,7 @@ class ArrayRollout:
             if as_block:
                 mark_sampling_done(runner)
                 return [self._block(block)]
-            if self.blocks_refusal is None:
+            if self.hands_blocks:
                 mark_sampling_done(runner)
                 # One block per data-parallel learner: RLlib hands each one out whole.
                 return self._block(block).split(max(1, runner.config.num_learners or 0))

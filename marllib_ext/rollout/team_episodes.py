@@ -172,7 +172,7 @@ class TeamEpisodeEnvRunner(WholeEpisodeEnvRunner):
     per-world episodes read as blocks elsewhere. Calls with ``num_timesteps`` or ``num_episodes``
     (evaluation) return RLlib episodes, as RLlib's runner does."""
 
-    assembles_team_episodes = True  # read by rollout.eligibility
+    assembles_team_episodes = True  # read by rollout.sampler
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)

@@ -174,9 +174,10 @@ def test_each_learner_gets_its_share_of_the_batch():
 
 # ---- time slices --------------------------------------------------------------------
 def sampled_episodes(algorithm, env_steps):
-    """Episode chunks (RLlib's sharding slices them in time), not rollout blocks."""
+    """Episode chunks (RLlib's sharding slices them in time), not rollout blocks: the
+    algorithm is built with ``sampler="episode_chunks"``."""
     runner = algorithm.env_runner_group.local_env_runner
-    runner.array_rollout.blocks_refusal = "test"
+    assert runner.sampling.startswith("sampling: episode chunks built from arrays")
     return runner.sample(num_timesteps=env_steps, random_actions=False)
 
 
@@ -204,7 +205,7 @@ def test_two_learners_take_one_rollout_block_each(ray_session, name):
 
 
 def test_shards_never_split_one_env_step_between_learners(ray_session):
-    algorithm = two_learner_algorithm("mappo")
+    algorithm = two_learner_algorithm("mappo", "episode_chunks")
     try:
         episodes = sampled_episodes(algorithm, 301)  # odd: the shards need a time slice
         total = sum(len(e) for e in episodes)
@@ -240,7 +241,7 @@ def test_two_learners_write_the_advantages_one_learner_writes_on_the_same_slices
     # shards rebuilt here carry other ACTIONS / ACTION_LOGP than the learner group's (same
     # OBS and ACTION_DIST_INPUTS), so it would compare different data, not the learners.
     overrides = {"efx_advantage": "hinge"} if name.startswith("efx") else {}
-    config = two_learner_config(name, **overrides)
+    config = two_learner_config(name, "episode_chunks", **overrides)
     capturing = type("CapturingLearner", (CapturesTrainBatch, config.learner_class), {})
     algorithm = config.learners(learner_class=capturing).build_algo()
     single = two_learner_config(name, num_learners=0, **overrides).build_algo()

@@ -65,31 +65,35 @@ def test_the_time_limit_truncates():
 
 
 def test_one_batched_simulator_per_runner_resets_ended_battles(ray_session):
-    config = algos.mappo(train_batch_size=200, minibatch_size=100, num_epochs=1).rllib_config(
-        make_env("smax:3m", max_steps=10), seed=0, num_env_runners=0, num_envs_per_env_runner=4
-    )
-    algorithm = config.build_algo()
-    try:
-        runner = algorithm.env_runner
-        assert isinstance(runner.env, BatchedVectorEnv) and runner.env.world.num_envs == 4
-        (block,) = runner.sample(num_timesteps=120, explore=True)  # mappo reads arrays
-        assert runner.array_rollout is not None, runner.array_rollout_refusal
-        assert block.terminated.any() or block.truncated.any()
-        for agent, masks in block.action_masks.items():  # legal actions where present
-            present = block.alive[:, :, block.agents.index(agent)]
-            chosen = np.take_along_axis(masks, block.actions[agent][..., None], -1)[..., 0]
-            assert (chosen[present] == 1).all()
-        runner.array_rollout.blocks_refusal = "test"  # episode chunks, as other learners get
-        episodes = runner.sample(num_timesteps=120, explore=True)
-        ended = [e for e in episodes if e.is_done]
-        assert ended and all(len(e) <= 11 for e in ended)  # SMAX: max_steps + 1 steps
-        for episode in episodes:  # every sampled action was legal under its mask
-            for agent_episode in episode.agent_episodes.values():
-                masks = agent_episode.get_observations()["action_mask"][:-1]
-                for mask, action in zip(masks, agent_episode.get_actions(), strict=True):
-                    assert mask[int(action)] == 1
-    finally:
-        algorithm.stop()
+    # Rollout blocks, as mappo takes them; episode chunks, as learners reading episodes get.
+    for sampler in ("auto", "episode_chunks"):
+        config = algos.mappo(train_batch_size=200, minibatch_size=100, num_epochs=1).rllib_config(
+            make_env("smax:3m", max_steps=10), seed=0, num_env_runners=0,
+            num_envs_per_env_runner=4, sampler=sampler,
+        )  # fmt: skip
+        algorithm = config.build_algo()
+        try:
+            runner = algorithm.env_runner
+            assert isinstance(runner.env, BatchedVectorEnv) and runner.env.world.num_envs == 4
+            assert runner.array_rollout is not None, runner.sampling
+            if sampler == "auto":
+                (block,) = runner.sample(num_timesteps=120, explore=True)
+                assert block.terminated.any() or block.truncated.any()
+                for agent, masks in block.action_masks.items():  # legal actions where present
+                    present = block.alive[:, :, block.agents.index(agent)]
+                    chosen = np.take_along_axis(masks, block.actions[agent][..., None], -1)
+                    assert (chosen[..., 0][present] == 1).all()
+                continue
+            episodes = runner.sample(num_timesteps=120, explore=True)
+            ended = [e for e in episodes if e.is_done]
+            assert ended and all(len(e) <= 11 for e in ended)  # SMAX: max_steps + 1 steps
+            for episode in episodes:  # every sampled action was legal under its mask
+                for agent_episode in episode.agent_episodes.values():
+                    masks = agent_episode.get_observations()["action_mask"][:-1]
+                    for mask, action in zip(masks, agent_episode.get_actions(), strict=True):
+                        assert mask[int(action)] == 1
+        finally:
+            algorithm.stop()
 
 
 @pytest.mark.parametrize("name", ["mappo", "qmix"])

@@ -20,7 +20,7 @@ WORLDS = 4
 MASKED = [False]  # whether the env under test has action masks
 
 
-def _algorithm(name="mappo", env="vmas:navigation", **env_args):
+def _algorithm(name="mappo", env="vmas:navigation", sampler="auto", **env_args):
     source = {"hyperparam_source": "vmas"} if env.startswith("vmas:") else {}
     length = {"max_cycles": 20} if env.startswith("mpe:") else {"max_steps": 20}
     config = algos.get(name, **source, **SMALL).rllib_config(
@@ -28,6 +28,7 @@ def _algorithm(name="mappo", env="vmas:navigation", **env_args):
         seed=3,
         num_env_runners=0,
         num_envs_per_env_runner=WORLDS,
+        sampler=sampler,
     )
     return config.build_algo()
 
@@ -93,11 +94,7 @@ def _episodes(chunks):
     return out
 
 
-def _sample(runner, steps_per_world, batched):
-    if not batched:  # RLlib's own path, as a runner that cannot take the batched one
-        runner.array_rollout, runner.array_rollout_refusal = None, "test"
-    else:  # episode chunks, as for a learner that reads episodes
-        runner.array_rollout.blocks_refusal = "test"
+def _sample(runner, steps_per_world):
     reset_before_next_sample(runner)
     chunks = []
     for _ in range(2):  # two calls: the second continues the first's episodes
@@ -123,14 +120,17 @@ def test_same_episodes_as_rllibs_path(ray_session, env):
     if env.startswith("smax:"):
         pytest.importorskip("jaxmarl", reason="the smax extra is not installed")
     MASKED[0] = env.startswith("smax:")
-    algorithm = _algorithm(env=env)
-    try:
-        runner = algorithm.env_runner
-        batched = _sample(runner, 25, batched=True)
-        assert runner.array_rollout is not None
-        per_world = _sample(runner, 25, batched=False)
-    finally:
-        algorithm.stop()
+    batched, per_world = {}, {}
+    # Episode chunks from the arrays, as for a learner that reads episodes; RLlib's own
+    # path, as a runner that cannot take the batched one.
+    for sampler, episodes in (("episode_chunks", batched), ("per_world", per_world)):
+        algorithm = _algorithm(env=env, sampler=sampler)
+        try:
+            runner = algorithm.env_runner
+            assert (runner.array_rollout is None) == (sampler == "per_world")
+            episodes.update(_sample(runner, 25))
+        finally:
+            algorithm.stop()
     both = batched.keys() & per_world.keys()
     if not MASKED[0]:  # 50 steps of 20-step episodes: two ended in every world
         assert len(batched) == len(per_world) == len(both) == WORLDS * 2

@@ -46,7 +46,7 @@ def _on_learner(algorithm, fn):
 def _sampled_block(algorithm, steps=30):
     runner = algorithm.env_runner
     rollout = runner.array_rollout
-    assert rollout.blocks_refusal is None, rollout.blocks_refusal
+    assert rollout.hands_blocks, algorithm.env_runner.sampling
     reset_before_next_sample(runner)
     runner.sample(num_timesteps=WORLDS * 7)  # worlds mid-episode when the block starts
     return rollout._block(rollout._run(steps, True, False))

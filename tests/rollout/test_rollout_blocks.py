@@ -75,7 +75,7 @@ def _both_batches(name, env, share_policy="all", **settings):
     try:
         runner = algorithm.env_runner
         rollout = runner.array_rollout
-        assert rollout.blocks_refusal is None
+        assert rollout.hands_blocks, runner.sampling
         reset_before_next_sample(runner)
         runner.sample(num_timesteps=WORLDS * 15)
         block = rollout._run(30, True, False)
@@ -259,8 +259,7 @@ def test_trains_on_blocks_and_reports_episodes(ray_session, name):
     try:
         for _ in range(2):
             result = algorithm.train()
-        rollout = algorithm.env_runner.array_rollout
-        assert rollout is not None and rollout.blocks_refusal is None
+        assert algorithm.env_runner.sampling == "sampling: rollout blocks"
         runners = result["env_runners"]
         assert runners["num_env_steps_sampled"] == 400
         assert runners["episode_len_mean"] == 20
@@ -293,10 +292,10 @@ def test_a_remote_runner_hands_blocks_to_the_driver_learner(ray_session):
     algorithm = config.build_algo()
     try:
         result = algorithm.train()
-        refusals = algorithm.env_runner_group.foreach_env_runner(
-            lambda runner: runner.array_rollout.blocks_refusal, local_env_runner=False
+        choices = algorithm.env_runner_group.foreach_env_runner(
+            lambda runner: runner.sampler_choice, local_env_runner=False
         )
-        assert refusals == [None]
+        assert [choice.kind for choice in choices] == ["rollout blocks"]
         assert result["env_runners"]["num_env_steps_sampled"] == 400
         assert result["learners"]["__all_modules__"]["block_batch_timer"] > 0
         assert math.isfinite(result["env_runners"]["episode_return_mean"])

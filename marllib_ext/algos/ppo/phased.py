@@ -43,7 +43,7 @@ from marllib_ext.rllib_compat import (
 from marllib_ext.rllib_compat.env_runners import pause_cyclic_gc
 from marllib_ext.rllib_compat.minibatches import EqualPassesMinibatches, module_batch
 from marllib_ext.rollout.blocks import RolloutBlock
-from marllib_ext.rollout.episode_blocks import blocks_of_chunks
+from marllib_ext.rollout.sampler import as_rollout_blocks
 
 # Seconds the learner took to build its batch from rollout blocks.
 BLOCK_BATCH_TIMER = "block_batch_timer"
@@ -140,18 +140,14 @@ class PhasedLearner(
 
     def train_batch(self, training_data) -> MultiAgentBatch:
         """The update's batch, always built from rollout blocks by ``block_batch``:
-        the blocks a batched runner handed over, or episode chunks read as blocks
-        (``rollout.episode_blocks``), so both samplers give one batch. A ready batch
-        passes through."""
+        what the runners handed over read as blocks (``rollout.sampler.as_rollout_blocks``:
+        their blocks, or their episode chunks as blocks), so every sampler gives one
+        batch. A ready batch passes through."""
         if getattr(training_data, "batch", None) is not None:
             return training_data.batch
-        blocks = rollout_blocks(training_data)
-        if blocks:
-            return self.block_batch(blocks)
-        episodes = getattr(training_data, "episodes", None) or []
         with pause_cyclic_gc():  # thousands of small episode chunks
-            blocks = blocks_of_chunks(episodes)
-        return self.block_batch(blocks, episodes)
+            blocks, chunks = as_rollout_blocks(getattr(training_data, "episodes", None) or [])
+        return self.block_batch(blocks, chunks)
 
     @classmethod
     def rollout_block_refusal(cls) -> str | None:
@@ -254,16 +250,6 @@ class PhasedLearner(
             last=context.last_part,
             **schedule,
         )
-
-
-def rollout_blocks(training_data) -> list[RolloutBlock]:
-    """The ``RolloutBlock`` arrays a batched env runner handed over as its episodes
-    (empty for episodes or a batch)."""
-    episodes = getattr(training_data, "episodes", None) or []
-    blocks = [e for e in episodes if isinstance(e, RolloutBlock)]
-    if blocks and len(blocks) != len(episodes):
-        raise TypeError("a learner update got rollout blocks mixed with episodes")
-    return blocks
 
 
 class PhaseContext:
