@@ -7,8 +7,9 @@ What goes on the page is ``benchmarks/results/page.yaml``: one table per task fa
 one metric, its columns the tasks (each header names its env-step budget), its rows the
 algorithms. Each table is backed by an experiment file, ``benchmarks/experiments/<name>.yaml``,
 whose one ``marllib-ext benchmark`` line reproduces it; a row names the file's algorithm
-label (``algorithm``) and a column the file's task label (``tasks``). A cell reads the
-runs that command stored under ``benchmarks/results/<name>/runs/`` (``runs``: the last
+label (``algorithm``; ``experiment``: a row rerun by a file of its own) and a column the
+file's task label (``tasks``). A cell reads the runs that command stored under
+``benchmarks/results/<name>/runs/`` (``runs``: the last
 evaluation's ``metric``, or a progress column at ``at`` env steps); runs that reached
 their budget count. Where the file has not been run yet, a cell reads the runs stored
 before by the script the file replaced (same algorithm settings, budget and
@@ -79,7 +80,8 @@ def read_runs(table: dict, row: dict, column: str, results: Path = RESULTS) -> C
         return None
     task = table["tasks"][column]
     reader = {**table["runs"], **{k: v for k, v in task.items() if k != "task"}}
-    folder = results / table["experiment"] / "runs" / slug(task["task"]) / slug(label)
+    experiment = row.get("experiment", table["experiment"])
+    folder = results / experiment / "runs" / slug(task["task"]) / slug(label)
     values, seeds = [], []
     for run in sorted(folder.glob("seed_*"), key=lambda p: int(p.name.removeprefix("seed_"))):
         value = run_value(run, reader)
@@ -221,9 +223,15 @@ def render_table(table: dict, results: Path = RESULTS) -> str:
             "(same algorithm settings, budget and evaluation); the line below reruns them.",
             "",
         ]
-    experiment = f"benchmarks/experiments/{table['experiment']}.yaml"
+    experiments = dict.fromkeys(
+        [table["experiment"], *(r["experiment"] for r in table["rows"] if "experiment" in r)]
+    )
     lines += ["Reproduce:", "", "```bash"]
-    lines += [f"marllib-ext benchmark {experiment} --out benchmarks/results", "```", ""]
+    lines += [
+        f"marllib-ext benchmark benchmarks/experiments/{name}.yaml --out benchmarks/results"
+        for name in experiments
+    ]
+    lines += ["```", ""]
     return "\n".join(lines)
 
 
