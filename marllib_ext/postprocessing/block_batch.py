@@ -295,14 +295,14 @@ def joint_critic_block_batch(
             key=critic_module_id,
             window=1,
         )
-    adjusted = connector.adjust_block_advantages(teams, metrics)
+    adjusted, slack = connector.adjust_block_advantages(teams, metrics)
     standardized = standardized_over_teams(adjusted, teams)
     actor_extra, critic_extra = connector.block_extra_columns(critic, teams, device, metrics)
     per_block = [
         connector.combine_after_standardizing(advantages, extra)
         for advantages, extra in zip(standardized, actor_extra, strict=True)
     ]
-    agent_terms = connector.block_agent_terms(rl_module, teams, metrics)
+    agent_terms = connector.block_agent_terms(rl_module, teams, slack, metrics)
     modules = sorted({b.module_of[b.agents[i]] for t in teams for b in [t.block] for i in t.team})
     batch: dict[str, dict[str, Any]] = {}
     for module_id in modules:

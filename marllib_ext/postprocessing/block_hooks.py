@@ -23,10 +23,14 @@ class BlockHooks:
         in ``block.agents``."""
         return block.next_states if after else block.states
 
-    def adjust_block_advantages(self, teams: list, metrics: Any) -> list[np.ndarray]:
-        """The raw team advantages ``(T, B)`` of each ``block_batch.TeamBlock`` before
-        they are standardized (EFX's conservative advantage)."""
-        return [team.advantages for team in teams]
+    def adjust_block_advantages(
+        self, teams: list, metrics: Any
+    ) -> tuple[list[np.ndarray], list[np.ndarray] | None]:
+        """``(advantages, slack)``: the raw team advantages ``(T, B)`` of each
+        ``block_batch.TeamBlock`` before they are standardized (EFX's conservative
+        advantage), and per block the ``(T, B)`` slack ``block_agent_terms`` reads
+        (``None``: no slack). Returned, not kept: the hooks hold no state between calls."""
+        return [team.advantages for team in teams], None
 
     def block_extra_columns(
         self, critic, teams: list, device, metrics: Any
@@ -44,9 +48,10 @@ class BlockHooks:
         return advantages
 
     def block_agent_terms(
-        self, rl_module, teams: list, metrics: Any
+        self, rl_module, teams: list, slack: list[np.ndarray] | None, metrics: Any
     ) -> dict[tuple[int, int], np.ndarray]:
         """``{(block index, agent index): (n_rows,)}`` added to that agent's rows (where it
         was alive, in ``(step, world)`` order) after the team advantage is copied there
-        (EFX's exploration push); none here."""
+        (EFX's exploration push, from ``slack`` of ``adjust_block_advantages``); none
+        here."""
         return {}

@@ -17,11 +17,10 @@ from marllib_ext.errors import ConfigError
 from marllib_ext.ops.efx import (
     Z_SAMPLING_MODES,
     BudgetController,
-    budget_step,
     sample_initial_budget,
 )
-from marllib_ext.postprocessing.budget_arrays import BudgetArrays
-from marllib_ext.postprocessing.budget_input import BudgetInput, plain_observation
+from marllib_ext.postprocessing.budget_arrays import BudgetArrays, BudgetState, BudgetTracker
+from marllib_ext.postprocessing.budget_input import BudgetInput
 
 
 def budget_controllers(settings: Any) -> dict[str, BudgetController]:
@@ -45,6 +44,8 @@ def budget_controllers(settings: Any) -> dict[str, BudgetController]:
 # Episode custom data written at the episode's first step (copied across chunk cuts).
 Z0_KEY = "efx_z0"
 DEPLOY_KEY = "efx_deploy"
+STATE_KEY = "efx_budget_state"  # the episode's one-world BudgetState
+ACCOUNTED_KEY = "efx_steps_accounted"  # {agent: its agent steps counted in the state}
 
 
 class BudgetObservationConnector(MultiAgentObservationPreprocessor):
@@ -57,13 +58,12 @@ class BudgetObservationConnector(MultiAgentObservationPreprocessor):
     outer loop): every team starts at its controller's budget. Otherwise each team's
     ``z_0`` is drawn by ``z_sampling`` (the controller's budget, uniform, or DefMARL's
     30% ``z_low`` / 20% ``z_high`` / 50% uniform mix; the uniform draws start at the
-    controller's floor, ``z_low`` unless ``budget_range: tracked``). Afterwards
-    ``z_t = clip(z_{t-1} - delta_{t-1}, z_low, z_high)`` with
-    ``delta = -intrinsic_coef * sum_{i in T} logp_i`` of the team's last logged
-    log-probs. ``z_{t-1}`` is read back from the team's previous (already augmented)
-    observation, which the episode keeps in its lookback buffer across chunk cuts, and
-    the augmented observation is written into the episode: the learner sees exactly
-    what the actor saw. (With ``explore=False`` RLlib logs ``logp = 0``, so z stays at
+    controller's floor, ``z_low`` unless ``budget_range: tracked``). Each episode keeps
+    a one-world ``BudgetState`` in its ``custom_data`` (copied across chunk cuts),
+    moved by the same ``BudgetTracker`` as the batched rollout's: every agent step is
+    accounted once, when it is complete (the agent observes again, or the episode
+    ends), so ``z`` drops by the intrinsic reward of every teammate that acted, also on
+    turn-taking envs. (With ``explore=False`` RLlib logs ``logp = 0``, so z stays at
     ``z_0``.)
 
     The controllers' state lives here, so it is part of every env runner's state and
@@ -95,6 +95,8 @@ class BudgetObservationConnector(MultiAgentObservationPreprocessor):
         self.inputs = {b.team: b.input for b in settings.team_budgets}
         self.team_of = {agent: b.team for b in settings.team_budgets for agent in b.agents}
         self._rng = np.random.default_rng(seed)
+        self.tracker = BudgetTracker(self, sorted(self.team_of))
+        self.team_column = {team: k for k, team in enumerate(self.tracker.teams)}
         super().__init__(input_observation_space, input_action_space)
 
     @property
@@ -133,12 +135,6 @@ class BudgetObservationConnector(MultiAgentObservationPreprocessor):
             }
         )
 
-    def initial_budgets(self, episode) -> dict[str, float]:
-        deploy, z0 = self.draw_initial_budgets()
-        episode.custom_data[Z0_KEY] = z0
-        episode.custom_data[DEPLOY_KEY] = deploy
-        return z0
-
     def draw_initial_budgets(self) -> tuple[bool, dict[str, float]]:
         """A new episode's ``(deploy, {team: z_0})``: a deployment episode (probability
         ``z_deploy_fraction``) starts every team at its controller's budget, any other
@@ -164,47 +160,53 @@ class BudgetObservationConnector(MultiAgentObservationPreprocessor):
         team budgets as arrays, drawn and stepped as here, from these controllers."""
         return BudgetArrays(self, agents, num_envs)
 
-    def next_budget(self, episode, team: str, agent_ids: list[str]) -> float:
-        """``z_T`` at this step from the team's previous z and log-probs.
+    def account(self, episode) -> BudgetState:
+        """The episode's budget state, stepped by every agent step completed since the
+        last call (idempotent: each step counts once; on-episode-end callbacks call it
+        before RLlib's last connector pass)."""
+        state, accounted = episode.custom_data[STATE_KEY], episode.custom_data[ACCOUNTED_KEY]
+        agents = self.tracker.agents
+        logp, rewards = np.zeros((1, len(agents))), np.zeros((1, len(agents)))
+        acted = np.zeros((1, len(agents)), bool)
+        for i, agent in enumerate(agents):
+            sa_episode = episode.agent_episodes.get(agent)
+            new_steps = 0 if sa_episode is None else sa_episode.t - accounted.get(agent, 0)
+            if new_steps <= 0:
+                continue
+            # An agent acts at most once per env step: one new step since the last call.
+            acted[0, i] = True
+            logp[0, i] = float(
+                np.sum(sa_episode.get_extra_model_outputs(key=Columns.ACTION_LOGP, indices=-1))
+            )
+            rewards[0, i] = float(sa_episode.get_rewards(-1))
+            accounted[agent] = sa_episode.t
+        if acted.any():
+            self.tracker.step(state, logp=logp, rewards=rewards, acted=acted)
+        return state
 
-        ``agent_ids``: the team's agents observing now. Those that acted before (all of
-        them on simultaneous-move envs, a dying agent with its final observation
-        included) carry the previous z in their last observation and the log-probs of
-        the previous step; an agent that just arrived has neither. A team whose agents
-        all just arrived starts at its episode's ``z_0``."""
-        agent_episodes = [sa for sa in (episode.agent_episodes[a] for a in agent_ids) if sa.t > 0]
-        if not agent_episodes:
-            return float(episode.custom_data[Z0_KEY][team])
-        previous = plain_observation(agent_episodes[0].get_observations(-2))
-        previous_z = float(self.inputs[team].read(previous))
-        # Per-agent lookups: MultiAgentEpisode.get_extra_model_outputs(indices=-1)
-        # returns {} in continuation chunks (ray 2.60).
-        logp_sum = sum(
-            float(np.sum(sa.get_extra_model_outputs(key=Columns.ACTION_LOGP, indices=-1)))
-            for sa in agent_episodes
-        )
-        controller = self.controllers[team]
-        return budget_step(
-            previous_z,
-            -self.intrinsic_coef * logp_sum,
-            z_low=controller.z_low,
-            z_high=controller.z_high,
-        )
+    def log_ended(self, episode, metrics) -> None:
+        """The ended episode's sums for the outer loop (``BudgetTracker.log_ended``)."""
+        self.tracker.log_ended(self.account(episode), np.zeros(1, int), metrics)
 
     @override(MultiAgentObservationPreprocessor)
     def preprocess(self, observations: dict[str, Any], episode) -> dict[str, Any]:
-        acting: dict[str, list[str]] = {}
-        for agent_id in observations:
-            acting.setdefault(self.team_of[agent_id], []).append(agent_id)
         if episode.env_t == 0:
-            z = self.initial_budgets(episode)
+            state = self.tracker.new_state(1)
+            self.tracker.start(state, np.zeros(1, int))
+            episode.custom_data[STATE_KEY] = state
+            episode.custom_data[ACCOUNTED_KEY] = {}
+            episode.custom_data[Z0_KEY] = {
+                team: float(state.z0[0, k]) for team, k in self.team_column.items()
+            }
+            episode.custom_data[DEPLOY_KEY] = bool(state.deploy[0])
         else:
-            z = {team: self.next_budget(episode, team, agents) for team, agents in acting.items()}
+            state = self.account(episode)
         return {
-            agent_id: self.inputs[self.team_of[agent_id]].append_to_observation(
-                obs, z[self.team_of[agent_id]]
+            agent_id: self.inputs[team].append_to_observation(
+                obs, state.z[0, self.team_column[team]]
             )
             for agent_id, obs in observations.items()
+            for team in [self.team_of[agent_id]]
         }
 
     @override(ConnectorV2)

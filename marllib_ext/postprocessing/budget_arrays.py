@@ -1,10 +1,11 @@
-"""EFX's team budgets on the batched rollout (``BudgetObservationConnector``'s array
-form, a ``rollout.extensions.ObservationExtension``), and the episode sums both forms
-log for the outer loop."""
+"""EFX's team budgets through episodes (``BudgetTracker``, float64, one implementation
+for the batched rollout and the per-world connector), the connector's array form
+(``BudgetArrays``) and the episode sums both log for the outer loop."""
 
 from __future__ import annotations
 
 import dataclasses
+from dataclasses import dataclass
 
 import numpy as np
 
@@ -29,17 +30,33 @@ INTRINSIC_MEAN_WINDOW = 100
 PER_TEAM = "efx_per_team"
 
 
-class BudgetArrays:
-    """Every world's team budgets ``z[b, team]`` through a batched rollout, as
-    ``BudgetObservationConnector`` keeps them episode by episode: a new episode draws
-    ``(deploy, z_0)`` from the connector (its controllers, sampling mode and random
-    generator); after each step ``z <- clip(z - delta, z_low, z_high)`` with
-    ``delta = -intrinsic_coef * sum_{i in team, acted} log pi_i``; each agent's
-    observation gets its team's normalized z appended (``BudgetInput``), so the
-    learner reads back what the actor saw. Where an episode ends, its team returns are
-    logged as for chunks (``log_episode_sums``)."""
+@dataclass
+class BudgetState:
+    """The team budgets and episode sums of ``B`` worlds (float64 throughout): ``z``,
+    ``z0`` ``(B, n_teams)`` each team's budget now and at its episode's start;
+    ``deploy`` ``(B,)`` the episode plays the deployment budget; ``returns``, ``logp``
+    ``(B, n_agents)`` each agent's extrinsic return and summed log-probabilities so far."""
 
-    def __init__(self, connector, agents: list[str], num_envs: int) -> None:
+    z: np.ndarray
+    z0: np.ndarray
+    deploy: np.ndarray
+    returns: np.ndarray
+    logp: np.ndarray
+
+
+class BudgetTracker:
+    """EFX's team budgets through episodes, the one implementation for both layouts:
+    the batched rollout keeps one ``BudgetState`` of all its worlds (``BudgetArrays``),
+    the per-world connector one of one world per episode (``budget.BudgetObservationConnector``).
+
+    A new episode draws ``(deploy, z_0)`` from the connector (its controllers, sampling
+    mode and random generator); after each step ``z <- clip(z - delta, z_low, z_high)``
+    with ``delta = -intrinsic_coef * sum_{i in team, acted} log pi_i``; each agent's
+    observation gets its team's normalized z appended (``BudgetInput``), so the learner
+    reads back what the actor saw. Where an episode ends, its sums are logged for the
+    outer loop (``log_episode_sums``)."""
+
+    def __init__(self, connector, agents: list[str]) -> None:
         self.connector = connector
         budgets = connector.settings.team_budgets
         team_index = {agent: k for k, budget in enumerate(budgets) for agent in budget.agents}
@@ -54,53 +71,85 @@ class BudgetArrays:
             for k in range(len(budgets))
         ]
         self.team_of_agent = [team_index[agent] for agent in agents]
-        self.z = np.zeros((num_envs, len(budgets)))
-        self.z0 = np.zeros((num_envs, len(budgets)))
-        self.deploy = np.zeros(num_envs, bool)
-        self.returns = np.zeros((num_envs, len(agents)))  # extrinsic, per agent
-        self.logp = np.zeros((num_envs, len(agents)))  # summed over the episode
 
-    def start(self, worlds: np.ndarray) -> None:
+    def new_state(self, num_envs: int) -> BudgetState:
+        teams, agents = (num_envs, len(self.teams)), (num_envs, len(self.agents))
+        return BudgetState(
+            z=np.zeros(teams), z0=np.zeros(teams), deploy=np.zeros(num_envs, bool),
+            returns=np.zeros(agents), logp=np.zeros(agents),
+        )  # fmt: skip
+
+    def start(self, state: BudgetState, worlds: np.ndarray) -> None:
+        """New episodes begin in ``worlds``: draw their budgets, clear their sums."""
         for world in worlds:
             deploy, z0 = self.connector.draw_initial_budgets()
-            self.deploy[world] = deploy
-            self.z0[world] = [z0[team] for team in self.teams]
-        self.z[worlds] = self.z0[worlds]
-        self.returns[worlds] = 0.0
-        self.logp[worlds] = 0.0
+            state.deploy[world] = deploy
+            state.z0[world] = [z0[team] for team in self.teams]
+        state.z[worlds] = state.z0[worlds]
+        state.returns[worlds] = 0.0
+        state.logp[worlds] = 0.0
 
-    def extend(self, arrays: WorldArrays) -> WorldArrays:
-        observations = {
-            agent: self.inputs[k].append(arrays.observations[agent], self.z[:, k])
-            for agent, k in zip(self.agents, self.team_of_agent, strict=True)
-        }
-        return dataclasses.replace(arrays, observations=observations)
-
-    def step(self, *, logp, rewards, acted, ended, metrics) -> None:
+    def step(self, state: BudgetState, *, logp, rewards, acted) -> None:
+        """One step of every world: ``logp``, ``rewards``, ``acted`` ``(B, n_agents)``
+        (the agents that acted; the others' entries are ignored)."""
         logp = np.where(acted, logp, 0.0)
-        self.logp += logp
-        self.returns += np.where(acted, rewards, 0.0)
+        state.logp += logp
+        state.returns += np.where(acted, rewards, 0.0)
         coef = float(self.connector.intrinsic_coef)
         for k, team in enumerate(self.teams):
             controller = self.connector.controllers[team]
             _, delta = intrinsic_rewards(logp[:, self.members[k]], coef=coef)
-            self.z[:, k] = budget_step(
-                self.z[:, k], delta, z_low=controller.z_low, z_high=controller.z_high
+            state.z[:, k] = budget_step(
+                state.z[:, k], delta, z_low=controller.z_low, z_high=controller.z_high
             )
-        if ended.any():
-            self._log_episodes(np.flatnonzero(ended), metrics)
 
-    def _log_episodes(self, worlds: np.ndarray, metrics) -> None:
+    def observations(self, state: BudgetState, observations: dict[str, np.ndarray]) -> dict:
+        """``{agent: (B, d + 1)}``: each agent's observations with its team's z."""
+        return {
+            agent: self.inputs[k].append(observations[agent], state.z[:, k])
+            for agent, k in zip(self.agents, self.team_of_agent, strict=True)
+            if agent in observations
+        }
+
+    def log_ended(self, state: BudgetState, worlds: np.ndarray, metrics) -> None:
+        """The sums of the episodes that ended in ``worlds``."""
         log_episode_sums(
             metrics,
             coef=float(self.connector.intrinsic_coef),
             budgets=self.connector.settings.team_budgets,
             agents=self.agents,
-            returns=self.returns[worlds],
-            logp=self.logp[worlds],
-            deploy=self.deploy[worlds],
-            z0=self.z0[worlds],
+            returns=state.returns[worlds],
+            logp=state.logp[worlds],
+            deploy=state.deploy[worlds],
+            z0=state.z0[worlds],
         )
+
+
+class BudgetArrays:
+    """``BudgetObservationConnector``'s array form (a ``rollout.extensions``
+    ``ObservationExtension``): one ``BudgetState`` of every world of a batched rollout,
+    moved by the connector's ``BudgetTracker``."""
+
+    def __init__(self, connector, agents: list[str], num_envs: int) -> None:
+        self.tracker = BudgetTracker(connector, agents)
+        self.state = self.tracker.new_state(num_envs)
+        self.inputs = self.tracker.inputs
+
+    @property
+    def z0(self) -> np.ndarray:
+        return self.state.z0
+
+    def start(self, worlds: np.ndarray) -> None:
+        self.tracker.start(self.state, worlds)
+
+    def extend(self, arrays: WorldArrays) -> WorldArrays:
+        observations = self.tracker.observations(self.state, arrays.observations)
+        return dataclasses.replace(arrays, observations=observations)
+
+    def step(self, *, logp, rewards, acted, ended, metrics) -> None:
+        self.tracker.step(self.state, logp=logp, rewards=rewards, acted=acted)
+        if ended.any():
+            self.tracker.log_ended(self.state, np.flatnonzero(ended), metrics)
 
 
 def log_episode_sums(metrics, *, coef, budgets, agents, returns, logp, deploy, z0) -> None:

@@ -102,27 +102,26 @@ class EFXBlockHooks(BlockHooks):
                 key=self.critic_module_id,
                 window=1,
             )  # fmt: skip
-        out, self._block_slack = [], []
+        out, block_slack = [], []
         offset = 0
         for tb, s in zip(teams, segments, strict=True):
             part = slice(offset, offset + len(s.t))
             offset += len(s.t)
             adjusted = tb.advantages.copy()
             adjusted[s.t, s.b] = a_final[part]
-            block_slack = np.zeros(tb.acting.shape)
-            block_slack[s.t, s.b] = slack[part]
+            team_slack = np.zeros(tb.acting.shape)
+            team_slack[s.t, s.b] = slack[part]
             out.append(adjusted)
-            self._block_slack.append(block_slack)
-        return out
+            block_slack.append(team_slack)
+        return out, block_slack
 
-    def block_agent_terms(self, rl_module, teams, metrics):
+    def block_agent_terms(self, rl_module, teams, slack, metrics):
         """``demand_push``: ``w[t] * (-log pi_i(a|o_t) - H_i(o_t))`` on every agent row,
         from the slack of its team row."""
-        slack_of_block, self._block_slack = self._block_slack, None
         if not self.pushes:
             return {}
         terms = {}
-        for k, (tb, slack) in enumerate(zip(teams, slack_of_block, strict=True)):
+        for k, (tb, block_slack) in enumerate(zip(teams, slack, strict=True)):
             block = tb.block
             for i in tb.team:
                 agent = block.agents[i]
@@ -132,14 +131,14 @@ class EFXBlockHooks(BlockHooks):
                 dist_inputs = torch.from_numpy(outputs[Columns.ACTION_DIST_INPUTS][rows])
                 dist = module.get_train_action_dist_cls().from_logits(dist_inputs)
                 terms[(k, i)] = demand_push_term(
-                    slack[rows],
+                    block_slack[rows],
                     outputs[Columns.ACTION_LOGP][rows],
                     dist.entropy().detach().cpu().numpy(),
                     kappa=self.kappa,
                     z_range=self.demand_range,
                 )
         if metrics is not None:
-            pairs = zip(slack_of_block, teams, strict=True)
+            pairs = zip(slack, teams, strict=True)
             team_slack = np.concatenate([s[tb.acting] for s, tb in pairs])
             pushed = np.concatenate(list(terms.values()))
             metrics.log_dict(

@@ -126,3 +126,76 @@ def test_budget_input_reads_back_what_it_appended():
     budget = BudgetInput(1.0, 3.0)
     appended = budget.append(np.zeros((2, 1)), np.array([1.5, 2.5]))
     np.testing.assert_allclose(budget.read(appended), [1.5, 2.5])
+
+
+# ---- the per-world connector: one-world states moved by the same tracker -----------------
+def _completed_steps(episode, agent):
+    """``{env index: log pi}`` of each of ``agent``'s steps, keyed by the env index of
+    its next observation (where RLlib completes the step), read through RLlib's API."""
+    sa_episode = episode.agent_episodes[agent]
+    observed = [
+        index
+        for index, step in enumerate(episode.env_t_to_agent_t[agent].get(slice(0, None)))
+        if step != episode.SKIP_ENV_TS_TAG
+    ]
+    logp = np.asarray(sa_episode.get_extra_model_outputs("action_logp"), np.float64)
+    return dict(zip(observed[1:], logp, strict=True))
+
+
+@pytest.mark.parametrize("env", ["toy:coordination", "toy:take_turns"])
+def test_per_world_episodes_move_z_by_every_teammates_completed_step(ray_session, env):
+    """Each agent's observed z is ``budget_path`` of the team's intrinsic rewards, a step
+    counted where it completes (the agent observes again): on turn-taking envs a
+    teammate's move counts too. The episode's logged sums are its agents' totals."""
+    from marllib_ext import algos
+    from marllib_ext.algos.efx.outer_loop import budget_connector
+    from marllib_ext.postprocessing.budget import STATE_KEY
+
+    config = algos.efx_mappo(
+        hyperparam_source="toy", z_sampling="uniform", z_deploy_fraction=0.1
+    ).rllib_config(env, seed=0, num_env_runners=0, num_envs_per_env_runner=2, sampler="per_world")
+    algorithm = config.build_algo()
+    try:
+        runner = algorithm.env_runner
+        assert runner.sampling.startswith("sampling: RLlib's per-world episodes")
+        episodes = runner.sample(num_episodes=4)
+        connector = budget_connector(runner)
+    finally:
+        algorithm.stop()
+    (budget,) = connector.settings.team_budgets
+    coef = connector.intrinsic_coef
+    moved = 0
+    for episode in episodes:
+        agents = sorted(episode.agent_episodes)
+        completed = [_completed_steps(episode, agent) for agent in agents]
+        delta = np.zeros(episode.env_t + 1)
+        for steps in completed:
+            for index, logp in steps.items():
+                delta[index] += -coef * logp
+        state = episode.custom_data[STATE_KEY]
+        # z at every env index: before the steps completing after it
+        z = budget_path(
+            np.append(delta[1:], 0.0), z0=state.z0[0, 0], z_low=budget.z_low, z_high=budget.z_high
+        )
+        for agent in agents:
+            sa_episode = episode.agent_episodes[agent]
+            observed = [
+                index
+                for index, step in enumerate(episode.env_t_to_agent_t[agent].get(slice(0, None)))
+                if step != episode.SKIP_ENV_TS_TAG
+            ]
+            observations = sa_episode.get_observations()
+            if isinstance(observations, list):  # an episode not in numpy form
+                observations = {k: np.stack([o[k] for o in observations]) for k in observations[0]}
+            if isinstance(observations, dict):  # masked: the budget is in "observation"
+                observations = observations["observation"]
+            seen = budget.input.read(np.asarray(observations))
+            np.testing.assert_allclose(seen, z[observed], rtol=1e-5, atol=1e-4)
+        moved += z[-1] < z[0]
+        np.testing.assert_allclose(
+            state.logp[0], [sum(steps.values()) for steps in completed], rtol=1e-6
+        )
+        np.testing.assert_allclose(
+            state.returns[0], [episode.agent_episodes[a].get_return() for a in agents]
+        )
+    assert moved  # the budget moved in some episode (the test can tell paths apart)

@@ -12,12 +12,7 @@ import numpy as np
 from ray.rllib.core.columns import Columns
 
 from marllib_ext.algos.progress import ProgressColumn, read_number
-from marllib_ext.postprocessing.budget import (
-    DEPLOY_KEY,
-    Z0_KEY,
-    BudgetObservationConnector,
-    budget_controllers,
-)
+from marllib_ext.postprocessing.budget import BudgetObservationConnector, budget_controllers
 from marllib_ext.postprocessing.budget_arrays import (
     DEPLOY_EPISODES_DONE,
     DEPLOY_EXTRINSIC_RETURN_SUM,
@@ -28,7 +23,6 @@ from marllib_ext.postprocessing.budget_arrays import (
     PER_TEAM,
     TEAM_EXTRINSIC_RETURN_SUM,
     TEAM_INTRINSIC_RETURN_SUM,
-    log_episode_sums,
 )
 from marllib_ext.postprocessing.efx_advantage import EFXJointAdvantageConnector
 from marllib_ext.postprocessing.episode_sums import sum_over_env_steps
@@ -75,30 +69,12 @@ def episode_team_logp(chunks, agents=None) -> float:
 
 
 @logged_by_array_form  # BudgetArrays logs the same sums on the batched rollout
-def log_episode_returns(
-    *, episode, prev_episode_chunks=None, env_runner=None, metrics_logger=None, **kwargs
-) -> None:
+def log_episode_returns(*, episode, env_runner=None, metrics_logger=None, **kwargs) -> None:
     """``on_episode_end``: the episode's team extrinsic and intrinsic returns (every
     agent), summed separately for the episodes played at the deployment budget, where
-    each team's own returns are summed too (its outer loop reads them)."""
-    settings = settings_of(env_runner.config)
-    chunks = [*(prev_episode_chunks or []), episode]
-    agents = sorted({agent for budget in settings.team_budgets for agent in budget.agents})
-    returns = [
-        sum(c.agent_episodes[a].get_return() for c in chunks if a in c.agent_episodes)
-        for a in agents
-    ]
-    z0 = episode.custom_data.get(Z0_KEY, {})
-    log_episode_sums(
-        metrics_logger,
-        coef=settings.intrinsic_coef,
-        budgets=settings.team_budgets,
-        agents=agents,
-        returns=np.array([returns], np.float64),
-        logp=np.array([[episode_team_logp(chunks, [a]) for a in agents]]),
-        deploy=np.array([bool(episode.custom_data.get(DEPLOY_KEY, False))]),
-        z0=np.array([[z0.get(budget.team, np.nan) for budget in settings.team_budgets]]),
-    )
+    each team's own returns are summed too (its outer loop reads them): the sums the
+    episode's budget state holds (``BudgetTracker``, as on the batched rollout)."""
+    budget_connector(env_runner).log_ended(episode, metrics_logger)
 
 
 def budget_connector(env_runner) -> BudgetObservationConnector | None:

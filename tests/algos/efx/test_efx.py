@@ -35,7 +35,7 @@ RECORDED = []
 
 class RecordingEFXConnector(EFXJointAdvantageConnector):
     def adjust_block_advantages(self, teams, metrics):
-        out = super().adjust_block_advantages(teams, metrics)
+        out, slack = super().adjust_block_advantages(teams, metrics)
         RECORDED.append(
             {
                 "teams": teams,
@@ -43,7 +43,7 @@ class RecordingEFXConnector(EFXJointAdvantageConnector):
                 "a_final": [array.copy() for array in out],
             }
         )
-        return out
+        return out, slack
 
 
 class RecordingEFXLearner(EFXJointCriticLearner):
@@ -381,17 +381,17 @@ class RecordingPushConnector(EFXJointAdvantageConnector):
     """Records the hinge team advantage, the slack and the actors' final advantages."""
 
     def adjust_block_advantages(self, teams, metrics):
-        out = super().adjust_block_advantages(teams, metrics)
+        out, slack = super().adjust_block_advantages(teams, metrics)
         PUSH_RECORDS.append(
             {
                 "teams": teams,
                 "hinge_raw": [array.copy() for array in out],
                 "a_ext": [team.advantages.copy() for team in teams],
-                "slack": [array.copy() for array in self._block_slack],
+                "slack": [array.copy() for array in slack],
                 "coef": self.intrinsic_coef,
             }
         )
-        return out
+        return out, slack
 
     def __call__(self, *, rl_module, batch, episodes, metrics=None, **kwargs):
         out = super().__call__(
