@@ -1,6 +1,7 @@
 """Pure array functions of a batched rollout block (``rollout.ArrayRollout``): where each
-world's episode pieces lie in a ``(T, B)`` block, and the env-bound actions RLlib's
-``NormalizeAndClipActions`` would make, for a whole batch at once."""
+world's episode pieces lie in a ``(T, B)`` block, a team's cost at each step, and the
+env-bound actions RLlib's ``NormalizeAndClipActions`` would make, for a whole batch at
+once."""
 
 from __future__ import annotations
 
@@ -42,6 +43,37 @@ def episode_pieces(ended: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarra
     done = np.concatenate([np.ones(len(end_worlds), bool), np.zeros(len(tail_worlds), bool)])
     order = np.lexsort((start, world))
     return world[order], start[order], stop[order], done[order]
+
+
+def team_step_costs(
+    team_costs: np.ndarray, observed: np.ndarray, members: np.ndarray
+) -> np.ndarray:
+    """Each step's cost of one team: what the team's agents reported after the step.
+
+    The env adapter hands every agent its team's summed cost with its observation after
+    a step (``info["team_cost"]``), so the members observed there report the same
+    value::
+
+        cost[t, b] = team_costs[t, b, j]  for the first j in members with observed[t, b, j]
+                   = 0                   where no member was observed after step t
+
+    Args:
+        team_costs: ``(T, B, n_agents)`` each agent's reported team cost.
+        observed: ``(T, B, n_agents)`` bool, the agent was handed an observation (and
+            its info) after step ``t`` (``RolloutBlock.observed_after``).
+        members: ``(m,)`` the team's agent indices.
+
+    Returns:
+        ``(T, B)`` float64.
+    """
+    members = np.asarray(members, dtype=np.int64)
+    seen = np.asarray(observed, dtype=bool)[..., members]
+    costs = np.asarray(team_costs, dtype=np.float64)[..., members]
+    if costs.shape[-1] == 0:
+        return np.zeros(costs.shape[:-1])
+    first = seen.argmax(axis=-1)
+    value = np.take_along_axis(costs, first[..., None], axis=-1)[..., 0]
+    return np.where(seen.any(axis=-1), value, 0.0)
 
 
 def unsquash_actions(actions: np.ndarray, low: np.ndarray, high: np.ndarray) -> np.ndarray:

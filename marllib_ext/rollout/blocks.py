@@ -68,6 +68,13 @@ class RolloutBlock(CountedAsEpisodes):
             return self.next_present
         return self.alive & ~self.died
 
+    def observed_after(self) -> np.ndarray:
+        """``(T, B, n_agents)`` the agents handed an observation (and its info) after
+        each step: observed in the next state (continuing, a turn passing to them), at
+        their death, or at their world's end."""
+        ended = (self.terminated | self.truncated)[..., None]
+        return self.present_after() | self.died | (self.alive & ended)
+
     def env_steps(self) -> int:
         return self.terminated.size
 

@@ -24,6 +24,7 @@ from ray.rllib.utils.metrics import (
     NUM_MODULE_STEPS_SAMPLED_LIFETIME,
 )
 
+from marllib_ext.ops.rollout import team_step_costs
 from marllib_ext.rllib_compat import env_runner_callbacks
 from marllib_ext.rllib_compat.env_runners import (
     EPISODE_SUCCESS,
@@ -125,10 +126,9 @@ def _per_agent(columns: dict[str, np.ndarray] | None, agents: list[str]):
 class EndedEpisodes:
     """The episodes that ended in one block, for an ``on_episode_end`` callback's
     array form (``extensions.with_episode_end_array_form``): per episode and agent
-    (``agents`` order), the return, the steps it was present, and its team's cost
-    summed over those steps (``None`` where the env reports no cost; agents leave
-    and never come back, so a team's agent present longest has its team's episode
-    cost)."""
+    (``agents`` order), the return, the steps it was present, and its team's episode
+    cost (``ops.rollout.team_step_costs`` summed over the episode; ``None`` where the
+    env reports no cost)."""
 
     agents: list[str]
     returns: np.ndarray
@@ -147,10 +147,24 @@ class EpisodeTally:
     at the start of each episode, so the per-agent windows hold the same episodes),
     and a call in which hundreds of short battles end does not log each one."""
 
-    def __init__(self, env_runner, agents: list[str], module_of: dict[str, str], num_envs: int):
+    def __init__(
+        self,
+        env_runner,
+        agents: list[str],
+        module_of: dict[str, str],
+        num_envs: int,
+        team_of: dict[str, str] | None = None,
+    ):
         self.runner = env_runner
         self.agents = agents
         self.module_of = module_of
+        # The agents of each team whose summed cost the env reports (``team_of``).
+        team_of = team_of or {}
+        names = sorted({team_of.get(agent, "") for agent in agents})
+        self.cost_teams = [
+            np.array([i for i, a in enumerate(agents) if team_of.get(a, "") == name])
+            for name in names
+        ]
         self.window = episode_metrics_window(env_runner)
         self.length = np.zeros(num_envs, dtype=np.int64)
         self.returns = np.zeros((num_envs, len(agents)))
@@ -173,8 +187,13 @@ class EpisodeTally:
         ended = block.terminated | block.truncated
         rewards = np.where(block.alive, block.rewards, 0.0)
         team_costs = getattr(block, "team_costs", None)
-        if team_costs is not None:
-            team_costs = np.where(block.alive, team_costs, 0.0)
+        if team_costs is not None:  # each agent's column: its team's cost of the step
+            observed = block.observed_after()
+            step_costs = np.zeros(team_costs.shape)
+            for members in self.cost_teams:
+                team_cost = team_step_costs(team_costs, observed, members)
+                step_costs[:, :, members] = team_cost[:, :, None]
+            team_costs = step_costs
         finished = []  # (length, duration, per-agent returns, per-agent steps), in order
         ended_team_costs = []  # (n_agents,) of each finished episode, in order
         for t in range(len(ended)):

@@ -46,6 +46,7 @@ from marllib_ext.ops.rollout import episode_pieces
 from marllib_ext.rllib_compat import env_runner_callbacks, env_to_module
 from marllib_ext.rllib_compat.connectors import added_pieces
 from marllib_ext.rllib_compat.env_runners import (
+    callback_functions,
     mark_sampling_done,
     metrics_episode_caches,
     needs_initial_reset,
@@ -65,7 +66,7 @@ from marllib_ext.rollout.direct import (
     log_successes,
     rollout_block,
 )
-from marllib_ext.rollout.extensions import ExtensionChain
+from marllib_ext.rollout.extensions import ExtensionChain, is_logged_by_array_form
 from marllib_ext.rollout.recurrent import RecurrentStates
 
 
@@ -100,7 +101,9 @@ class ArrayRollout:
         self.last_rewards: list[dict[str, float]] = []  # rewards behind the current obs
         self.recurrent = RecurrentStates()  # recurrent modules' states between steps
         self.steps_this_call = 0  # env steps of every world so far in this sample() call
-        self.tally = EpisodeTally(env_runner, self.agents, self.module_of, self.num_envs)
+        self.tally = EpisodeTally(
+            env_runner, self.agents, self.module_of, self.num_envs, team_of=adapter.team_of
+        )
         # The algorithm's env-to-module connectors, in their array form.
         self.extensions = ExtensionChain(
             [
@@ -331,7 +334,12 @@ class ArrayRollout:
                 make_callback(
                     "on_episode_end",
                     callbacks_objects=env_runner_callbacks(runner),
-                    callbacks_functions=runner.config.callbacks_on_episode_end,
+                    # Sums an extension logs itself (EFX's budget) are not logged twice.
+                    callbacks_functions=[
+                        function
+                        for function in callback_functions(runner.config, "on_episode_end")
+                        if not is_logged_by_array_form(function)
+                    ],
                     kwargs=dict(
                         episode=episode,
                         env_runner=runner,

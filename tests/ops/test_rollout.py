@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 from ray.rllib.utils.spaces.space_utils import clip_action, unsquash_action
 
-from marllib_ext.ops.rollout import clip_actions, episode_pieces, unsquash_actions
+from marllib_ext.ops.rollout import clip_actions, episode_pieces, team_step_costs, unsquash_actions
 
 
 def pieces_by_loop(ended):
@@ -67,3 +67,38 @@ def test_unsquash_and_clip_match_rllib_row_by_row():
         unsquash_actions(literal, space.low, space.high),
         [[-2.0, 0.0], [0.0, 0.5], [2.0, 1.0], [2.0, 0.0]],
     )
+
+
+def _team_step_costs_loop(team_costs, observed, members):
+    horizon, worlds, _ = team_costs.shape
+    out = np.zeros((horizon, worlds))
+    for t in range(horizon):
+        for b in range(worlds):
+            for j in members:
+                if observed[t, b, j]:
+                    out[t, b] = team_costs[t, b, j]
+                    break
+    return out
+
+
+def test_team_step_costs_literal():
+    # 3 steps, 1 world, agents 0-1 one team, agent 2 another.
+    team_costs = np.array([[[2.0, 2.0, 5.0]], [[0.0, -1.5, 7.0]], [[9.0, 9.0, 0.0]]])
+    observed = np.array([[[1, 1, 1]], [[0, 1, 0]], [[0, 0, 1]]], bool)
+    np.testing.assert_array_equal(
+        team_step_costs(team_costs, observed, [0, 1]), [[2.0], [-1.5], [0.0]]
+    )
+    np.testing.assert_array_equal(team_step_costs(team_costs, observed, [2]), [[5.0], [0.0], [0.0]])
+    assert team_step_costs(team_costs, observed, []).shape == (3, 1)
+
+
+@pytest.mark.parametrize("seed", range(4))
+def test_team_step_costs_match_the_loop(seed):
+    rng = np.random.default_rng(seed)
+    team_costs = rng.normal(size=(7, 5, 4))
+    observed = rng.random((7, 5, 4)) < 0.5
+    for members in ([0, 1, 2, 3], [3, 1], [2]):
+        np.testing.assert_array_equal(
+            team_step_costs(team_costs, observed, members),
+            _team_step_costs_loop(team_costs, observed, members),
+        )

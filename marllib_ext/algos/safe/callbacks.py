@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import functools
 import math
 from collections.abc import Mapping
 from typing import Any
@@ -11,10 +10,9 @@ import numpy as np
 
 from marllib_ext.algos.progress import ProgressColumn, read_number
 from marllib_ext.algos.safe.learner import COST_MULTIPLIER
-from marllib_ext.envs.adapter import TEAM_COST_KEY
-from marllib_ext.postprocessing.episode_sums import sum_over_env_steps
+from marllib_ext.ops.rollout import team_step_costs
 from marllib_ext.rllib_compat import settings_of
-from marllib_ext.rollout.episode_steps import chunk_step_infos
+from marllib_ext.rollout.episode_blocks import blocks_of_chunks
 from marllib_ext.rollout.extensions import with_episode_end_array_form
 
 RESULT_KEY = "safe"
@@ -41,19 +39,17 @@ def progress(result: Mapping[str, Any]) -> dict[str, float]:
     }
 
 
-def _chunk_team_costs(chunk, agents=None) -> list[float]:
-    # Info k + 1 arrives with the observation after step k; team_cost is the same in
-    # the info of every agent of a team that observed there (the adapter sums the
-    # agent's own team). No team agent observing there: no team cost.
-    return [
-        float((info or {}).get(TEAM_COST_KEY, 0.0)) for info in chunk_step_infos(chunk, agents)[1:]
-    ]
-
-
 def episode_team_cost(chunks, agents=None) -> float:
-    """Team cost of an episode (sum over the team's agents and env steps) from its
-    chunks; ``agents``: the team's agents (default: the one team of a cooperative env)."""
-    return sum_over_env_steps(chunks, functools.partial(_chunk_team_costs, agents=agents))
+    """Team cost of an episode from its chunks: ``ops.rollout.team_step_costs`` of the
+    chunks read as blocks (``blocks_of_chunks``), summed over steps; ``agents``: the
+    team's agents (default: the one team of a cooperative env)."""
+    total = 0.0
+    for block in blocks_of_chunks(chunks):
+        if block.team_costs is None:  # the env reports none
+            continue
+        members = [i for i, a in enumerate(block.agents) if agents is None or a in agents]
+        total += float(team_step_costs(block.team_costs, block.observed_after(), members).sum())
+    return total
 
 
 def _teams(settings) -> tuple[tuple[str, tuple[str, ...] | None], ...]:
@@ -76,16 +72,15 @@ def _log_team_costs(metrics_logger, costs: dict[str, np.ndarray]) -> None:
 
 
 def _log_ended_episode_costs(*, episodes, env_runner, metrics_logger, **kwargs) -> None:
-    """:func:`log_episode_cost` on a rollout block's ended episodes."""
+    """:func:`log_episode_cost` on a rollout block's ended episodes (each agent's column
+    holds its team's episode cost)."""
     team_costs = episodes.team_costs
     if team_costs is None:  # the env reports none: as the chunks' missing infos
         team_costs = np.zeros_like(episodes.returns)
-    rows = np.arange(len(team_costs))
     costs = {}
     for team, agents in _teams(settings_of(env_runner.config)):
-        members = [i for i, a in enumerate(episodes.agents) if agents is None or a in agents]
-        longest = np.asarray(members)[episodes.agent_steps[:, members].argmax(axis=1)]
-        costs[team] = team_costs[rows, longest]
+        first = next(i for i, a in enumerate(episodes.agents) if agents is None or a in agents)
+        costs[team] = team_costs[:, first]
     _log_team_costs(metrics_logger, costs)
 
 
