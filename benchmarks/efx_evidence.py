@@ -26,7 +26,7 @@ from marllib_ext import algos, make_env
 from marllib_ext.algos.api import progress_row, with_episode_end_callback
 from marllib_ext.algos.efx import episode_team_logp
 from marllib_ext.policies import CRITIC_MODULE_ID
-from marllib_ext.postprocessing.budget import DEPLOY_KEY
+from marllib_ext.postprocessing.budget_connector import DEPLOY_KEY
 from marllib_ext.postprocessing.efx_advantage import (
     BINDING_FRACTION,
     CAPPED_POSITIVE_FRACTION,

@@ -29,7 +29,7 @@ from ray.rllib.utils.replay_buffers.prioritized_episode_buffer import (
 
 from marllib_ext import algos
 from marllib_ext.algos.efx.settings import EFXSettings
-from marllib_ext.postprocessing.budget import BudgetObservationConnector
+from marllib_ext.postprocessing.budget_connector import BudgetObservationConnector
 from marllib_ext.postprocessing.efx_advantage import EFXJointAdvantageConnector
 from marllib_ext.rllib_compat import (
     CapturesTrainBatch,

@@ -31,7 +31,7 @@ from marllib_ext.algos.config import (
     build_settings,
     gaussian_only_settings,
 )
-from marllib_ext.algos.efx.budget import with_resolved_budget
+from marllib_ext.algos.efx.budget_range import with_resolved_budget
 from marllib_ext.algos.env_checks import log_contract_breaches, with_episode_end_callback
 from marllib_ext.algos.evaluation import with_evaluation
 from marllib_ext.algos.ppo.phased import with_schedule

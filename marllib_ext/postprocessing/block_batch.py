@@ -61,7 +61,7 @@ def block_batch_options(connector_class: type) -> dict[str, Any]:
 
 
 @dataclass
-class TeamBlock:
+class TeamView:
     """One block's team view: ``(T, B)`` arrays."""
 
     block: RolloutBlock
@@ -169,7 +169,7 @@ def team_agents(block: RolloutBlock, team_modules: set[str] | None) -> list[int]
 def team_block(
     block: RolloutBlock, critic, team_modules: set[str] | None, *, gamma: float, lambda_: float,
     device, agent_obs: bool = False, hooks: BlockHooks | None = None,
-) -> TeamBlock:  # fmt: skip
+) -> TeamView:  # fmt: skip
     """Team GAE on one block (``team_modules``: the team's actor modules, ``None``:
     every agent; ``hooks``: the advantage connector's block hooks)."""
     hooks = hooks or BlockHooks()
@@ -191,13 +191,13 @@ def team_block(
         team_rewards, values, next_values, block.terminated, block.truncated,
         gamma=gamma, lambda_=lambda_,
     )  # fmt: skip
-    return TeamBlock(
+    return TeamView(
         block, team, inputs, after, values, advantages, value_targets, alive.any(-1),
         team_rewards, critic_state,
     )  # fmt: skip
 
 
-def standardized_over_teams(arrays: list[np.ndarray], teams: list[TeamBlock]) -> list:
+def standardized_over_teams(arrays: list[np.ndarray], teams: list[TeamView]) -> list:
     """Each block's ``(T, B)`` array standardized over the rows where the team acted in
     every block together, 0 elsewhere."""
     acting = np.concatenate([t.acting.ravel() for t in teams])
@@ -211,7 +211,7 @@ def standardized_over_teams(arrays: list[np.ndarray], teams: list[TeamBlock]) ->
 
 
 def _actor_columns(
-    teams: list[TeamBlock],
+    teams: list[TeamView],
     standardized: list[np.ndarray],
     module_id: str,
     team_rows: bool,
@@ -321,7 +321,7 @@ def joint_critic_block_batch(
     return batch
 
 
-def critic_batch(critic, teams: list[TeamBlock], critic_extra, settings, device) -> dict:
+def critic_batch(critic, teams: list[TeamView], critic_extra, settings, device) -> dict:
     """The joint critic's columns: one row per (step, world), world by world; a
     recurrent critic's rows as its sequences (``module_sequences``: each from the state
     entered at its first step, cut where an episode starts)."""

@@ -27,7 +27,7 @@ class BlockHooks:
         self, teams: list, metrics: Any
     ) -> tuple[list[np.ndarray], list[np.ndarray] | None]:
         """``(advantages, slack)``: the raw team advantages ``(T, B)`` of each
-        ``block_batch.TeamBlock`` before they are standardized (EFX's conservative
+        ``block_batch.TeamView`` before they are standardized (EFX's conservative
         advantage), and per block the ``(T, B)`` slack ``block_agent_terms`` reads
         (``None``: no slack). Returned, not kept: the hooks hold no state between calls."""
         return [team.advantages for team in teams], None

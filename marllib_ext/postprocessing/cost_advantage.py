@@ -26,7 +26,7 @@ NO_COSTS = (
 
 
 def block_team_costs(team) -> np.ndarray:
-    """``(T, B)`` the team cost of each step of a ``block_batch.TeamBlock`` (the same
+    """``(T, B)`` the team cost of each step of a ``block_batch.TeamView`` (the same
     ``team_cost`` for every agent of the team present there; 0 where none was)."""
     block = team.block
     if block.team_costs is None:

@@ -30,7 +30,7 @@ from marllib_ext.rllib_compat.env_runners import episode_from_agent_chunks
 
 
 @dataclass
-class Block:
+class SampledSteps:
     """A ``sample()`` call's steps of every world.
 
     ``first``: the worlds at the block's start; ``steps[t]``: step ``t``'s result
@@ -79,7 +79,7 @@ class StepArrays:
     module outputs kept. Both forms a sampler hands over are built from it: episode
     chunks (``build_chunk``) and rollout blocks (``direct.rollout_block``)."""
 
-    def __init__(self, block: Block) -> None:
+    def __init__(self, block: SampledSteps) -> None:
         agents, steps = block.agents, block.steps
         self.block = block
         self.terminated = np.stack([s.terminated for s in steps])  # (T, B)

@@ -20,7 +20,7 @@ from marllib_ext.rllib_compat import (
     reset_before_next_sample,
 )
 from marllib_ext.rllib_compat.env_runners import StartsSortedAgentsEpisodes
-from marllib_ext.rollout.runner import ArrayRollout
+from marllib_ext.rollout.array_rollout import ArrayRollout
 from marllib_ext.rollout.sampler import SamplerChoice, choose_sampler
 
 logger = logging.getLogger(__name__)

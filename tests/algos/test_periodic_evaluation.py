@@ -154,7 +154,7 @@ def test_efx_evaluates_at_the_deployment_budget_or_a_given_z(ray_session, evalua
     """The evaluation runner plays every episode at one budget: the training runner's
     current deployment budget (the outer loop moves it), or ``evaluation_budget``;
     training keeps sampling its mixture of budgets."""
-    from marllib_ext.algos.efx.outer_loop import budget_connector
+    from marllib_ext.algos.efx.callbacks import budget_connector
 
     config = algos.get(
         "efx_mappo",

@@ -165,7 +165,7 @@ def test_efx_reward_bounds_need_a_declared_reward_range():
 
 
 def test_efx_reward_bounds_are_the_negated_return_range():
-    from marllib_ext.algos.efx.budget import budget_bounds
+    from marllib_ext.algos.efx.budget_range import budget_bounds
 
     env = make_env("toy:coordination")  # team return in [0, 20]
     settings = algos.efx_mappo(z_bounds="reward").settings(env)
@@ -189,7 +189,7 @@ def test_efx_reward_bounds_are_the_negated_return_range():
     ],
 )
 def test_efx_intrinsic_bound_equals_the_closed_form(env_name, env_args, z_max):
-    from marllib_ext.algos.efx.budget import budget_bounds
+    from marllib_ext.algos.efx.budget_range import budget_bounds
 
     env = make_env(env_name, **env_args)
     settings = algos.efx_mappo().settings(env)
@@ -201,7 +201,7 @@ def test_efx_intrinsic_bound_equals_the_closed_form(env_name, env_args, z_max):
 
 
 def test_efx_continuous_entropy_from_yaml():
-    from marllib_ext.algos.efx.budget import budget_bounds
+    from marllib_ext.algos.efx.budget_range import budget_bounds
 
     env = make_env("toy:continuous_target")
     settings = algos.efx_mappo(gaussian_entropy_per_dim=0.5).settings(env)

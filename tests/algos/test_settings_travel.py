@@ -11,7 +11,7 @@ from marllib_ext.algos.api import with_episode_end_callback
 from marllib_ext.algos.efx.settings import EFXSettings
 from marllib_ext.algos.registry import ALGORITHMS
 from marllib_ext.configs import algo_files as algo_config
-from marllib_ext.postprocessing.budget import BudgetObservationConnector
+from marllib_ext.postprocessing.budget_connector import BudgetObservationConnector
 from marllib_ext.rllib_compat import connectors_of, env_to_module, settings_of
 
 

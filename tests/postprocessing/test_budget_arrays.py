@@ -11,7 +11,6 @@ from ray.rllib.utils.metrics.metrics_logger import MetricsLogger
 
 from marllib_ext.envs.arrays import WorldArrays
 from marllib_ext.ops.efx import budget_path
-from marllib_ext.postprocessing.budget import BudgetObservationConnector
 from marllib_ext.postprocessing.budget_arrays import (
     DEPLOY_EPISODES_DONE,
     DEPLOY_EXTRINSIC_RETURN_SUM,
@@ -20,6 +19,7 @@ from marllib_ext.postprocessing.budget_arrays import (
     TEAM_EXTRINSIC_RETURN_SUM,
     TEAM_INTRINSIC_RETURN_SUM,
 )
+from marllib_ext.postprocessing.budget_connector import BudgetObservationConnector
 from marllib_ext.postprocessing.budget_input import BudgetInput, TeamBudget
 
 AGENTS = ["a", "b", "c"]  # a, b: team red; c: team blue
@@ -148,8 +148,8 @@ def test_per_world_episodes_move_z_by_every_teammates_completed_step(ray_session
     counted where it completes (the agent observes again): on turn-taking envs a
     teammate's move counts too. The episode's logged sums are its agents' totals."""
     from marllib_ext import algos
-    from marllib_ext.algos.efx.outer_loop import budget_connector
-    from marllib_ext.postprocessing.budget import STATE_KEY
+    from marllib_ext.algos.efx.callbacks import budget_connector
+    from marllib_ext.postprocessing.budget_connector import STATE_KEY
 
     config = algos.efx_mappo(
         hyperparam_source="toy", z_sampling="uniform", z_deploy_fraction=0.1

@@ -7,7 +7,7 @@
 - ``outer_loop``: per-episode logging and the budget update after each iteration;
 - ``builders``: the RLlib configs.
 
-The math is in ``ops.efx``; the connectors in ``postprocessing.budget`` and
+The math is in ``ops.efx``; the connectors in ``postprocessing.budget_connector`` and
 ``postprocessing.efx_advantage``.
 """
 
@@ -17,18 +17,18 @@ from marllib_ext.algos.efx.builders import (
     build_efx_mappo,
     build_efx_vdppo,
 )
-from marllib_ext.algos.efx.learners import (
-    EFXHAPPOLearner,
-    EFXHATRPOLearner,
-    EFXJointCriticLearner,
-    EFXVDLearner,
-)
-from marllib_ext.algos.efx.outer_loop import (
+from marllib_ext.algos.efx.callbacks import (
     PROGRESS_COLUMNS,
     RESULT_KEY,
     budget_connector,
     episode_team_logp,
     progress,
+)
+from marllib_ext.algos.efx.learners import (
+    EFXHAPPOLearner,
+    EFXHATRPOLearner,
+    EFXJointCriticLearner,
+    EFXVDLearner,
 )
 from marllib_ext.algos.efx.settings import EFXSettings, EFXTrustRegionSettings, EFXVDSettings
 from marllib_ext.postprocessing.efx_advantage import EFXVDJointAdvantageConnector

@@ -12,16 +12,16 @@ from ray.rllib.algorithms.ppo import PPOConfig
 from ray.rllib.algorithms.ppo.torch.default_ppo_torch_rl_module import DefaultPPOTorchRLModule
 from ray.rllib.core.rl_module.multi_rl_module import MultiRLModuleSpec
 
+from marllib_ext.algos.efx.callbacks import (
+    log_episode_returns,
+    play_evaluation_budget,
+    update_budget,
+)
 from marllib_ext.algos.efx.learners import (
     EFXHAPPOLearner,
     EFXHATRPOLearner,
     EFXJointCriticLearner,
     EFXVDLearner,
-)
-from marllib_ext.algos.efx.outer_loop import (
-    log_episode_returns,
-    play_evaluation_budget,
-    update_budget,
 )
 from marllib_ext.algos.efx.settings import EFXFields
 from marllib_ext.algos.happo.builders import build_happo
@@ -34,7 +34,7 @@ from marllib_ext.policies.budget_actor import (
     TEMPERATURE_INPUTS_KEY,
     BudgetTemperatureActor,
 )
-from marllib_ext.postprocessing.budget import BudgetObservationConnector
+from marllib_ext.postprocessing.budget_connector import BudgetObservationConnector
 from marllib_ext.postprocessing.budget_input import BudgetInput
 
 

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import numpy as np
 
-from marllib_ext.algos.efx.outer_loop import budget_connector, episode_team_logp
+from marllib_ext.algos.efx.callbacks import budget_connector, episode_team_logp
 from marllib_ext.algos.restore import check_checkpoint, restored_algorithm
 from marllib_ext.errors import ConfigError
 from marllib_ext.ops.efx import largest_budget_within

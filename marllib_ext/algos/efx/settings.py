@@ -24,7 +24,7 @@ PUSH_GRADIENTS = ("policy", "temperature")
 class EFXFields:
     """The budget fields. ``z_low``, ``z_high``, ``z_init`` and ``z_ext_scale`` may be
     ``None`` in YAML; the builder resolves them from the env
-    (:func:`marllib_ext.algos.efx.budget.with_resolved_budget`) before the settings
+    (:func:`marllib_ext.algos.efx.budget_range.with_resolved_budget`) before the settings
     travel to learners, env runners and callbacks.
 
     ``team_budgets`` is never read from YAML: resolving fills one entry per team of the

@@ -1,4 +1,6 @@
-"""PPO learners of the centralized-critic pipeline."""
+"""The PPO learners: the independent family's (``PPOLearner``: each module's own value
+head, GAE over each agent's own steps), the joint critics' (``JointCriticPPOLearner``,
+``VDPPOLearner``: one team batch from rollout blocks), and the value losses they share."""
 
 from __future__ import annotations
 

@@ -66,7 +66,7 @@ def train(config, iterations):
 
 def agent_rows(team):
     """``(agent index, (T, B) rows where it acted, its observations there, its logged
-    log-probs there)`` of each agent of a ``TeamBlock``."""
+    log-probs there)`` of each agent of a ``TeamView``."""
     block = team.block
     for i in team.team:
         agent = block.agents[i]
@@ -306,7 +306,7 @@ EPISODES_SEEN = []
 
 
 def record_episode(*, episode, prev_episode_chunks=None, **kwargs):
-    from marllib_ext.postprocessing.budget import DEPLOY_KEY, Z0_KEY
+    from marllib_ext.postprocessing.budget_connector import DEPLOY_KEY, Z0_KEY
 
     chunks = [*(prev_episode_chunks or []), episode]
     EPISODES_SEEN.append(
@@ -576,7 +576,7 @@ def test_tracked_budget_range_floor_follows_the_no_demand_return(ray_session, tm
     z_low episodes, reaches runners and learners (demand_range = z_high - floor), draws
     start above it, and a checkpoint keeps it."""
     from marllib_ext.ops.efx.outer_loop import FLOOR_RATE
-    from marllib_ext.postprocessing.budget import Z0_KEY
+    from marllib_ext.postprocessing.budget_connector import Z0_KEY
 
     config = build(budget_range="tracked", efx_advantage="demand_push", lr_z=0.0)
     algorithm = config.build_algo()

@@ -9,7 +9,7 @@ from marllib_ext.algos.efx import RESULT_KEY, EFXJointCriticLearner
 from marllib_ext.envs import register_env
 from marllib_ext.errors import ConfigError
 from marllib_ext.policies import critic_module_id
-from marllib_ext.postprocessing.budget import budget_controllers
+from marllib_ext.postprocessing.budget_connector import budget_controllers
 from marllib_ext.postprocessing.efx_advantage import EFXJointAdvantageConnector
 from marllib_ext.rllib_compat import settings_of
 from tests.algos.efx.test_efx import rows_by_step

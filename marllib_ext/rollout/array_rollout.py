@@ -59,7 +59,7 @@ from marllib_ext.rllib_compat.env_runners import (
 )
 from marllib_ext.rollout.actions import env_actions, uniform_actions
 from marllib_ext.rollout.blocks import RolloutBlock
-from marllib_ext.rollout.chunks import Block, StepArrays, build_chunk
+from marllib_ext.rollout.chunks import SampledSteps, StepArrays, build_chunk
 from marllib_ext.rollout.direct import (
     EpisodeTally,
     log_sample_counts,
@@ -243,9 +243,9 @@ class ArrayRollout:
                     }
         return actions, outputs
 
-    def _run(self, horizon: int, explore: bool, random_actions: bool) -> Block:
+    def _run(self, horizon: int, explore: bool, random_actions: bool) -> SampledSteps:
         """``horizon`` steps of every world."""
-        block = Block(
+        block = SampledSteps(
             agents=self.agents, first=self.current, steps=[], resets=[],
             alive=np.zeros((horizon, self.num_envs, len(self.agents)), bool),
             actions=[], outputs=[], times=np.zeros(horizon), acted=[],
@@ -287,7 +287,7 @@ class ArrayRollout:
         return block
 
     # ---- learner data ------------------------------------------------------------------
-    def _block(self, block: Block) -> RolloutBlock:
+    def _block(self, block: SampledSteps) -> RolloutBlock:
         """The block as arrays for the learner; the episodes that ended in it are
         logged from each world's tally."""
         steps = StepArrays(block)
@@ -304,7 +304,7 @@ class ArrayRollout:
         self.started[world] = began
         self.last_rewards[world] = {}
 
-    def _episodes(self, block: Block) -> list[MultiAgentEpisode]:
+    def _episodes(self, block: SampledSteps) -> list[MultiAgentEpisode]:
         runner = self.runner
         horizon = len(block.steps)
         arrays = StepArrays(block)

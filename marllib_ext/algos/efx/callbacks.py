@@ -12,7 +12,6 @@ import numpy as np
 from ray.rllib.core.columns import Columns
 
 from marllib_ext.algos.progress import ProgressColumn, read_number
-from marllib_ext.postprocessing.budget import BudgetObservationConnector, budget_controllers
 from marllib_ext.postprocessing.budget_arrays import (
     DEPLOY_EPISODES_DONE,
     DEPLOY_EXTRINSIC_RETURN_SUM,
@@ -23,6 +22,10 @@ from marllib_ext.postprocessing.budget_arrays import (
     PER_TEAM,
     TEAM_EXTRINSIC_RETURN_SUM,
     TEAM_INTRINSIC_RETURN_SUM,
+)
+from marllib_ext.postprocessing.budget_connector import (
+    BudgetObservationConnector,
+    budget_controllers,
 )
 from marllib_ext.postprocessing.efx_advantage import EFXJointAdvantageConnector
 from marllib_ext.postprocessing.episode_sums import sum_over_env_steps
