@@ -234,6 +234,13 @@ def own_step_gae(
     for name, array in arrays.items():
         _check_shape(name, array, values.shape)
     present = arrays["present"]
+    terminated = arrays["terminated"] | arrays["died"]
+    if present.all() and np.all(arrays["observed_after"] | terminated):
+        # It acts at every step (simultaneous moves): one span per step, the team GAE.
+        return block_gae(
+            arrays["rewards"], values, arrays["next_values"], terminated, arrays["truncated"],
+            gamma=gamma, lambda_=lambda_,
+        )  # fmt: skip
     horizon, worlds = values.shape
     counts = present.sum(axis=0)
     length = int(counts.max(initial=0))
