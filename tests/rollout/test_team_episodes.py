@@ -28,6 +28,8 @@ CASES = {
     "legal_moves": ("vdn", None, "toy:legal_moves", {"obs_agent_id": True}),
     # a batched simulator the test extra installs, time-limit ends
     "vmas": ("iql", None, "vmas:navigation", {"obs_last_action": True}),
+    # copies of MPE: time-limit ends, costs in the infos
+    "mpe": ("vdn", None, "mpe:simple_spread", {}),
 }
 PER_WORLD_CASES = {
     # AEC turns: rewards between an agent's turns, final observations of idle players
@@ -35,7 +37,10 @@ PER_WORLD_CASES = {
     # an agent that arrives at step 2 and one that dies at step 3
     "come_and_go": ("vdn", None, "toy:come_and_go", {}),
 }
-ENV_ARGS = {"vmas:navigation": {"max_steps": 15, "continuous_actions": False}}
+ENV_ARGS = {
+    "vmas:navigation": {"max_steps": 15, "continuous_actions": False},
+    "mpe:simple_spread": {"max_cycles": 15},
+}
 
 
 def _algorithm(case: str):
