@@ -3,6 +3,8 @@ import os
 import pytest
 
 os.environ.setdefault("RAY_DEDUP_LOGS", "0")
+# Two test processes share the 2 cores: a CLI run in either takes one thread.
+os.environ.setdefault("OMP_NUM_THREADS", "1")
 
 
 @pytest.fixture(scope="session", autouse=True)

@@ -31,7 +31,7 @@ def main(argv: list[str] | None = None) -> int:
     try:
         import_user_modules(args.imports)
         if hasattr(args, "threads"):  # commands that run Ray
-            print(set_threads(args.threads), flush=True)
+            print(set_threads(args.threads, getattr(args, "num_cpus", None)), flush=True)
         return args.func(args)
     except ConfigError as e:
         print(f"marllib-ext: error: {e}", file=sys.stderr)

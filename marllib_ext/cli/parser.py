@@ -96,9 +96,10 @@ def _add_ray_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--threads",
         type=int,
-        default=1,
+        default=None,
         help="torch threads of this process and OMP_NUM_THREADS of its Ray workers "
-        "(default 1: runs side by side on a few cores do not contend; 0: torch's default)",
+        "(default: --num-cpus, else the cores available; runs side by side on a few "
+        "cores: their share, e.g. 1; 0: torch's default)",
     )
 
 

@@ -10,19 +10,40 @@ import sys
 from marllib_ext.errors import ConfigError
 
 
-def set_threads(threads: int | None) -> str:
-    """Sets this process's torch threads and, where unset, ``OMP_NUM_THREADS`` for the
-    Ray workers it starts; returns the line that states them.
+def available_cores() -> int:
+    """The cores this process may run on (its affinity mask where the OS has one)."""
+    try:
+        return len(os.sched_getaffinity(0))
+    except AttributeError:  # no affinity masks (macOS)
+        return os.cpu_count() or 1
 
-    Why 1 by default: the driver samples and learns with torch's default of one thread
-    per core, whose OpenMP workers spin while they wait. Two SMAX ``qmix`` runs side by
-    side on 2 cores then ran at 70 and 68 env steps/s against 738 alone; with one thread
-    each at 582 and 479 against 715 alone, and a run alone lost 3%
+
+def set_threads(threads: int | None, num_cpus: int | None = None) -> str:
+    """Sets this process's torch threads; returns the line that states them.
+
+    ``None`` (the default): the cores the run is given, ``num_cpus`` (``--num-cpus``),
+    else ``OMP_NUM_THREADS`` where set (a scheduler's share), else the cores this
+    process may use, so one run alone learns on all of them. A count
+    sets that many and, where unset, ``OMP_NUM_THREADS`` for the Ray workers the run
+    starts; ``0`` keeps torch's default. Runs side by side on few cores take their
+    share (``--threads 1``; ``benchmark`` gives each trial its CPU share): with torch's
+    default, two SMAX ``qmix`` runs side by side on 2 cores ran at 70 and 68 env
+    steps/s against 738 alone; with one thread each at 582 and 479
     (``benchmarks/side_by_side.py``). JAX (SMAX) keeps XLA's own pool."""
     import torch
 
-    if threads is None or threads < 0:
+    if threads is not None and threads < 0:
         raise ConfigError(f"--threads must be >= 0, got {threads!r}")
+    if threads is None:
+        given = os.environ.get("OMP_NUM_THREADS", "")
+        if num_cpus:
+            cores, source = num_cpus, "--num-cpus"
+        elif given.isdigit() and int(given) > 0:  # a scheduler's or Ray worker's share
+            cores, source = int(given), "OMP_NUM_THREADS"
+        else:
+            cores, source = available_cores(), "the cores available"
+        torch.set_num_threads(cores)
+        return f"threads: torch {torch.get_num_threads()} in this process ({source})"
     if threads:
         torch.set_num_threads(threads)
         os.environ.setdefault("OMP_NUM_THREADS", str(threads))
