@@ -104,6 +104,7 @@ class ValueDecompositionCritic(TorchRLModule, ValueFunctionAPI):
                 for head, dim in dim_of_head.items()
             }
         self.heads = nn.ModuleDict(heads)
+        self.setup_head_groups()
         self.hypernetworks = (
             QMixHypernetworks(
                 config["state_dim"],
@@ -114,6 +115,17 @@ class ValueDecompositionCritic(TorchRLModule, ValueFunctionAPI):
             if self.mixer_name == "qmix"
             else None
         )
+
+    def setup_head_groups(self) -> None:
+        """The agents each head serves at one input width, evaluated in one call
+        (``head_groups``), and the order that puts the groups' columns back in agent
+        order (``agent_order``)."""
+        groups: dict[tuple[str, int], list[int]] = {}
+        for i, (head, dim) in self._agents():
+            groups.setdefault((head, dim), []).append(i)
+        self.head_groups = [(head, dim, agents) for (head, dim), agents in groups.items()]
+        grouped = [i for _, _, agents in self.head_groups for i in agents]
+        self.register_buffer("agent_order", torch.argsort(torch.tensor(grouped)), persistent=False)
 
     @override(TorchRLModule)
     def get_initial_state(self) -> dict[str, torch.Tensor]:
@@ -146,10 +158,14 @@ class ValueDecompositionCritic(TorchRLModule, ValueFunctionAPI):
                 ],
                 dim=-1,
             )
-        return torch.stack(
-            [self.heads[head](obs[:, i, :dim]).squeeze(-1) for i, (head, dim) in self._agents()],
-            dim=1,
-        )
+        rows = obs.shape[0]
+        parts = [
+            self.heads[head](obs[:, agents, :dim].reshape(rows * len(agents), dim)).reshape(
+                rows, len(agents)
+            )
+            for head, dim, agents in self.head_groups
+        ]
+        return torch.cat(parts, dim=1).index_select(1, self.agent_order)
 
     def mix(self, agent_values: torch.Tensor, batch: dict[str, Any]) -> torch.Tensor:
         """``V_tot`` of ``(..., n_agents)`` values (absent agents count 0), ``(...)``."""

@@ -56,6 +56,19 @@ def test_vdn_output_is_the_sum_of_agent_values():
     assert critic.hypernetworks is None
 
 
+@pytest.mark.parametrize(
+    "heads",
+    [("shared",) * N_AGENTS, ("a", "b", "a")],  # one call for all; groups out of agent order
+)
+def test_agent_values_are_each_heads_value_of_its_agents_observation(heads):
+    critic = make_critic("vdn", heads=heads)
+    batch = random_batch()
+    one_by_one = torch.stack(
+        [critic.heads[h](batch[AGENT_OBS][:, i]).squeeze(-1) for i, h in enumerate(heads)], dim=1
+    )
+    torch.testing.assert_close(critic.agent_values(batch), one_by_one, rtol=1e-6, atol=1e-7)
+
+
 def test_qmix_is_monotonic_in_every_agent_value():
     critic = make_critic("qmix")
     batch = random_batch(rows=256, seed=1)
