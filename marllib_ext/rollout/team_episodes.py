@@ -89,6 +89,7 @@ class TeamEpisodeAssembler:
             "alive": team(block.alive),
             "died": team(block.died),
             "next_present": team(block.present_after()),
+            "observed_after": team(block.observed_after()),
         }
         if block.action_masks is not None:
             mask_width = next(iter(block.action_masks.values())).shape[-1]
@@ -113,10 +114,8 @@ def _episode_of_pieces(pieces: list[dict[str, np.ndarray]], terminated: bool) ->
     steps = {name: np.concatenate([piece[name] for piece in pieces]) for name in pieces[0]}
     alive, died, next_present = steps["alive"], steps["died"], steps["next_present"]
     length, n_agents = alive.shape
-    # Where a step handed an agent an observation: continuing or a turn passing to it,
-    # its death, the episode's end.
-    observed_after = next_present | died
-    observed_after[-1] |= alive[-1]
+    # Where a step handed an agent an observation (``RolloutBlock.observed_after``).
+    observed_after = steps["observed_after"]
 
     def observed(acted: np.ndarray, after: np.ndarray) -> np.ndarray:
         rows = np.zeros((length + 1, *acted.shape[1:]), np.float32)
