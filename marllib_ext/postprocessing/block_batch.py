@@ -82,8 +82,7 @@ def present_rewards(block: RolloutBlock, agents: list[int]) -> np.ndarray:
     where they count (``block.rewarded``, by default where they were present), 0
     elsewhere; a non-finite one raises ``ValueError`` naming
     its module, agent, world and step."""
-    counted = block.alive if block.rewarded is None else block.rewarded
-    rewards = np.where(counted[:, :, agents], block.rewards[:, :, agents], 0.0)
+    rewards = np.where(block.reward_counted()[:, :, agents], block.rewards[:, :, agents], 0.0)
     if not np.isfinite(rewards).all():
         t, world, i = np.argwhere(~np.isfinite(rewards))[0]
         agent = block.agents[agents[i]]

@@ -68,6 +68,11 @@ class RolloutBlock(CountedAsEpisodes):
             return self.next_present
         return self.alive & ~self.died
 
+    def reward_counted(self) -> np.ndarray:
+        """``(T, B, n_agents)`` where an agent's reward counts: ``rewarded``, else where it
+        was present (agents that take turns earn rewards between their turns)."""
+        return self.alive if self.rewarded is None else self.rewarded
+
     def observed_after(self) -> np.ndarray:
         """``(T, B, n_agents)`` the agents handed an observation (and its info) after
         each step: observed in the next state (continuing, a turn passing to them), at

@@ -78,14 +78,14 @@ class TeamEpisodeAssembler:
         def team(values: np.ndarray) -> np.ndarray:
             return _on_team_axis(values, positions, n)
 
-        rewarded = block.alive if block.rewarded is None else block.rewarded
+        rewards = np.where(block.reward_counted(), block.rewards, 0.0).astype(np.float32)
         columns = {
             "observations": _padded(block.observations, positions, n, width),
             "next_observations": _padded(block.next_observations, positions, n, width),
             "states": block.states,
             "next_states": block.next_states,
             "actions": team(np.stack([block.actions[a] for a in block.agents], axis=2)),
-            "rewards": team(np.where(rewarded, block.rewards, 0.0).astype(np.float32)),
+            "rewards": team(rewards),
             "alive": team(block.alive),
             "died": team(block.died),
             "next_present": team(block.present_after()),
