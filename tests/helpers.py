@@ -207,3 +207,15 @@ def sgd_overrides(name, minibatch_size, num_epochs=None):
     if num_epochs is not None:
         values[phase.epochs] = num_epochs
     return values
+
+
+class CapturesTrainBatch:
+    """Learner mixin for a phased learner (list it first): keeps the batch of the last
+    ``update`` in ``last_train_batch``."""
+
+    last_train_batch = None
+
+    def train_batch(self, training_data):
+        batch = super().train_batch(training_data)
+        self.last_train_batch = batch
+        return batch

@@ -18,6 +18,7 @@ from ray.rllib.algorithms.sac.torch.sac_torch_learner import SACTorchLearner
 from ray.rllib.connectors.connector_pipeline_v2 import ConnectorPipelineV2
 from ray.rllib.core.learner import learner as learner_module
 from ray.rllib.core.learner.learner import Learner
+from ray.rllib.policy.sample_batch import SampleBatch
 from ray.rllib.utils.metrics import TD_ERROR_KEY
 from ray.rllib.utils.metrics.metrics_logger import MetricsLogger
 from ray.rllib.utils.replay_buffers.multi_agent_prioritized_episode_buffer import (
@@ -32,7 +33,6 @@ from marllib_ext.algos.efx.settings import EFXSettings
 from marllib_ext.postprocessing.budget_connector import BudgetObservationConnector
 from marllib_ext.postprocessing.efx_advantage import EFXJointAdvantageConnector
 from marllib_ext.rllib_compat import (
-    CapturesTrainBatch,
     connectors_of,
     env_to_module,
     hand_priorities_to_replay,
@@ -134,7 +134,6 @@ def test_private_hooks_that_mixins_override_exist():
     # learners in other tests); it is not part of RLlib's signature.
     parameters = inspect.signature(Learner._make_batch_if_necessary).parameters
     assert [p for p in parameters if p != "_ray_trace_ctx"] == ["self", "training_data"]
-    assert CapturesTrainBatch.last_train_batch is None
     # ObservesBatchBeforeLoss: TorchLearner._update(batch) takes the update's tensor batch
     # and runs the loss (through the possibly compiled update).
     from ray.rllib.core.learner.torch.torch_learner import TorchLearner
@@ -142,22 +141,18 @@ def test_private_hooks_that_mixins_override_exist():
     parameters = inspect.signature(TorchLearner._update).parameters
     assert [p for p in parameters if p != "_ray_trace_ctx"] == ["self", "batch"]
     assert "compute_losses" in inspect.getsource(TorchLearner._uncompiled_update)
-    # EqualPassesMinibatches: Learner.update hands its extra keyword arguments to
-    # _create_iterator_if_necessary, which builds the batch and returns the iterator.
+    # update_on_minibatches: Learner.update's loop body is one _update per minibatch,
+    # between the before/after hooks, bumping _weights_seq_no once.
     update_source = inspect.getsource(Learner.update)
-    assert "batch_iter = self._create_iterator_if_necessary(" in update_source
-    assert "**kwargs" in update_source.split("_create_iterator_if_necessary(")[1].split(")")[0]
-    parameters = inspect.signature(Learner._create_iterator_if_necessary).parameters
-    assert {"training_data", "num_total_minibatches", "num_epochs", "minibatch_size"} <= set(
-        parameters
-    )
-    iterator_source = inspect.getsource(Learner._create_iterator_if_necessary)
-    for call in (
-        "_make_batch_if_necessary",
-        "should_module_be_updated",
-        "_set_slicing_by_batch_id",
-    ):
-        assert call in iterator_source
+    assert "self.before_gradient_based_update(" in update_source
+    assert "self._weights_seq_no += 1" in update_source
+    assert "self._update(\n                    tensor_minibatch.policy_batches" in update_source
+    assert "self.after_gradient_based_update(" in update_source
+    assert "self._log_steps_trained_metrics(tensor_minibatch)" in update_source
+    # reorder: SampleBatch.shuffle permutes every column in place and clears its cache.
+    shuffle_source = inspect.getsource(SampleBatch.shuffle)
+    assert "self.update(shuffled)" in shuffle_source
+    assert "self.intercepted_values = {}" in shuffle_source
     # local_learner: the learner group keeps its local learner in _learner.
     from ray.rllib.core.learner.learner_group import LearnerGroup
 
@@ -263,13 +258,20 @@ def test_episode_agent_sets_iterate_in_sorted_order():
 
 def test_the_package_runner_and_learners_read_sorted_agents_episodes(ray_session):
     """Episodes the package's runner starts (and their continuations) are
-    ``SortedAgentsEpisode``; an RLlib episode handed to a package learner (as a replay
-    buffer builds it) is read as one."""
+    ``SortedAgentsEpisode``; an RLlib episode handed to a learner that reads episodes
+    (``ReadsEpisodesAsSortedAgents``, as the replay learners; a replay buffer builds
+    RLlib's class) is read as one."""
     from ray.rllib.core.learner.training_data import TrainingData
     from ray.rllib.env.multi_agent_episode import MultiAgentEpisode
 
-    from marllib_ext.rllib_compat import local_learner
+    from marllib_ext.rllib_compat import ReadsEpisodesAsSortedAgents
     from marllib_ext.rllib_compat.episodes import SortedAgentsEpisode
+
+    class BuildsFromEpisodes:
+        def _make_batch_if_necessary(self, training_data):
+            return training_data
+
+    reading = type("Reading", (ReadsEpisodesAsSortedAgents, BuildsFromEpisodes), {})()
 
     for sampler in ("episode_chunks", "per_world"):  # chunks from arrays; RLlib's path
         config = algos.mappo(**SMALL).rllib_config("mpe:simple_spread", seed=0, sampler=sampler)
@@ -282,7 +284,7 @@ def test_the_package_runner_and_learners_read_sorted_agents_episodes(ray_session
                 assert {type(e) for e in episodes} == {SortedAgentsEpisode}
             replayed = episodes[0]
             replayed.__class__ = MultiAgentEpisode  # as RLlib's replay buffers build them
-            local_learner(algorithm)._make_batch_if_necessary(TrainingData(episodes=[replayed]))
+            reading._make_batch_if_necessary(TrainingData(episodes=[replayed]))
             assert type(replayed) is SortedAgentsEpisode
         finally:
             algorithm.stop()

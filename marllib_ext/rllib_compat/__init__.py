@@ -29,7 +29,6 @@ from marllib_ext.rllib_compat.env_runners import (
     skip_end_of_iteration_runner_sync,
 )
 from marllib_ext.rllib_compat.learners import (
-    CapturesTrainBatch,
     ObservesBatchBeforeLoss,
     ReadsEpisodesAsSortedAgents,
     SameModuleOrderOnEveryLearner,
@@ -37,7 +36,6 @@ from marllib_ext.rllib_compat.learners import (
     plain_module,
     record_extra_loss,
     should_save_component,
-    update_on_part,
 )
 from marllib_ext.rllib_compat.off_policy import (
     ActorBackwardApart,
@@ -60,7 +58,6 @@ __all__ = [
     "SETTINGS_KEY",
     "ActorBackwardApart",
     "BuildsReplayBuffer",
-    "CapturesTrainBatch",
     "ObservesBatchBeforeLoss",
     "ReadsEpisodesAsSortedAgents",
     "SameModuleOrderOnEveryLearner",
@@ -87,7 +84,6 @@ __all__ = [
     "settings_of",
     "should_save_component",
     "sum_over_learners",
-    "update_on_part",
     "with_learner_value",
     "with_settings",
 ]

@@ -7,13 +7,10 @@ from typing import Any
 
 from ray.rllib.algorithms.algorithm import Algorithm
 from ray.rllib.core.learner.learner import Learner
-from ray.rllib.core.learner.training_data import TrainingData
 from ray.rllib.env.multi_agent_episode import MultiAgentEpisode
 from ray.rllib.policy.sample_batch import MultiAgentBatch
 from ray.rllib.utils.annotations import override
 
-from marllib_ext.ops.minibatches import minibatch_steps
-from marllib_ext.rllib_compat.data_parallel import data_parallel, max_over_learners
 from marllib_ext.rllib_compat.episodes import as_sorted_agents_episode
 
 
@@ -60,47 +57,6 @@ def local_learner(algorithm: Algorithm) -> Learner:
     return learner
 
 
-def update_on_part(
-    rllib_update,
-    policy_batches: dict,
-    env_steps: int,
-    *,
-    timesteps,
-    update_kwargs: dict[str, Any],
-    last: bool,
-    whole_batch: bool = False,
-    num_epochs: int | None = None,
-    minibatch_size: int | None = None,
-):
-    """One RLlib ``Learner.update`` (``rllib_update``, bound) on some modules' rows of an
-    iteration's batch; the iteration's metrics are reduced on the ``last`` one.
-    ``update_kwargs`` (RLlib's ``num_epochs``, ``minibatch_size``,
-    ``shuffle_batch_per_epoch``, ``num_total_minibatches``) are used as they are, or with
-    ``whole_batch`` as one step on the whole batch per epoch, or with ``num_epochs`` and
-    ``minibatch_size`` replaced (every data-parallel learner then takes the minibatch
-    steps of the largest module batch of any shard).
-
-    Relies on: ``Learner.update`` reduces its metrics unless ``_no_metrics_reduce``,
-    iterates ``num_total_minibatches`` minibatches when > 0 (``LearnerGroup`` sets it so
-    that DDP learners step together) and passes a ``TrainingData`` batch through."""
-    kwargs = {k: v for k, v in update_kwargs.items() if k != "_no_metrics_reduce"}
-    if num_epochs is not None:
-        kwargs.pop("num_total_minibatches", None)
-        kwargs.update(num_epochs=num_epochs, minibatch_size=minibatch_size)
-        if data_parallel():
-            rows = max(len(b) for b in policy_batches.values())
-            steps = minibatch_steps(num_epochs, rows, minibatch_size)
-            kwargs["num_total_minibatches"] = max_over_learners(steps)
-    elif whole_batch:
-        kwargs.update(minibatch_size=None, num_total_minibatches=0)
-    return rllib_update(
-        training_data=TrainingData(batch=MultiAgentBatch(policy_batches, env_steps)),
-        timesteps=timesteps,
-        _no_metrics_reduce=not last,
-        **kwargs,
-    )
-
-
 class ObservesBatchBeforeLoss:
     """Learner mixin (list it before the RLlib learner): ``observe(batch)`` sees every
     update's tensor batch before the loss is taken, outside autograd's graph (running
@@ -116,22 +72,6 @@ class ObservesBatchBeforeLoss:
     def _update(self, batch: dict[str, Any]):
         self.observe(batch)
         return super()._update(batch)
-
-
-class CapturesTrainBatch:
-    """Learner mixin (list it before the RLlib learner): keeps the batch of the last
-    ``update`` in ``last_train_batch``.
-
-    Relies on: ``Learner.update`` turns its ``TrainingData`` into the learner-connector
-    output ``MultiAgentBatch`` in ``_make_batch_if_necessary``."""
-
-    last_train_batch = None
-
-    @override(Learner)
-    def _make_batch_if_necessary(self, training_data):
-        batch = super()._make_batch_if_necessary(training_data)
-        self.last_train_batch = batch
-        return batch
 
 
 class SameModuleOrderOnEveryLearner:

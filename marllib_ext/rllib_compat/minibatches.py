@@ -1,109 +1,141 @@
-"""RLlib internals of minibatching: each module's minibatch as the same share of its
-own batch (``module_minibatches: equal_passes``)."""
+"""RLlib internals of minibatch SGD: an update's steps on minibatches the package
+gathers itself (``update_on_minibatches``), and one module's rows as RLlib's batch."""
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Iterable
+from typing import Any
 
+import numpy as np
+import torch
+import tree
 from ray.rllib.core.columns import Columns
-from ray.rllib.core.learner.learner import Learner
-from ray.rllib.policy.sample_batch import MultiAgentBatch, SampleBatch
-from ray.rllib.utils.annotations import override
-from ray.rllib.utils.minibatch_utils import MiniBatchCyclicIterator
+from ray.rllib.policy.sample_batch import SampleBatch
+from ray.rllib.utils.metrics import (
+    ALL_MODULES,
+    MODULE_TRAIN_BATCH_SIZE_MEAN,
+    NUM_ENV_STEPS_TRAINED,
+    NUM_ENV_STEPS_TRAINED_LIFETIME,
+    NUM_MODULE_STEPS_TRAINED,
+    NUM_MODULE_STEPS_TRAINED_LIFETIME,
+    WEIGHTS_SEQ_NO,
+)
 
-from marllib_ext.ops.minibatches import equal_pass_minibatch_sizes, minibatch_steps
 
-
-def equal_pass_minibatches(
-    batch: MultiAgentBatch,
+def update_on_minibatches(
+    learner,
+    minibatches: Iterable[dict[str, SampleBatch]],
     *,
-    num_epochs: int,
-    minibatch_size: int,
-    shuffle: bool,
-    num_total_minibatches: int = 0,
-) -> Iterator[MultiAgentBatch]:
-    """``minibatch_steps(num_epochs, largest_rows, minibatch_size)`` minibatches (or
-    ``num_total_minibatches`` when > 0, as data-parallel learners set it), each holding
-    every module's next ``equal_pass_minibatch_sizes`` rows; so every module takes
-    ``num_epochs`` passes over its batch.
+    env_steps: int,
+    timesteps: dict | None,
+    last: bool,
+):
+    """One update of ``learner``: a gradient step on each ``{module_id: rows}`` of
+    ``minibatches``, between RLlib's before- and after-update hooks (learning-rate
+    schedules); logs each module's last loss and the steps trained once, and reduces
+    the learner's metrics on the ``last`` update of an iteration (returns ``None``
+    otherwise). Optimizers, gradient clipping, the data-parallel all-reduce and device
+    placement stay RLlib's: each step is the learner's own ``_update``.
 
-    Relies on: RLlib's ``MiniBatchCyclicIterator`` over one module's batch cycles
-    through it (shuffling it at each pass when asked) and, with ``num_total_minibatches
-    > 0``, yields exactly that many minibatches."""
-    rows = {module_id: len(rows) for module_id, rows in batch.policy_batches.items()}
-    sizes = equal_pass_minibatch_sizes(rows, minibatch_size)
-    steps = num_total_minibatches or minibatch_steps(num_epochs, max(rows.values()), minibatch_size)
-    env_steps = batch.env_steps()
-    iterators = {
-        module_id: iter(
-            MiniBatchCyclicIterator(
-                MultiAgentBatch({module_id: module_batch}, env_steps),
-                num_epochs=num_epochs,
-                minibatch_size=sizes[module_id],
-                shuffle_batch_per_epoch=shuffle,
-                num_total_minibatches=steps,
-            )
+    Relies on: ``Learner.update``'s loop body is ``_update(minibatch.policy_batches)``
+    (forward, losses, gradients, ``postprocess_gradients``, ``apply_gradients``;
+    ``TorchLearner`` runs it compiled where configured) followed by metrics logging,
+    and it bumps ``_weights_seq_no`` once per update."""
+    timesteps = timesteps or {}
+    learner.before_gradient_based_update(timesteps=timesteps)
+    learner._weights_seq_no += 1
+    loss_per_module: dict[str, Any] = {}
+    rows: dict[str, list[int]] = {}
+    for minibatch in minibatches:
+        _, loss_per_module, _ = learner._update(minibatch)
+        for module_id, module_rows in minibatch.items():
+            rows.setdefault(module_id, []).append(len(module_rows))
+    for module_id, loss in loss_per_module.items():
+        learner.metrics.log_value((module_id, learner.TOTAL_LOSS_KEY), loss, window=1)
+    log_steps_trained(learner, rows, env_steps)
+    learner.after_gradient_based_update(timesteps=timesteps)
+    return learner.metrics.reduce() if last else None
+
+
+def log_steps_trained(learner, rows: dict[str, list[int]], env_steps: int) -> None:
+    """RLlib's steps-trained metrics of one update, logged once: per module the mean
+    minibatch size and the rows trained on (``rows``: each step's minibatch size), and
+    the update's ``env_steps``."""
+    metrics = learner.metrics
+    for module_id, sizes in rows.items():
+        metrics.log_value((module_id, WEIGHTS_SEQ_NO), learner._weights_seq_no, window=1)
+        metrics.log_value(
+            (module_id, MODULE_TRAIN_BATCH_SIZE_MEAN), float(np.mean(sizes)), reduce="mean"
         )
-        for module_id, module_batch in batch.policy_batches.items()
-    }
-    for _ in range(steps):
-        yield MultiAgentBatch(
-            {
-                module_id: next(minibatches).policy_batches[module_id]
-                for module_id, minibatches in iterators.items()
-            },
+        trained = int(sum(sizes))
+        metrics.log_value((module_id, NUM_MODULE_STEPS_TRAINED), trained, reduce="sum")
+        for key in (
+            (module_id, NUM_MODULE_STEPS_TRAINED_LIFETIME),
+            (ALL_MODULES, NUM_MODULE_STEPS_TRAINED_LIFETIME),
+        ):
+            metrics.log_value(key, trained, reduce="lifetime_sum", with_throughput=True)
+        metrics.log_value(
+            (ALL_MODULES, NUM_MODULE_STEPS_TRAINED), trained, reduce="sum", with_throughput=True
+        )
+    if rows:
+        metrics.log_value(
+            (ALL_MODULES, NUM_ENV_STEPS_TRAINED), env_steps, reduce="sum", with_throughput=True
+        )
+        metrics.log_value(
+            (ALL_MODULES, NUM_ENV_STEPS_TRAINED_LIFETIME),
             env_steps,
+            reduce="lifetime_sum",
+            with_throughput=True,
         )
 
 
-class EqualPassesMinibatches:
-    """Learner mixin (list it before the RLlib learner): ``Learner.update(...,
-    equal_passes=True)`` with a ``minibatch_size`` steps every module on the same share
-    of its own batch (``equal_pass_minibatches``). Without it RLlib gives every module
-    ``minibatch_size`` rows until the largest batch has had ``num_epochs`` passes, so a
-    smaller batch (a joint critic's one row per env step) takes more passes.
+def minibatch_units(module_batch: SampleBatch) -> int:
+    """What a minibatch of the module's batch is counted and shuffled in: its rows, or
+    for a recurrent ``[N, L, ...]`` batch its ``N`` sequences."""
+    seq_lens = module_batch.get(Columns.SEQ_LENS)
+    return len(module_batch) if seq_lens is None else len(seq_lens)
 
-    Relies on: ``Learner.update`` hands its extra keyword arguments to
-    ``_create_iterator_if_necessary``, which builds the batch
-    (``_make_batch_if_necessary``), drops the modules ``should_module_be_updated``
-    refuses, marks the batch for slicing (``_set_slicing_by_batch_id``) and returns what
-    the update iterates."""
 
-    @override(Learner)
-    def _create_iterator_if_necessary(
-        self,
-        *,
-        training_data,
-        num_total_minibatches: int = 0,
-        num_epochs: int = 1,
-        minibatch_size: int | None = None,
-        shuffle_batch_per_epoch: bool = False,
-        equal_passes: bool = False,
-        **kwargs,
-    ):
-        if not equal_passes or not minibatch_size or training_data.data_iterators:
-            return super()._create_iterator_if_necessary(
-                training_data=training_data,
-                num_total_minibatches=num_total_minibatches,
-                num_epochs=num_epochs,
-                minibatch_size=minibatch_size,
-                shuffle_batch_per_epoch=shuffle_batch_per_epoch,
-                **kwargs,
-            )
-        batch = self._make_batch_if_necessary(training_data=training_data)
-        for module_id in list(batch.policy_batches):
-            if not self.should_module_be_updated(module_id, batch):
-                del batch.policy_batches[module_id]
-        if not batch.policy_batches:
-            return {}
-        batch = self._set_slicing_by_batch_id(batch, value=True)
-        return equal_pass_minibatches(
-            batch,
-            num_epochs=num_epochs,
-            minibatch_size=minibatch_size,
-            shuffle=shuffle_batch_per_epoch and num_epochs > 1,
-            num_total_minibatches=num_total_minibatches,
-        )
+def units_per_minibatch(module_batch: SampleBatch, minibatch_size: int) -> int:
+    """``minibatch_size`` rows of the module's batch in its units: sequences in
+    proportion ``N * minibatch_size / timesteps`` (RLlib's rule), else rows."""
+    if module_batch.get(Columns.SEQ_LENS) is None:
+        return minibatch_size
+    return int(minibatch_units(module_batch) * (minibatch_size / len(module_batch)))
+
+
+def rows_of(rows: SampleBatch, index: np.ndarray) -> SampleBatch:
+    """The module batch's rows (sequences) at ``index`` as a new batch of copies; the
+    batch itself when ``index`` is all of it in order."""
+    count = minibatch_units(rows)
+    if len(index) == count and np.array_equal(index, np.arange(count)):
+        return rows
+    return module_batch(_taken(dict(rows), index))
+
+
+def reorder(module_batch: SampleBatch, order: np.ndarray) -> None:
+    """Puts the module batch's rows (sequences) in ``order``, in place, as RLlib's
+    ``SampleBatch.shuffle`` leaves a batch it shuffled.
+
+    Relies on: ``SampleBatch.shuffle`` permutes every column in place (``update``)
+    and clears ``intercepted_values``."""
+    if np.array_equal(order, np.arange(len(order))):
+        return
+    module_batch.update(_taken(dict(module_batch), order))
+    module_batch.intercepted_values = {}
+
+
+def _taken(columns: dict, index: np.ndarray) -> dict:
+    on_device: dict = {}
+
+    def take(value):
+        if isinstance(value, torch.Tensor):
+            if value.device not in on_device:
+                on_device[value.device] = torch.as_tensor(index, device=value.device)
+            return value[on_device[value.device]]
+        return value[index]
+
+    return tree.map_structure(take, columns)
 
 
 def module_batch(columns: dict) -> SampleBatch:

@@ -15,13 +15,14 @@ from ray.rllib.utils.minibatch_utils import ShardEpisodesIterator
 from marllib_ext import algos, make_env
 from marllib_ext.algos.registry import ALGORITHMS
 from marllib_ext.errors import ConfigError
-from marllib_ext.rllib_compat import CapturesTrainBatch, local_learner
+from marllib_ext.rllib_compat import local_learner
 from tests.data_parallel import (
     BATCH,
     assert_learners_identical,
     two_learner_algorithm,
     two_learner_config,
 )
+from tests.helpers import CapturesTrainBatch
 
 # One algorithm per family: IL, CC, VD, HAPPO, COMA here; EFX (efx_mappo) and safe
 # (mappo_lag) in the 3-iteration state tests below.

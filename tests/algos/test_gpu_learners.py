@@ -5,7 +5,8 @@ import pytest
 import torch
 
 from marllib_ext import algos
-from marllib_ext.rllib_compat import CapturesTrainBatch, local_learner
+from marllib_ext.rllib_compat import local_learner
+from tests.helpers import CapturesTrainBatch
 
 pytestmark = pytest.mark.skipif(
     not torch.cuda.is_available(), reason="needs CUDA (no GPU on this machine)"

@@ -12,9 +12,12 @@ from ray.rllib.utils.minibatch_utils import MiniBatchCyclicIterator
 
 from marllib_ext import algos
 from marllib_ext.errors import ConfigError
-from marllib_ext.ops.minibatches import equal_pass_minibatch_sizes, minibatch_steps
+from marllib_ext.ops.minibatches import (
+    cyclic_minibatch_rows,
+    equal_pass_minibatch_sizes,
+    minibatch_steps,
+)
 from marllib_ext.rllib_compat import local_learner
-from marllib_ext.rllib_compat.minibatches import equal_pass_minibatches
 
 
 def two_module_batch(actor_rows=12, critic_rows=4):
@@ -28,13 +31,89 @@ def two_module_batch(actor_rows=12, critic_rows=4):
 
 
 def rows_seen(minibatches):
+    """Per module, how often each row was seen, and each step's minibatch sizes;
+    ``minibatches``: RLlib's ``MultiAgentBatch`` steps or ``{module: row indices}``."""
     seen = {"actor": collections.Counter(), "critic": collections.Counter()}
     sizes = []
     for minibatch in minibatches:
-        sizes.append({m: len(b) for m, b in minibatch.policy_batches.items()})
-        for module_id, rows in minibatch.policy_batches.items():
-            seen[module_id].update(rows["row"].tolist())
+        minibatch = getattr(minibatch, "policy_batches", minibatch)
+        sizes.append({m: len(b) for m, b in minibatch.items()})
+        for module_id, rows in minibatch.items():
+            rows = rows["row"] if isinstance(rows, SampleBatch) else rows
+            seen[module_id].update(np.asarray(rows).tolist())
     return seen, sizes
+
+
+def equal_passes(num_epochs=2, minibatch_size=6, shuffle=False, num_total_minibatches=0):
+    units = {"actor": 12, "critic": 4}
+    return cyclic_minibatch_rows(
+        units,
+        equal_pass_minibatch_sizes(units, minibatch_size),
+        num_epochs=num_epochs,
+        num_total_minibatches=num_total_minibatches
+        or minibatch_steps(num_epochs, 12, minibatch_size),
+        shuffle=shuffle,
+    )
+
+
+def test_cyclic_rows_literal():
+    """Five rows, two at a time, two passes: the third step wraps around."""
+    steps = cyclic_minibatch_rows({"m": 5}, {"m": 2}, num_epochs=2, shuffle=False)
+    assert [step["m"].tolist() for step in steps] == [[0, 1], [2, 3], [4, 0], [1, 2], [3, 4]]
+
+
+@pytest.mark.parametrize(
+    "units, sizes, num_epochs, num_total",
+    [
+        ({"actor": 12, "critic": 4}, {"actor": 6, "critic": 6}, 2, 0),  # same_rows
+        ({"actor": 13, "critic": 5}, {"actor": 4, "critic": 4}, 3, 0),
+        ({"actor": 12, "critic": 4}, {"actor": 5, "critic": 5}, 2, 7),  # data-parallel
+        ({"a": 10}, {"a": 10}, 3, 0),  # whole batch per epoch
+        ({"a": 7, "b": 3}, {"a": 16, "b": 16}, 2, 0),  # minibatch beyond a whole pass
+    ],
+)
+@pytest.mark.parametrize("shuffle", [False, True])
+def test_cyclic_rows_are_rllibs_iterator_on_indices(units, sizes, num_epochs, num_total, shuffle):
+    """The slow reference is RLlib's own ``MiniBatchCyclicIterator`` slicing, shuffling
+    and concatenating the batch: from the same global numpy seed it yields the same rows
+    step for step, and leaves each batch in the order the returned ``orders`` give."""
+    batch = MultiAgentBatch(
+        {m: SampleBatch({"row": np.arange(n)}) for m, n in units.items()},
+        env_steps=max(units.values()),
+    )
+    size = next(iter(sizes.values()))
+    np.random.seed(3)
+    expected = [
+        {m: rows["row"].tolist() for m, rows in minibatch.policy_batches.items()}
+        for minibatch in MiniBatchCyclicIterator(
+            batch,
+            num_epochs=num_epochs,
+            minibatch_size=size,
+            shuffle_batch_per_epoch=shuffle,
+            num_total_minibatches=num_total,
+        )
+    ]
+    np.random.seed(3)
+    orders = {}
+    got = [
+        {m: rows.tolist() for m, rows in step.items()}
+        for step in cyclic_minibatch_rows(
+            units,
+            sizes,
+            num_epochs=num_epochs,
+            num_total_minibatches=num_total,
+            shuffle=shuffle,
+            orders=orders,
+        )
+    ]
+    assert got == expected
+    for module_id, rows in batch.policy_batches.items():
+        assert rows["row"].tolist() == orders[module_id].tolist()
+
+
+def test_a_module_without_rows_is_refused_by_name():
+    with pytest.raises(ValueError, match="'critic'"):
+        next(cyclic_minibatch_rows({"critic": 0}, {"critic": 1}, num_epochs=1, shuffle=False))
 
 
 def test_minibatch_sizes_are_the_same_share_of_each_module_batch():
@@ -63,9 +142,7 @@ def test_minibatch_steps_give_the_batch_num_epochs_passes():
 
 @pytest.mark.parametrize("shuffle", [False, True])
 def test_equal_passes_show_every_row_of_every_module_num_epochs_times(shuffle):
-    seen, sizes = rows_seen(
-        equal_pass_minibatches(two_module_batch(), num_epochs=2, minibatch_size=6, shuffle=shuffle)
-    )
+    seen, sizes = rows_seen(equal_passes(shuffle=shuffle))
     assert sizes == [{"actor": 6, "critic": 2}] * 4
     assert seen["actor"] == collections.Counter({row: 2 for row in range(12)})
     assert seen["critic"] == collections.Counter({row: 2 for row in range(4)})
@@ -83,15 +160,7 @@ def test_rllibs_own_iterator_gives_the_smaller_batch_more_passes():
 
 
 def test_data_parallel_learners_take_the_given_number_of_minibatches():
-    _, sizes = rows_seen(
-        equal_pass_minibatches(
-            two_module_batch(),
-            num_epochs=2,
-            minibatch_size=6,
-            shuffle=True,
-            num_total_minibatches=5,
-        )
-    )
+    _, sizes = rows_seen(equal_passes(shuffle=True, num_total_minibatches=5))
     assert len(sizes) == 5
 
 

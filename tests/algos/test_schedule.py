@@ -80,6 +80,7 @@ def test_the_keys_a_phase_reads_literal():
         "backtrack_coef",
         "line_search_steps",
         "accept_ratio",
+        "fisher_subsample",
     }
 
 

@@ -5,6 +5,7 @@ iteration's batch once, then the algorithm's declared schedule
 from __future__ import annotations
 
 import time
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
@@ -27,21 +28,31 @@ from marllib_ext.algos.ppo.schedule import (
     rllib_phase,
 )
 from marllib_ext.ops.happo import team_row_log_ratio
+from marllib_ext.ops.minibatches import (
+    cyclic_minibatch_rows,
+    equal_pass_minibatch_sizes,
+    minibatch_steps,
+)
 from marllib_ext.policies.initialization import HIDDEN_GAINS, orthogonal_init, set_initial_std
 from marllib_ext.policies.joint_critic import is_critic_module
 from marllib_ext.postprocessing.block_batch import TEAM_ROW
 from marllib_ext.rllib_compat import (
-    ReadsEpisodesAsSortedAgents,
-    SameModuleOrderOnEveryLearner,
     first_learners_array,
     learner_value,
     plain_module,
     settings_of,
-    update_on_part,
     with_learner_value,
 )
+from marllib_ext.rllib_compat.data_parallel import data_parallel, max_over_learners
 from marllib_ext.rllib_compat.env_runners import pause_cyclic_gc
-from marllib_ext.rllib_compat.minibatches import EqualPassesMinibatches, module_batch
+from marllib_ext.rllib_compat.minibatches import (
+    minibatch_units,
+    module_batch,
+    reorder,
+    rows_of,
+    units_per_minibatch,
+    update_on_minibatches,
+)
 from marllib_ext.rollout.blocks import RolloutBlock
 from marllib_ext.rollout.sampler import as_rollout_blocks
 
@@ -78,12 +89,7 @@ def with_schedule(config, settings: Any, schedule: Schedule):
     return with_learner_value(config, SCHEDULE_KEY, schedule)
 
 
-class PhasedLearner(
-    ReadsEpisodesAsSortedAgents,
-    SameModuleOrderOnEveryLearner,
-    EqualPassesMinibatches,
-    PPOTorchLearner,
-):
+class PhasedLearner(PPOTorchLearner):
     """Runs the schedule its config carries. A phase's step kind ``k`` is the method
     ``k_step(phase, module_batches, context)``; a family with a new kind of step adds
     that method, not an ``update`` override."""
@@ -221,35 +227,100 @@ class PhasedLearner(
 
     # ---- step kinds -----------------------------------------------------------------
     def sgd_step(self, phase: Phase, module_batches: dict, context: PhaseContext):
-        """The phase's epochs of minibatch SGD on these modules' rows: RLlib's own
-        schedule when the phase's keys are the ones RLlib was configured from, else the
-        phase's epochs and minibatch size; with ``module_minibatches: equal_passes``
-        every module takes those epochs over its own rows."""
-        settings = self.settings
+        """The phase's epochs of minibatch SGD on these modules' rows, in the package's
+        own loop (``update_on_minibatches``): each step's row indices come from
+        ``ops.minibatches.cyclic_minibatch_rows`` (RLlib's cyclic minibatches on
+        indices, shuffled by the same draws), and the step gathers just those rows; the
+        batch is left in the order its last shuffle gave it, as RLlib's in-place
+        shuffle leaves it."""
+        batch = MultiAgentBatch(module_batches, context.batch.env_steps())
+        module_batches = {
+            m: rows for m, rows in module_batches.items() if self.should_module_be_updated(m, batch)
+        }
+        if not module_batches:
+            return self.metrics.reduce() if context.last_part else None
+        plan = self.minibatch_plan(phase, module_batches, context)
+        orders: dict[str, np.ndarray] = {}
+        steps = cyclic_minibatch_rows(
+            {m: minibatch_units(rows) for m, rows in module_batches.items()},
+            plan.sizes,
+            num_epochs=plan.num_epochs,
+            num_total_minibatches=plan.num_total_minibatches,
+            shuffle=plan.shuffle,
+            orders=orders,
+        )
+        result = update_on_minibatches(
+            self,
+            ({m: rows_of(module_batches[m], index) for m, index in step.items()} for step in steps),
+            env_steps=batch.env_steps(),
+            timesteps=context.timesteps,
+            last=context.last_part,
+        )
+        for module_id, order in orders.items():
+            reorder(module_batches[module_id], order)
+        return result
+
+    def minibatch_plan(
+        self, phase: Phase, module_batches: dict, context: PhaseContext
+    ) -> MinibatchPlan:
+        """How the phase's SGD steps take their rows.
+
+        - The phase RLlib's config is from: RLlib's ``num_epochs``, ``minibatch_size``,
+          ``shuffle_batch_per_epoch`` and (data-parallel) ``num_total_minibatches`` as
+          the algorithm hands them to ``update``; ``minibatch_size: null`` is one step
+          on the whole batch per epoch (RLlib's rule: a minibatch of the batch's env
+          steps).
+        - Another SGD phase: its own epochs and minibatch size (null: the largest
+          module batch), every data-parallel learner taking the most steps of any.
+        - ``module_minibatches: equal_passes``: every module's minibatch is the same
+          share of its own rows (``ops.minibatches.equal_pass_minibatch_sizes``), for
+          the steps that give the largest batch its epochs."""
+        settings, kwargs = self.settings, context.update_kwargs
+        rows = {m: len(b) for m, b in module_batches.items()}
+        num_total = 0
         configured = self.rllib_phase
         if (phase.epochs, phase.minibatch_size) == (configured.epochs, configured.minibatch_size):
-            schedule = {"whole_batch": getattr(settings, phase.minibatch_size) is None}
+            num_epochs = kwargs.get("num_epochs", 1)
+            minibatch_size = (
+                kwargs.get("minibatch_size") if getattr(settings, phase.minibatch_size) else None
+            )
+            num_total = kwargs.get("num_total_minibatches", 0) if minibatch_size else 0
+            shuffle = bool(kwargs.get("shuffle_batch_per_epoch")) and num_epochs > 1
         else:
-            # Rows per minibatch count per module; null: the largest module batch, whole.
+            num_epochs = getattr(settings, phase.epochs)
             minibatch_size = learner_share(
                 getattr(settings, phase.minibatch_size), settings.num_learners
-            ) or max(map(len, module_batches.values()))
-            schedule = {
-                "num_epochs": getattr(settings, phase.epochs),
-                "minibatch_size": minibatch_size,
-            }
-        update_kwargs = context.update_kwargs
-        if settings.module_minibatches == "equal_passes":
-            update_kwargs = {**update_kwargs, "equal_passes": True}
-        return update_on_part(
-            super().update,
-            module_batches,
-            context.batch.env_steps(),
-            timesteps=context.timesteps,
-            update_kwargs=update_kwargs,
-            last=context.last_part,
-            **schedule,
-        )
+            ) or max(rows.values())
+            if data_parallel():
+                num_total = max_over_learners(
+                    minibatch_steps(num_epochs, max(rows.values()), minibatch_size)
+                )
+            shuffle = bool(kwargs.get("shuffle_batch_per_epoch")) and num_epochs > 1
+        if minibatch_size is None:
+            if num_epochs == 1:  # one step on each module's whole batch
+                return MinibatchPlan(
+                    {m: minibatch_units(b) for m, b in module_batches.items()}, 1, 0, False
+                )
+            sizes = dict.fromkeys(rows, context.batch.env_steps())
+        elif settings.module_minibatches == "equal_passes":
+            sizes = equal_pass_minibatch_sizes(rows, minibatch_size)
+            num_total = num_total or minibatch_steps(num_epochs, max(rows.values()), minibatch_size)
+        else:
+            sizes = dict.fromkeys(rows, minibatch_size)
+        units = {m: units_per_minibatch(module_batches[m], size) for m, size in sizes.items()}
+        return MinibatchPlan(units, num_epochs, num_total, shuffle)
+
+
+@dataclass(frozen=True)
+class MinibatchPlan:
+    """An SGD phase's minibatches: each module's rows (sequences) per step, the passes
+    every module takes, or the exact number of steps when > 0, and whether each
+    module's rows are shuffled after each pass."""
+
+    sizes: dict[str, int]
+    num_epochs: int
+    num_total_minibatches: int
+    shuffle: bool
 
 
 class PhaseContext:

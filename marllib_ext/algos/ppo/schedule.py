@@ -66,6 +66,7 @@ STEP_KEYS: dict[str, tuple[str, ...]] = {
         "backtrack_coef",
         "line_search_steps",
         "accept_ratio",
+        "fisher_subsample",
     ),
 }
 # What a loss is, in words (the schedule table and the refusal messages).

@@ -9,7 +9,8 @@ then the value functions take their epochs of SGD (``critic_lr``, ``critic_epoch
 The step maximizes the surrogate ``L = mean(r * A)`` (``r = pi / pi_old`` of the taken
 action, no entropy term, as in TRPO) subject to ``mean KL(pi_old || pi) <= delta``
 (``kl_threshold``). The Fisher matrix is the Hessian of the mean KL of the current
-policy against itself (detached), at the parameters the batch was sampled with.
+policy against itself (detached), at the parameters the batch was sampled with, over
+every row or every ``fisher_subsample``-th row.
 """
 
 from __future__ import annotations
@@ -18,6 +19,7 @@ import time
 from typing import Any
 
 import torch
+import tree
 from ray.rllib.algorithms.ppo.torch.ppo_torch_learner import PPOTorchLearner
 from ray.rllib.core.columns import Columns
 from ray.rllib.utils.annotations import override
@@ -62,6 +64,11 @@ def global_mean_share(batch: dict[str, Any]):
         return (values if mask is None else values[mask]).sum() / total.to(values.dtype)
 
     return share
+
+
+def every_kth_row(batch: dict[str, Any], k: int) -> dict[str, Any]:
+    """Rows (sequences, for ``[N, L]`` columns) ``0, k, 2k, ...`` of every column."""
+    return tree.map_structure(lambda column: column[::k], dict(batch))
 
 
 def policy_parameters(module) -> list[torch.nn.Parameter]:
@@ -124,7 +131,16 @@ class TrustRegionActors:
             )
         )
         started = time.perf_counter()
-        self_kl = share(dist_class.from_logits(dist_inputs.detach()).kl(dist))
+        if settings.fisher_subsample > 1:
+            rows = every_kth_row(batch, settings.fisher_subsample)
+            fisher_inputs = module.forward_train(dict(rows))[Columns.ACTION_DIST_INPUTS]
+            fisher_dist, fisher_share = (
+                dist_class.from_logits(fisher_inputs),
+                global_mean_share(rows),
+            )
+        else:  # the surrogate's forward pass
+            fisher_inputs, fisher_dist, fisher_share = dist_inputs, dist, share
+        self_kl = fisher_share(dist_class.from_logits(fisher_inputs.detach()).kl(fisher_dist))
         local_product = fisher_vector_product(self_kl, params, damping=0.0)
 
         def product(vector: torch.Tensor) -> torch.Tensor:

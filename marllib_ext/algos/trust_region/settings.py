@@ -26,6 +26,9 @@ class TrustRegionFields:
     backtrack_coef: float
     line_search_steps: int
     accept_ratio: float
+    # Every k-th row (sequence) of the batch enters the Fisher-vector products: 1 (all
+    # rows, HARL) or 5 (OpenAI Baselines' trpo_mpi, after Schulman's thesis pp. 40-42).
+    fisher_subsample: int
     critic_lr: float
     critic_epochs: int
     critic_minibatch_size: int | None  # null: one step on the whole batch per epoch
@@ -54,6 +57,7 @@ class TrustRegionFields:
             (0 < self.backtrack_coef < 1, "backtrack_coef", "must be in (0, 1)"),
             (self.line_search_steps >= 1, "line_search_steps", "must be >= 1"),
             (0 <= self.accept_ratio < 1, "accept_ratio", "must be in [0, 1)"),
+            (self.fisher_subsample >= 1, "fisher_subsample", "must be >= 1 (1: every row)"),
         ]
 
 

@@ -17,7 +17,8 @@ from marllib_ext.policies.joint_critic import (
     VALUE_NORM_BETA,
     CentralValueCritic,
 )
-from marllib_ext.rllib_compat import CapturesTrainBatch, local_learner, plain_module
+from marllib_ext.rllib_compat import local_learner, plain_module
+from tests.helpers import CapturesTrainBatch
 
 SMALL = {
     "hyperparam_source": "toy",

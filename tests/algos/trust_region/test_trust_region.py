@@ -29,6 +29,37 @@ def build(name, env="toy:coordination", **overrides):
     return config.build_algo()
 
 
+def test_the_fisher_rows_are_every_kth_row_or_sequence():
+    from marllib_ext.algos.trust_region.learners import every_kth_row
+
+    batch = {"obs": torch.arange(10.0)[:, None], "state_in": {"h": torch.arange(10.0)}}
+    rows = every_kth_row(batch, 3)
+    assert rows["obs"].flatten().tolist() == [0.0, 3.0, 6.0, 9.0]
+    assert rows["state_in"]["h"].tolist() == [0.0, 3.0, 6.0, 9.0]
+    sequences = {"obs": torch.zeros(5, 4, 2), "seq_lens": torch.tensor([4, 3, 4, 1, 2])}
+    rows = every_kth_row(sequences, 2)
+    assert rows["obs"].shape == (3, 4, 2) and rows["seq_lens"].tolist() == [4, 4, 2]
+
+
+def test_a_fisher_on_fewer_rows_changes_the_step(ray_session):
+    """The mechanism acts: the same first iteration with the Fisher on every 3rd row
+    takes another step size than on every row."""
+    sizes = []
+    for subsample in (1, 3):
+        algorithm = build("matrpo", fisher_subsample=subsample)
+        try:
+            actors = actor_results(algorithm.train())
+            sizes.append([values["tr_step_size"] for values in actors.values()])
+        finally:
+            algorithm.stop()
+    assert sizes[0] != sizes[1]
+
+
+def test_a_fisher_subsample_below_one_is_refused_by_name():
+    with pytest.raises(ConfigError, match="fisher_subsample"):
+        algos.matrpo(fisher_subsample=0).settings("toy:coordination")
+
+
 def actor_results(result):
     return {
         mid: values
@@ -45,12 +76,14 @@ def actor_results(result):
         ("hatrpo", "toy:coordination"),
         ("efx_hatrpo", "toy:coordination"),
         ("matrpo", "toy:continuous_target"),
+        ("matrpo+fisher_subsample", "toy:coordination"),
         pytest.param("itrpo", "toy:continuous_target", marks=pytest.mark.slow),
         pytest.param("hatrpo", "toy:continuous_target", marks=pytest.mark.slow),
     ],
 )
 def test_the_kl_after_every_accepted_step_is_within_the_threshold(ray_session, name, env):
-    algorithm = build(name, env)
+    name, _, subsampled = name.partition("+")
+    algorithm = build(name, env, **({"fisher_subsample": 3} if subsampled else {}))
     delta = algos.get(name, hyperparam_source="toy").settings(env).kl_threshold
     accepted = 0
     try:
