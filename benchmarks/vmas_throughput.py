@@ -7,12 +7,36 @@ Sampling: a `mappo` env runner in the driver samples with its policy (forward pa
 action sampling, episode building included); env steps count every world's step.
 
     python benchmarks/vmas_throughput.py --task navigation --num-envs 40 400 --steps 40000
+
+With `--benchmarl-python` (the interpreter of an environment with BenchMARL 1.5.2, whose
+torchrl pins another torch) it instead runs BenchMARL's MAPPO and then `marllib-ext
+train mappo` one after the other, end to end on the last `--num-envs`, each with its own
+defaults and only the batch given: `--frames` env steps per iteration, `--epochs`
+passes in minibatches of `--minibatch` frames (BenchMARL's `on_policy_n_minibatch_iters`
+is its epochs), `--iterations` timed after a warm-up:
+
+    python -m venv /tmp/benchmarl && /tmp/benchmarl/bin/pip install benchmarl==1.5.2 \
+        vmas torch==2.13.0 "torchvision==0.28.*"
+    python benchmarks/vmas_throughput.py --num-envs 400 --torch-threads 0 \
+        --benchmarl-python /tmp/benchmarl/bin/python
+
+BenchMARL's minibatch counts frames (every agent of a frame); this package's counts each
+module's rows, so `mappo`'s shared actor is given both the literal number (3x the steps,
+each a third of the rows) and the frames' agent rows. BenchMARL's MLPs are 256 x 256,
+this package's 128 x 128: one more row trains `mappo` with 256 x 256 networks.
 """
 
 from __future__ import annotations
 
+import csv
+import json
+import os
+import subprocess
+import sys
+import tempfile
 import time
 import warnings
+from pathlib import Path
 
 import common
 import ray
@@ -197,6 +221,163 @@ def sgd_floor_seconds(
     return time.perf_counter() - start
 
 
+# Runs in BenchMARL's interpreter: one experiment, timestamps of each iteration's
+# collected batch and trained networks.
+BENCHMARL_DRIVER = r"""
+import json, sys, time
+import torch
+from benchmarl.algorithms import MappoConfig
+from benchmarl.environments import VmasTask
+from benchmarl.experiment import Experiment, ExperimentConfig
+from benchmarl.experiment.callback import Callback
+from benchmarl.models.mlp import MlpConfig
+
+args = json.loads(sys.argv[1])
+if args["threads"]:
+    torch.set_num_threads(args["threads"])
+
+
+class Stamps(Callback):
+    def __init__(self):
+        super().__init__()
+        self.collected, self.trained = [], []
+
+    def on_batch_collected(self, batch):
+        self.collected.append(time.perf_counter())
+
+    def on_train_end(self, training_td, group):
+        self.trained.append(time.perf_counter())
+
+
+config = ExperimentConfig.get_from_yaml()
+config.sampling_device = config.train_device = config.buffer_device = "cpu"
+config.on_policy_collected_frames_per_batch = args["frames"]
+config.on_policy_n_envs_per_worker = args["num_envs"]
+config.on_policy_minibatch_size = args["minibatch"]
+config.on_policy_n_minibatch_iters = args["epochs"]
+config.max_n_frames = args["frames"] * (args["iterations"] + 1)
+config.evaluation = False
+config.render = False
+config.loggers = []
+config.create_json = False
+config.checkpoint_interval = 0
+config.checkpoint_at_end = False
+config.save_folder = args["folder"]
+stamps = Stamps()
+experiment = Experiment(
+    task=getattr(VmasTask, args["task"].upper()).get_from_yaml(),
+    algorithm_config=MappoConfig.get_from_yaml(),
+    model_config=MlpConfig.get_from_yaml(),
+    critic_model_config=MlpConfig.get_from_yaml(),
+    seed=0,
+    config=config,
+    callbacks=[stamps],
+)
+experiment.run()
+print("STAMPS " + json.dumps({"collected": stamps.collected, "trained": stamps.trained}))
+"""
+
+
+def benchmarl_rates(python: str, args, folder: str) -> dict[str, float]:
+    """BenchMARL's env steps/s end to end and while collecting, and its training seconds
+    per iteration, over the iterations after the first."""
+    arguments = {
+        "task": args.task,
+        "frames": args.frames,
+        "num_envs": args.num_envs[-1],
+        "minibatch": args.minibatch,
+        "epochs": args.epochs,
+        "iterations": args.iterations,
+        "threads": args.torch_threads,
+        "folder": folder,
+    }
+    done = subprocess.run(
+        [python, "-c", BENCHMARL_DRIVER, json.dumps(arguments)],
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    lines = [line for line in done.stdout.splitlines() if line.startswith("STAMPS ")]
+    if done.returncode != 0 or not lines:
+        raise RuntimeError(f"BenchMARL failed ({done.returncode}):\n{done.stderr[-3000:]}")
+    stamps = json.loads(lines[-1][len("STAMPS ") :])
+    collected, trained = stamps["collected"], stamps["trained"]
+    timed = range(1, len(trained))
+    collect_s = sum(collected[i] - trained[i - 1] for i in timed)
+    train_s = sum(trained[i] - collected[i] for i in timed)
+    steps = args.frames * len(timed)
+    return {
+        "end_to_end": steps / (trained[-1] - trained[0]),
+        "collection": steps / collect_s,
+        "learner_s": train_s / len(timed),
+    }
+
+
+def train_rate(args, settings: dict, folder: str) -> float:
+    """`marllib-ext train mappo`'s env steps/s end to end over the iterations after the
+    first (its progress.csv's ``time_this_iter_s``)."""
+    overrides = [f"{key}={value}" for key, value in settings.items()]
+    command = [
+        sys.executable, "-m", "marllib_ext.cli", "train", "mappo", "--env", f"vmas:{args.task}",
+        "--set", *overrides, "--stop-timesteps", str(args.frames * (args.iterations + 1)),
+        "--local-dir", folder,
+    ]  # fmt: skip
+    if args.torch_threads:
+        command += ["--threads", str(args.torch_threads)]
+    done = subprocess.run(command, capture_output=True, text=True, check=False)
+    if done.returncode != 0:
+        raise RuntimeError(f"marllib-ext train failed:\n{done.stderr[-3000:]}")
+    (progress,) = Path(folder).rglob("progress.csv")
+    with progress.open() as f:
+        rows = list(csv.DictReader(f))[1:]
+    steps = float(rows[-1]["timesteps_total"]) - float(rows[0]["timesteps_total"])
+    seconds = sum(float(row["time_this_iter_s"]) for row in rows[1:])
+    return steps / seconds
+
+
+def benchmarl_comparison(args) -> None:
+    """BenchMARL's MAPPO, then `marllib-ext train mappo`, on ``--num-envs`` (its last
+    value) worlds: the rows the docstring names."""
+    n_agents = len(make_env(f"vmas:{args.task}").layout.agents)
+    batch = {
+        "train_batch_size": args.frames,
+        "num_envs_per_env_runner": args.num_envs[-1],
+        "num_epochs": args.epochs,
+    }
+    agent_rows = args.minibatch * n_agents
+    rows = {
+        f"mappo, minibatch_size = {args.minibatch} rows": {
+            **batch,
+            "minibatch_size": args.minibatch,
+        },
+        f"mappo, minibatch_size = {agent_rows} (the frames' agent rows)": {
+            **batch,
+            "minibatch_size": agent_rows,
+        },
+        "mappo, agent rows, 256 x 256 networks (BenchMARL's)": {
+            **batch,
+            "minibatch_size": agent_rows,
+            "actor_hiddens": "[256,256]",
+            "critic_hiddens": "[256,256]",
+        },
+    }
+    with tempfile.TemporaryDirectory() as folder:
+        reference = benchmarl_rates(args.benchmarl_python, args, folder)
+        print(
+            f"BenchMARL MAPPO: {reference['end_to_end']:,.0f} env steps/s end to end, "
+            f"collection {reference['collection']:,.0f}, training "
+            f"{reference['learner_s']:.2f} s per iteration",
+            flush=True,
+        )
+        for index, (label, settings) in enumerate(rows.items()):
+            rate = train_rate(args, settings, os.path.join(folder, f"run{index}"))
+            print(
+                f"{label}: {rate:,.0f} env steps/s end to end "
+                f"({rate / reference['end_to_end']:.2f}x BenchMARL)",
+                flush=True,
+            )
+
+
 def main() -> None:
     parser = common.parser(__doc__)
     parser.add_argument("--task", default="navigation")
@@ -219,8 +400,16 @@ def main() -> None:
         "--learner-data", nargs="+", default=["blocks", "chunks"], choices=["blocks", "chunks"],
         help="what the batched runner hands mappo's learner: rollout blocks or episode chunks",
     )  # fmt: skip
+    parser.add_argument("--benchmarl-python", default=None, help="run the BenchMARL rows")
+    parser.add_argument("--frames", type=int, default=40000, help="BenchMARL rows: batch")
+    parser.add_argument("--minibatch", type=int, default=10000, help="BenchMARL rows: frames")
+    parser.add_argument("--epochs", type=int, default=5, help="BenchMARL rows")
+    parser.add_argument("--iterations", type=int, default=4, help="BenchMARL rows: timed")
     args = parser.parse_args()
     warnings.filterwarnings("ignore")
+    if args.benchmarl_python:
+        benchmarl_comparison(args)
+        return
     torch.set_num_threads(args.torch_threads)
     common.start_ray(num_cpus=2)
     env_name = f"vmas:{args.task}"
