@@ -208,7 +208,7 @@ class Floor:
             for step in group_steps:
                 loss = 0.0
                 for module_id, index in step.items():
-                    rows = {c: v[index] for c, v in self.columns[module_id].items()}
+                    rows = {c: v.index_select(0, index) for c, v in self.columns[module_id].items()}
                     factor = factors[module_id][index] if module_id in factors else None
                     loss = loss + self.loss(module_id, rows, factor)
                 for module_id in step:
