@@ -285,7 +285,6 @@ class PhasedLearner(PPOTorchLearner):
                 kwargs.get("minibatch_size") if getattr(settings, phase.minibatch_size) else None
             )
             num_total = kwargs.get("num_total_minibatches", 0) if minibatch_size else 0
-            shuffle = bool(kwargs.get("shuffle_batch_per_epoch")) and num_epochs > 1
         else:
             num_epochs = getattr(settings, phase.epochs)
             minibatch_size = learner_share(
@@ -295,7 +294,7 @@ class PhasedLearner(PPOTorchLearner):
                 num_total = max_over_learners(
                     minibatch_steps(num_epochs, max(rows.values()), minibatch_size)
                 )
-            shuffle = bool(kwargs.get("shuffle_batch_per_epoch")) and num_epochs > 1
+        shuffle = bool(kwargs.get("shuffle_batch_per_epoch")) and num_epochs > 1
         if minibatch_size is None:
             if num_epochs == 1:  # one step on each module's whole batch
                 return MinibatchPlan(

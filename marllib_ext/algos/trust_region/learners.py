@@ -134,10 +134,8 @@ class TrustRegionActors:
         if settings.fisher_subsample > 1:
             rows = every_kth_row(batch, settings.fisher_subsample)
             fisher_inputs = module.forward_train(dict(rows))[Columns.ACTION_DIST_INPUTS]
-            fisher_dist, fisher_share = (
-                dist_class.from_logits(fisher_inputs),
-                global_mean_share(rows),
-            )
+            fisher_dist = dist_class.from_logits(fisher_inputs)
+            fisher_share = global_mean_share(rows)
         else:  # the surrogate's forward pass
             fisher_inputs, fisher_dist, fisher_share = dist_inputs, dist, share
         self_kl = fisher_share(dist_class.from_logits(fisher_inputs.detach()).kl(fisher_dist))
