@@ -109,7 +109,7 @@ def pass_env(**kwargs) -> PassEnv:
     return PassEnv(**kwargs)
 
 
-def _toward(position: np.ndarray, goal: np.ndarray) -> int:
+def toward(position: np.ndarray, goal: np.ndarray) -> int:
     """Greedy move toward ``goal``: x first, then y (stay when there)."""
     dx, dy = np.sign(goal - position)
     if dx:
@@ -132,18 +132,18 @@ def scripted_pass_actions(env: PassEnv) -> dict[str, int]:
 
     def via_door(position: np.ndarray, goal: np.ndarray) -> int:
         if position[0] > env.wall_x or position[0] == env.wall_x:
-            return _toward(position, goal)
+            return toward(position, goal)
         if position[1] != door_y:
-            return _toward(position, np.array([position[0], door_y]))
+            return toward(position, np.array([position[0], door_y]))
         return 4  # step right toward / through the door
 
     actions = {}
     if not in_right[1]:
-        actions["agent_0"] = _toward(env.positions[0], left_switch)
+        actions["agent_0"] = toward(env.positions[0], left_switch)
         actions["agent_1"] = via_door(env.positions[1], right_switch)
         if env.positions[1][0] == env.wall_x - 1 and not env.door_open():
             actions["agent_1"] = 0  # wait at the door until it opens
     else:
-        actions["agent_1"] = _toward(env.positions[1], right_switch)
+        actions["agent_1"] = toward(env.positions[1], right_switch)
         actions["agent_0"] = via_door(env.positions[0], right_switch)
     return actions
