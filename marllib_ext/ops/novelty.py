@@ -1,0 +1,114 @@
+"""Novelty signals for intrinsic rewards: hashed visit counts (Tang et al. 2017,
+"#Exploration") and random network distillation (Burda et al. 2019)."""
+
+from __future__ import annotations
+
+import numpy as np
+import numpy.typing as npt
+
+MAX_HASH_BITS = 64  # one uint64 code per row
+
+
+def simhash_projection(dim: int, bits: int, seed: int) -> npt.NDArray[np.float64]:
+    """``A``, ``(dim, bits)`` with i.i.d. standard normal entries: SimHash's random
+    hyperplanes, drawn once per run from ``seed`` so every env runner hashes alike."""
+    if not 1 <= bits <= MAX_HASH_BITS:
+        raise ValueError(f"bits must be in [1, {MAX_HASH_BITS}], got {bits}")
+    if dim < 1:
+        raise ValueError(f"dim must be >= 1, got {dim}")
+    return np.random.default_rng(seed).standard_normal((dim, bits))
+
+
+def simhash_codes(observations: npt.ArrayLike, projection: npt.ArrayLike) -> npt.NDArray[np.uint64]:
+    """``phi(x) = sgn(x A)`` packed into one integer per row: bit ``k`` is set where
+    ``(x A)_k > 0``.
+
+    Rows closer in angle share more bits, so nearby continuous observations share a
+    code and discrete ones (grids) get one code each once ``bits`` is large enough.
+
+    Args:
+        observations: ``(N, dim)``.
+        projection: ``(dim, bits)`` from :func:`simhash_projection`.
+
+    Returns:
+        ``(N,)`` uint64 codes.
+    """
+    x = np.asarray(observations, dtype=np.float64)
+    a = np.asarray(projection, dtype=np.float64)
+    if x.ndim != 2 or a.ndim != 2 or x.shape[1] != a.shape[0]:
+        raise ValueError(
+            f"observations {x.shape} and projection {a.shape}: expected (N, d), (d, k)"
+        )
+    if a.shape[1] > MAX_HASH_BITS:
+        raise ValueError(f"projection has {a.shape[1]} bits, at most {MAX_HASH_BITS}")
+    signs = (x @ a) > 0.0
+    weights = np.left_shift(np.uint64(1), np.arange(a.shape[1], dtype=np.uint64))
+    return (signs.astype(np.uint64) * weights).sum(axis=1, dtype=np.uint64)
+
+
+def visit_counts(codes: npt.ArrayLike, table: dict[int, int]) -> npt.NDArray[np.int64]:
+    """Counts each row's visit into ``table`` (updated in place) and returns, per row,
+    its code's count including this visit: ``n_t = table_before[c_t] + #{s <= t : c_s = c_t}``.
+
+    Rows count in order, so a code seen twice in one call gets ``n`` and ``n + 1``.
+
+    Args:
+        codes: ``(N,)`` hash codes.
+        table: ``{code: visits so far}``.
+
+    Returns:
+        ``(N,)`` counts, each >= 1.
+    """
+    codes = np.asarray(codes, dtype=np.uint64).reshape(-1)
+    if codes.size == 0:
+        return np.zeros(0, np.int64)
+    unique, inverse, per_code = np.unique(codes, return_inverse=True, return_counts=True)
+    before = np.array([table.get(int(c), 0) for c in unique.tolist()], np.int64)
+    # Rank of each row among the earlier rows with its code: a stable sort by code
+    # keeps row order inside each code's run.
+    order = np.argsort(inverse, kind="stable")
+    starts = np.concatenate([[0], np.cumsum(per_code)[:-1]])
+    rank = np.empty(codes.size, np.int64)
+    rank[order] = np.arange(codes.size) - np.repeat(starts, per_code)
+    for code, added in zip(unique.tolist(), per_code.tolist(), strict=True):
+        table[int(code)] = table.get(int(code), 0) + int(added)
+    return before[inverse] + rank + 1
+
+
+def merge_count_tables(base: dict[int, int], increments: list[dict[int, int]]) -> dict[int, int]:
+    """``base`` plus every runner's visits since it last received ``base``: the table
+    all runners continue from."""
+    merged = dict(base)
+    for increment in increments:
+        for code, added in increment.items():
+            merged[code] = merged.get(code, 0) + added
+    return merged
+
+
+def count_bonus(counts: npt.ArrayLike, *, coef: float) -> npt.NDArray[np.float64]:
+    """``r_int = coef / sqrt(n)``, Tang et al.'s count bonus, in ``(0, coef]``.
+
+    Args:
+        counts: visit counts, each >= 1, any shape.
+    """
+    counts = np.asarray(counts, dtype=np.float64)
+    if counts.size and counts.min() < 1:
+        raise ValueError(f"counts must be >= 1, got a minimum of {counts.min()}")
+    return coef / np.sqrt(counts)
+
+
+def rnd_error(target: npt.ArrayLike, predicted: npt.ArrayLike) -> npt.NDArray[np.float64]:
+    """RND's novelty: ``||f(x) - f_hat(x)||^2 / k``, the predictor's mean squared error
+    against the fixed random target network per row.
+
+    Args:
+        target, predicted: ``(N, k)`` the two networks' features.
+
+    Returns:
+        ``(N,)``.
+    """
+    target = np.asarray(target, dtype=np.float64)
+    predicted = np.asarray(predicted, dtype=np.float64)
+    if target.shape != predicted.shape or target.ndim != 2:
+        raise ValueError(f"target {target.shape} and predicted {predicted.shape}: expected (N, k)")
+    return ((target - predicted) ** 2).mean(axis=1)

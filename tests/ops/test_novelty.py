@@ -1,0 +1,99 @@
+import numpy as np
+import pytest
+
+from marllib_ext.ops.novelty import (
+    count_bonus,
+    merge_count_tables,
+    rnd_error,
+    simhash_codes,
+    simhash_projection,
+    visit_counts,
+)
+
+
+def slow_simhash(observations, projection):
+    codes = []
+    for row in observations:
+        code = 0
+        for k in range(projection.shape[1]):
+            if float(np.dot(row, projection[:, k])) > 0:
+                code += 2**k
+        codes.append(code)
+    return codes
+
+
+def slow_visit_counts(codes, table):
+    out = []
+    for code in codes:
+        table[int(code)] = table.get(int(code), 0) + 1
+        out.append(table[int(code)])
+    return out
+
+
+@pytest.mark.parametrize("bits", [1, 8, 64])
+def test_simhash_matches_the_bitwise_definition(bits):
+    rng = np.random.default_rng(0)
+    observations = rng.normal(size=(50, 7))
+    projection = simhash_projection(7, bits, seed=3)
+    codes = simhash_codes(observations, projection)
+    assert codes.dtype == np.uint64
+    assert [int(c) for c in codes] == slow_simhash(observations, projection)
+
+
+def test_simhash_literals():
+    projection = np.array([[1.0, 0.0, -1.0], [0.0, 1.0, 1.0]])
+    observations = np.array([[1.0, 2.0], [-1.0, 0.5], [0.0, 0.0]])
+    # row 0: (1, 2, 1) -> bits 0,1,2 = 7; row 1: (-1, 0.5, 1.5) -> bits 1,2 = 6; row 2: 0
+    assert simhash_codes(observations, projection).tolist() == [7, 6, 0]
+
+
+def test_simhash_projection_is_seeded_and_checked():
+    np.testing.assert_array_equal(simhash_projection(4, 16, 1), simhash_projection(4, 16, 1))
+    assert not np.array_equal(simhash_projection(4, 16, 1), simhash_projection(4, 16, 2))
+    with pytest.raises(ValueError, match="bits"):
+        simhash_projection(4, 65, 0)
+    with pytest.raises(ValueError, match="bits"):
+        simhash_codes(np.zeros((2, 3)), np.zeros((3, 65)))
+
+
+def test_grid_cells_get_distinct_codes_with_enough_bits():
+    cells = np.array([(x, y) for x in range(7) for y in range(7)], np.float64) / 6.0
+    observations = np.concatenate([cells, np.ones((49, 1))], axis=1)  # bias column
+    codes = simhash_codes(observations, simhash_projection(3, 64, seed=0))
+    assert len(set(codes.tolist())) >= 40  # 43-45 of 49 on seeds 0-2: few cells share one
+
+
+def test_visit_counts_match_the_sequential_reference():
+    rng = np.random.default_rng(1)
+    table, reference = {5: 2}, {5: 2}
+    for _ in range(4):
+        codes = rng.integers(0, 8, size=30).astype(np.uint64)
+        got = visit_counts(codes, table)
+        assert got.tolist() == slow_visit_counts(codes, reference)
+        assert table == reference
+
+
+def test_visit_counts_literals():
+    table = {1: 3}
+    assert visit_counts(np.array([1, 2, 1, 2, 2], np.uint64), table).tolist() == [4, 1, 5, 2, 3]
+    assert table == {1: 5, 2: 3}
+    assert visit_counts(np.array([], np.uint64), table).tolist() == []
+
+
+def test_merge_adds_every_runners_increment():
+    merged = merge_count_tables({1: 4, 2: 1}, [{1: 2}, {3: 5, 2: 1}])
+    assert merged == {1: 6, 2: 2, 3: 5}
+
+
+def test_count_bonus_literals_and_range():
+    np.testing.assert_allclose(count_bonus([1, 4, 100], coef=0.5), [0.5, 0.25, 0.05])
+    with pytest.raises(ValueError, match="counts"):
+        count_bonus([0, 1], coef=1.0)
+
+
+def test_rnd_error_is_the_mean_squared_feature_error():
+    target = np.array([[1.0, 2.0], [0.0, 0.0]])
+    predicted = np.array([[0.0, 0.0], [0.0, 3.0]])
+    np.testing.assert_allclose(rnd_error(target, predicted), [2.5, 4.5])
+    with pytest.raises(ValueError, match="expected"):
+        rnd_error(np.zeros((2, 3)), np.zeros((2, 2)))
