@@ -24,7 +24,7 @@ import ray
 
 from marllib_ext import algos, make_env
 from marllib_ext.algos.api import progress_row, with_episode_end_callback
-from marllib_ext.algos.efx import episode_team_logp
+from marllib_ext.algos.efx import episode_team_intrinsic
 from marllib_ext.policies import CRITIC_MODULE_ID
 from marllib_ext.postprocessing.budget_connector import DEPLOY_KEY
 from marllib_ext.postprocessing.efx_advantage import (
@@ -99,7 +99,7 @@ def log_episode(*, episode, prev_episode_chunks=None, metrics_logger=None, **kwa
         "episodes": 1.0,
         "successes": float(team_return > 0),
         "return": team_return,
-        "intrinsic": -episode_team_logp(chunks),
+        "intrinsic": episode_team_intrinsic(chunks, coef=1.0),
     }
     deploy = episode.custom_data.get(DEPLOY_KEY, True)  # non-EFX: every episode
     for key, value in values.items():

@@ -7,6 +7,8 @@ import numpy as np
 import numpy.typing as npt
 
 MAX_HASH_BITS = 64  # one uint64 code per row
+_HASH_MULTIPLIER = np.uint64(0x9E3779B97F4A7C15)  # 2^64 / golden ratio, odd
+_HASH_OFFSET = np.uint64(0x632BE59BD9B4E019)
 
 
 def simhash_projection(dim: int, bits: int, seed: int) -> npt.NDArray[np.float64]:
@@ -44,6 +46,32 @@ def simhash_codes(observations: npt.ArrayLike, projection: npt.ArrayLike) -> npt
     signs = (x @ a) > 0.0
     weights = np.left_shift(np.uint64(1), np.arange(a.shape[1], dtype=np.uint64))
     return (signs.astype(np.uint64) * weights).sum(axis=1, dtype=np.uint64)
+
+
+def rounded_row_codes(observations: npt.ArrayLike, *, decimals: int) -> npt.NDArray[np.uint64]:
+    """One code per distinct row after rounding: ``q = round(x * 10^decimals)`` as
+    integers, hashed as ``sum_k q_k * P^k`` in 64-bit wrap-around arithmetic (``P``
+    a large odd constant), so equal rounded rows share a code and different ones
+    collide with probability about ``2^-64`` per pair.
+
+    Args:
+        observations: ``(N, d)``.
+        decimals: rounding precision (>= 0).
+
+    Returns:
+        ``(N,)`` uint64 codes.
+    """
+    x = np.asarray(observations, dtype=np.float64)
+    if x.ndim != 2:
+        raise ValueError(f"observations has shape {x.shape}, expected (N, d)")
+    if decimals < 0:
+        raise ValueError(f"decimals must be >= 0, got {decimals}")
+    quantized = np.round(x * 10.0**decimals).astype(np.int64).view(np.uint64)
+    powers = np.ones(x.shape[1], np.uint64)
+    with np.errstate(over="ignore"):  # uint64 arithmetic wraps mod 2^64 by design
+        for k in range(1, x.shape[1]):
+            powers[k] = powers[k - 1] * _HASH_MULTIPLIER
+        return ((quantized + _HASH_OFFSET) * powers).sum(axis=1, dtype=np.uint64)
 
 
 def visit_counts(codes: npt.ArrayLike, table: dict[int, int]) -> npt.NDArray[np.int64]:

@@ -10,7 +10,8 @@ from dataclasses import dataclass
 import numpy as np
 
 from marllib_ext.envs.arrays import WorldArrays
-from marllib_ext.ops.efx import budget_step, intrinsic_rewards
+from marllib_ext.ops.efx import budget_step
+from marllib_ext.postprocessing.intrinsic_signals import INTRINSIC_REWARD
 
 # Per-iteration sums logged by env runners where an episode ends.
 TEAM_EXTRINSIC_RETURN_SUM = "efx_team_extrinsic_return_sum"
@@ -34,14 +35,14 @@ PER_TEAM = "efx_per_team"
 class BudgetState:
     """The team budgets and episode sums of ``B`` worlds (float64 throughout): ``z``,
     ``z0`` ``(B, n_teams)`` each team's budget now and at its episode's start;
-    ``deploy`` ``(B,)`` the episode plays the deployment budget; ``returns``, ``logp``
-    ``(B, n_agents)`` each agent's extrinsic return and summed log-probabilities so far."""
+    ``deploy`` ``(B,)`` the episode plays the deployment budget; ``returns``,
+    ``intrinsic`` ``(B, n_agents)`` each agent's extrinsic and intrinsic return so far."""
 
     z: np.ndarray
     z0: np.ndarray
     deploy: np.ndarray
     returns: np.ndarray
-    logp: np.ndarray
+    intrinsic: np.ndarray
 
 
 class BudgetTracker:
@@ -51,7 +52,8 @@ class BudgetTracker:
 
     A new episode draws ``(deploy, z_0)`` from the connector (its controllers, sampling
     mode and random generator); after each step ``z <- clip(z - delta, z_low, z_high)``
-    with ``delta = -intrinsic_coef * sum_{i in team, acted} log pi_i``; each agent's
+    with ``delta = sum_{i in team, acted} r_int_i``, the connector's intrinsic signal
+    (``intrinsic_signals``; seed 000's ``-intrinsic_coef * log pi_i`` by default); each agent's
     observation gets its team's normalized z appended (``BudgetInput``), so the learner
     reads back what the actor saw. Where an episode ends, its sums are logged for the
     outer loop (``log_episode_sums``)."""
@@ -76,7 +78,7 @@ class BudgetTracker:
         teams, agents = (num_envs, len(self.teams)), (num_envs, len(self.agents))
         return BudgetState(
             z=np.zeros(teams), z0=np.zeros(teams), deploy=np.zeros(num_envs, bool),
-            returns=np.zeros(agents), logp=np.zeros(agents),
+            returns=np.zeros(agents), intrinsic=np.zeros(agents),
         )  # fmt: skip
 
     def start(self, state: BudgetState, worlds: np.ndarray) -> None:
@@ -87,18 +89,18 @@ class BudgetTracker:
             state.z0[world] = [z0[team] for team in self.teams]
         state.z[worlds] = state.z0[worlds]
         state.returns[worlds] = 0.0
-        state.logp[worlds] = 0.0
+        state.intrinsic[worlds] = 0.0
 
-    def step(self, state: BudgetState, *, logp, rewards, acted) -> None:
-        """One step of every world: ``logp``, ``rewards``, ``acted`` ``(B, n_agents)``
-        (the agents that acted; the others' entries are ignored)."""
-        logp = np.where(acted, logp, 0.0)
-        state.logp += logp
+    def step(self, state: BudgetState, *, intrinsic, rewards, acted) -> None:
+        """One step of every world: ``intrinsic`` (each agent's ``r_int``), ``rewards``,
+        ``acted`` ``(B, n_agents)`` (the agents that acted; the others' entries are
+        ignored)."""
+        intrinsic = np.where(acted, intrinsic, 0.0)
+        state.intrinsic += intrinsic
         state.returns += np.where(acted, rewards, 0.0)
-        coef = float(self.connector.intrinsic_coef)
         for k, team in enumerate(self.teams):
             controller = self.connector.controllers[team]
-            _, delta = intrinsic_rewards(logp[:, self.members[k]], coef=coef)
+            delta = intrinsic[:, self.members[k]].sum(axis=1)
             state.z[:, k] = budget_step(
                 state.z[:, k], delta, z_low=controller.z_low, z_high=controller.z_high
             )
@@ -115,11 +117,10 @@ class BudgetTracker:
         """The sums of the episodes that ended in ``worlds``."""
         log_episode_sums(
             metrics,
-            coef=float(self.connector.intrinsic_coef),
             budgets=self.connector.settings.team_budgets,
             agents=self.agents,
             returns=state.returns[worlds],
-            logp=state.logp[worlds],
+            intrinsic=state.intrinsic[worlds],
             deploy=state.deploy[worlds],
             z0=state.z0[worlds],
         )
@@ -146,35 +147,41 @@ class BudgetArrays:
         observations = self.tracker.observations(self.state, arrays.observations)
         return dataclasses.replace(arrays, observations=observations)
 
-    def step(self, *, logp, rewards, acted, ended, metrics) -> None:
-        self.tracker.step(self.state, logp=logp, rewards=rewards, acted=acted)
+    def step(self, *, logp, rewards, acted, ended, metrics, observations):
+        """One step (``ObservationExtension.step``); returns the intrinsic reward
+        column of every agent where the signal records one (``None`` otherwise)."""
+        signal = self.tracker.connector.signal
+        intrinsic = signal.rewards(logp=logp, next_observations=observations, acted=acted)
+        self.tracker.step(self.state, intrinsic=intrinsic, rewards=rewards, acted=acted)
         if ended.any():
             self.tracker.log_ended(self.state, np.flatnonzero(ended), metrics)
+        if not signal.records_column:
+            return None
+        agents = self.tracker.agents
+        return {INTRINSIC_REWARD: {agent: intrinsic[:, i] for i, agent in enumerate(agents)}}
 
 
-def log_episode_sums(metrics, *, coef, budgets, agents, returns, logp, deploy, z0) -> None:
+def log_episode_sums(metrics, *, budgets, agents, returns, intrinsic, deploy, z0) -> None:
     """The sums the outer loop reads, over ``n`` ended episodes (both layouts log them
     here: ``BudgetArrays`` and the chunks' ``log_episode_returns``).
 
     Args:
-        coef: ``intrinsic_coef`` (intrinsic return ``-coef * sum log pi``).
         budgets: the resolved ``TeamBudget`` of each team.
-        agents: the column order of ``returns`` / ``logp``.
-        returns, logp: ``(n, n_agents)`` each agent's extrinsic return and summed
-            log-probabilities over the episode.
+        agents: the column order of ``returns`` / ``intrinsic``.
+        returns, intrinsic: ``(n, n_agents)`` each agent's extrinsic and intrinsic
+            return over the episode.
         deploy: ``(n,)`` played at the deployment budget; ``z0``: ``(n, n_teams)`` each
             team's starting budget, in ``budgets`` order.
     """
-    extrinsic = returns.sum(axis=1)
-    intrinsic = -coef * logp.sum(axis=1)
+    extrinsic, total_intrinsic = returns.sum(axis=1), intrinsic.sum(axis=1)
     metrics.log_value(TEAM_EXTRINSIC_RETURN_SUM, float(extrinsic.sum()), reduce="sum")
-    metrics.log_value(TEAM_INTRINSIC_RETURN_SUM, float(intrinsic.sum()), reduce="sum")
+    metrics.log_value(TEAM_INTRINSIC_RETURN_SUM, float(total_intrinsic.sum()), reduce="sum")
     metrics.log_value(EPISODES_DONE, len(extrinsic), reduce="sum")
-    for value in intrinsic[-INTRINSIC_MEAN_WINDOW:].tolist():
+    for value in total_intrinsic[-INTRINSIC_MEAN_WINDOW:].tolist():
         metrics.log_value(TEAM_INTRINSIC_RETURN_MEAN, value, window=INTRINSIC_MEAN_WINDOW)
     for k, budget in enumerate(budgets):
         members = [i for i, agent in enumerate(agents) if agent in budget.agents]
-        team_intrinsic = -coef * logp[:, members].sum(axis=1)
+        team_intrinsic = intrinsic[:, members].sum(axis=1)
         low = ~deploy & (z0[:, k] == budget.z_low)  # no demand: measures the floor
         if low.any():
             metrics.log_value(
@@ -196,5 +203,7 @@ def log_episode_sums(metrics, *, coef, budgets, agents, returns, logp, deploy, z
                 )
     if deploy.any():
         metrics.log_value(DEPLOY_EXTRINSIC_RETURN_SUM, float(extrinsic[deploy].sum()), reduce="sum")
-        metrics.log_value(DEPLOY_INTRINSIC_RETURN_SUM, float(intrinsic[deploy].sum()), reduce="sum")
+        metrics.log_value(
+            DEPLOY_INTRINSIC_RETURN_SUM, float(total_intrinsic[deploy].sum()), reduce="sum"
+        )
         metrics.log_value(DEPLOY_EPISODES_DONE, int(deploy.sum()), reduce="sum")

@@ -13,6 +13,7 @@ from ray.rllib.connectors.env_to_module.observation_preprocessor import (
 from ray.rllib.core.columns import Columns
 from ray.rllib.utils.annotations import override
 
+from marllib_ext.envs.adapter import OBSERVATION_KEY
 from marllib_ext.errors import ConfigError
 from marllib_ext.ops.efx import (
     Z_SAMPLING_MODES,
@@ -20,7 +21,16 @@ from marllib_ext.ops.efx import (
     sample_initial_budget,
 )
 from marllib_ext.postprocessing.budget_arrays import BudgetArrays, BudgetState, BudgetTracker
-from marllib_ext.postprocessing.budget_input import BudgetInput
+from marllib_ext.postprocessing.budget_input import BudgetInput, plain_observation
+from marllib_ext.postprocessing.intrinsic_signals import INTRINSIC_REWARD, intrinsic_signal
+from marllib_ext.rollout.episode_blocks import record_after_step
+
+
+def plain_space(space: gym.Space) -> gym.Space:
+    """An agent's observation space without its action mask."""
+    if isinstance(space, gym.spaces.Dict) and OBSERVATION_KEY in space.spaces:
+        return space[OBSERVATION_KEY]
+    return space
 
 
 def budget_controllers(settings: Any) -> dict[str, BudgetController]:
@@ -63,11 +73,15 @@ class BudgetObservationConnector(MultiAgentObservationPreprocessor):
     moved by the same ``BudgetTracker`` as the batched rollout's: every agent step is
     accounted once, when it is complete (the agent observes again, or the episode
     ends), so ``z`` drops by the intrinsic reward of every teammate that acted, also on
-    turn-taking envs. (With ``explore=False`` RLlib logs ``logp = 0``, so z stays at
-    ``z_0``.)
+    turn-taking envs. (With ``explore=False`` RLlib logs ``logp = 0``, so the
+    surprisal budget stays at ``z_0``.) The intrinsic reward of each step comes from
+    the signal ``intrinsic_reward`` names (``intrinsic_signals``); a signal the learner
+    cannot recompute is recorded as a module output of each agent's step
+    (``INTRINSIC_REWARD``, ``episode_blocks.record_after_step``).
 
-    The controllers' state lives here, so it is part of every env runner's state and
-    of checkpoints.
+    The controllers' state and the signal's (visit counts) live here, so they are part
+    of every env runner's state and of checkpoints; RLlib's connector-state sync merges
+    the signal's state across runners (``merge_states``).
     """
 
     def __init__(
@@ -95,9 +109,28 @@ class BudgetObservationConnector(MultiAgentObservationPreprocessor):
         self.inputs = {b.team: b.input for b in settings.team_budgets}
         self.team_of = {agent: b.team for b in settings.team_budgets for agent in b.agents}
         self._rng = np.random.default_rng(seed)
+        self.seed = seed
         self.tracker = BudgetTracker(self, sorted(self.team_of))
         self.team_column = {team: k for k, team in enumerate(self.tracker.teams)}
+        self._signal = None
+        self._signal_state: dict | None = None  # set before the spaces were known
         super().__init__(input_observation_space, input_action_space)
+
+    @property
+    def signal(self):
+        """The intrinsic reward signal (built once the observation spaces are known)."""
+        if self._signal is None:
+            spaces, agents = self.input_observation_space, self.tracker.agents
+            dims = {  # the surprisal signal reads no observations
+                agent: int(np.prod(plain_space(spaces[agent]).shape))
+                for agent in ([] if spaces is None else agents)
+            }
+            self._signal = intrinsic_signal(
+                self.settings, agents, dims, [list(m) for m in self.tracker.members], self.seed
+            )
+            if self._signal_state is not None:
+                self._signal.set_state(self._signal_state)
+        return self._signal
 
     @property
     def controller(self) -> BudgetController:
@@ -168,6 +201,7 @@ class BudgetObservationConnector(MultiAgentObservationPreprocessor):
         agents = self.tracker.agents
         logp, rewards = np.zeros((1, len(agents))), np.zeros((1, len(agents)))
         acted = np.zeros((1, len(agents)), bool)
+        after, stepped = {}, []
         for i, agent in enumerate(agents):
             sa_episode = episode.agent_episodes.get(agent)
             new_steps = 0 if sa_episode is None else sa_episode.t - accounted.get(agent, 0)
@@ -179,9 +213,16 @@ class BudgetObservationConnector(MultiAgentObservationPreprocessor):
                 np.sum(sa_episode.get_extra_model_outputs(key=Columns.ACTION_LOGP, indices=-1))
             )
             rewards[0, i] = float(sa_episode.get_rewards(-1))
+            # Not yet preprocessed: the observation as the env gave it.
+            after[agent] = np.asarray(plain_observation(sa_episode.get_observations(-1)))[None]
+            stepped.append((i, agent))
             accounted[agent] = sa_episode.t
         if acted.any():
-            self.tracker.step(state, logp=logp, rewards=rewards, acted=acted)
+            intrinsic = self.signal.rewards(logp=logp, next_observations=after, acted=acted)
+            self.tracker.step(state, intrinsic=intrinsic, rewards=rewards, acted=acted)
+            if self.signal.records_column:
+                for i, agent in stepped:
+                    record_after_step(episode, INTRINSIC_REWARD, agent, float(intrinsic[0, i]))
         return state
 
     def log_ended(self, episode, metrics) -> None:
@@ -211,7 +252,11 @@ class BudgetObservationConnector(MultiAgentObservationPreprocessor):
 
     @override(ConnectorV2)
     def get_state(self, components=None, *, not_components=None, **kwargs) -> dict:
-        return {"controllers": {team: c.get_state() for team, c in self.controllers.items()}}
+        state = {"controllers": {team: c.get_state() for team, c in self.controllers.items()}}
+        signal_state = self._signal_state if self._signal is None else self._signal.get_state()
+        if signal_state:
+            state["signal"] = signal_state
+        return state
 
     @override(ConnectorV2)
     def set_state(self, state: dict) -> None:
@@ -220,8 +265,20 @@ class BudgetObservationConnector(MultiAgentObservationPreprocessor):
             states = {team: state["controller"] for team in self.controllers}
         for team, controller_state in states.items():
             self.controllers[team].set_state(controller_state)
+        if "signal" in state:
+            if self._signal is None:
+                self._signal_state = state["signal"]
+            else:
+                self._signal.set_state(state["signal"])
 
     @override(ConnectorV2)
     def merge_states(self, states: list[dict]) -> dict:
         # Every runner holds the same broadcast budgets; any one state is the state.
-        return states[0] if states else {}
+        # The signal's (visit counts) are each runner's own: merged.
+        if not states:
+            return {}
+        merged = dict(states[0])
+        signal_states = [s["signal"] for s in states if "signal" in s]
+        if signal_states:
+            merged["signal"] = type(self.signal).merge_states(signal_states)
+        return merged

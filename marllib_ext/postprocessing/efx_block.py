@@ -16,6 +16,7 @@ from ray.rllib.core.columns import Columns
 
 from marllib_ext.ops.efx import demand_push_term
 from marllib_ext.postprocessing.block_hooks import BlockHooks
+from marllib_ext.postprocessing.intrinsic_signals import INTRINSIC_REWARD
 from marllib_ext.rllib_compat import plain_module
 
 
@@ -66,12 +67,20 @@ class EFXBlockHooks(BlockHooks):
         state = super().block_critic_state(block, team, after=after)
         return self.budget_input.append(state, self.block_budget(block, team, after=after))
 
-    def _team_logp(self, block, team: list[int]) -> np.ndarray:
-        """``(T, B)`` ``sum_{i in team, acted} log pi_i``."""
+    def agent_intrinsic(self, block, i: int) -> np.ndarray:
+        """``(T, B)`` agent ``i``'s intrinsic reward at each step it acted (garbage
+        elsewhere): the column the env runner recorded (``INTRINSIC_REWARD``), or, for
+        the surprisal signal, ``-c * log pi`` from the log-probs logged at sampling."""
+        outputs = block.outputs[block.agents[i]]
+        if INTRINSIC_REWARD in outputs:
+            return np.asarray(outputs[INTRINSIC_REWARD], np.float64)
+        return -self.intrinsic_coef * np.asarray(outputs[Columns.ACTION_LOGP], np.float64)
+
+    def _team_intrinsic(self, block, team: list[int]) -> np.ndarray:
+        """``(T, B)`` ``delta = sum_{i in team, acted} r_int_i``."""
         total = np.zeros(block.alive.shape[:2])
         for i in team:
-            logp = block.outputs[block.agents[i]][Columns.ACTION_LOGP]
-            total += np.where(block.alive[:, :, i], logp, 0.0)
+            total += np.where(block.alive[:, :, i], self.agent_intrinsic(block, i), 0.0)
         return total
 
     def adjust_block_advantages(self, teams, metrics):
@@ -84,7 +93,7 @@ class EFXBlockHooks(BlockHooks):
             return np.concatenate([a[s.t, s.b] for a, s in zip(arrays, segments, strict=True)])
 
         a_ext = rows([tb.advantages for tb in teams])
-        delta = -self.intrinsic_coef * rows([self._team_logp(tb.block, tb.team) for tb in teams])
+        delta = rows([self._team_intrinsic(tb.block, tb.team) for tb in teams])
         z = rows([self.block_budget(tb.block, tb.team, after=False) for tb in teams])
         ends = np.concatenate([s.ends for s in segments])
         a_final, binding, slack = self.conservative(a_ext, delta, z, ends)
@@ -117,7 +126,9 @@ class EFXBlockHooks(BlockHooks):
 
     def block_agent_terms(self, rl_module, teams, slack, metrics):
         """``demand_push``: ``w[t] * (-log pi_i(a|o_t) - H_i(o_t))`` on every agent row,
-        from the slack of its team row."""
+        from the slack of its team row: the agent's surprisal against its expectation.
+        With a recorded signal (counts) the same push takes ``r_int / c`` against its
+        mean over the agent's rows in the block (the expectation is unknown)."""
         if not self.pushes:
             return {}
         terms = {}
@@ -127,15 +138,19 @@ class EFXBlockHooks(BlockHooks):
                 agent = block.agents[i]
                 rows = block.alive[:, :, i]
                 outputs = block.outputs[agent]
-                module = plain_module(rl_module, block.module_of[agent])
-                dist_inputs = torch.from_numpy(outputs[Columns.ACTION_DIST_INPUTS][rows])
-                dist = module.get_train_action_dist_cls().from_logits(dist_inputs)
+                if INTRINSIC_REWARD in outputs:
+                    scale = self.intrinsic_coef if self.intrinsic_coef > 0 else 1.0
+                    surprise = np.asarray(outputs[INTRINSIC_REWARD][rows], np.float64) / scale
+                    expected = np.full_like(surprise, surprise.mean() if surprise.size else 0.0)
+                    logp = -surprise
+                else:
+                    module = plain_module(rl_module, block.module_of[agent])
+                    dist_inputs = torch.from_numpy(outputs[Columns.ACTION_DIST_INPUTS][rows])
+                    dist = module.get_train_action_dist_cls().from_logits(dist_inputs)
+                    logp = outputs[Columns.ACTION_LOGP][rows]
+                    expected = dist.entropy().detach().cpu().numpy()
                 terms[(k, i)] = demand_push_term(
-                    block_slack[rows],
-                    outputs[Columns.ACTION_LOGP][rows],
-                    dist.entropy().detach().cpu().numpy(),
-                    kappa=self.kappa,
-                    z_range=self.demand_range,
+                    block_slack[rows], logp, expected, kappa=self.kappa, z_range=self.demand_range
                 )
         if metrics is not None:
             pairs = zip(slack, teams, strict=True)

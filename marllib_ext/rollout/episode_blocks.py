@@ -46,6 +46,33 @@ from marllib_ext.rollout.episode_steps import (
 )
 from marllib_ext.rollout.recurrent import state_columns
 
+# Module outputs a connector records after the step they belong to (the value needs the
+# observation that follows, e.g. EFX's count bonus): ``custom_data[AFTER_STEP_OUTPUTS]``
+# is ``{column: {agent: {agent step t: value}}}``; a chunk's rows read those of its own
+# steps (entries from earlier chunks of the episode may remain).
+AFTER_STEP_OUTPUTS = "after_step_outputs"
+
+
+def after_step_column(chunk, column: str, agent: str, steps: int) -> np.ndarray | None:
+    """``(steps,)`` the recorded ``column`` of ``agent``'s first ``steps`` actions in
+    ``chunk`` (``None`` where nothing was recorded)."""
+    recorded = chunk.custom_data.get(AFTER_STEP_OUTPUTS, {}).get(column, {}).get(agent)
+    if recorded is None:
+        return None
+    first = chunk.agent_episodes[agent].t_started
+    return np.array([recorded[first + k] for k in range(steps)], np.float64)
+
+
+def record_after_step(episode, column: str, agent: str, value: float) -> None:
+    """Records ``value`` for ``agent``'s last action in ``episode``'s ``column``."""
+    sa_episode = episode.agent_episodes[agent]
+    recorded = episode.custom_data.setdefault(AFTER_STEP_OUTPUTS, {}).setdefault(column, {})
+    values = recorded.setdefault(agent, {})
+    for step in [t for t in values if t < sa_episode.t_started]:
+        del values[step]  # shipped with an earlier chunk
+    values[sa_episode.t - 1] = value
+
+
 NO_STATE = (
     "the joint critic needs the global state in info['state']; build the env through "
     "marllib_ext.envs (ParallelEnvAdapter)"
@@ -173,6 +200,10 @@ class _ChunkWorld:
             for key in sa_episode.extra_model_outputs
             if key not in (WEIGHTS_SEQ_NO, Columns.STATE_OUT)
         }  # fmt: skip
+        for column, by_agent in chunk.custom_data.get(AFTER_STEP_OUTPUTS, {}).items():
+            if agent in by_agent:
+                values = after_step_column(chunk, column, agent, len(steps.acting))
+                self.outputs[agent][column] = _placed(values, acting, horizon)
         if Columns.STATE_OUT in sa_episode.extra_model_outputs:
             for column, states in _states_acted_from(sa_episode, len(steps.acting)).items():
                 self.outputs[agent][column] = _placed(states, acting, horizon)

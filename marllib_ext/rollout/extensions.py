@@ -36,12 +36,16 @@ class ObservationExtension(Protocol):
         acted: np.ndarray,
         ended: np.ndarray,
         metrics,
-    ) -> None:
+        observations: dict[str, np.ndarray],
+    ) -> dict[str, np.ndarray] | None:
         """After one step of every world, before ``extend`` of its results: ``logp``
         ``(B, n_agents)`` of the actions taken (0 where none was sampled),
         ``rewards`` ``(B, n_agents)``, ``acted`` ``(B, n_agents)`` the agents that
         acted, ``ended`` ``(B,)`` the worlds whose episode ended; ``metrics``: the env
-        runner's metrics logger (episode results are logged there)."""
+        runner's metrics logger (episode results are logged there); ``observations``:
+        ``{agent: (B, ...)}`` after the step, before any extension (the final ones
+        where a world ended). Returns ``{column: {agent: (B,)}}`` to record with the
+        step's module outputs (the learner reads them in the block), or ``None``."""
 
 
 def has_array_form(connector) -> bool:
@@ -108,8 +112,15 @@ class ExtensionChain:
                 logp[:, i] = agent_logp
         rewards = np.stack([step.rewards[agent] for agent in self.agents], axis=-1)
         step = self._with_state(step)
+        observations = step.observations
         for extension in self.extensions:
-            extension.step(logp=logp, rewards=rewards, acted=acted, ended=ended, metrics=metrics)
+            columns = extension.step(
+                logp=logp, rewards=rewards, acted=acted, ended=ended, metrics=metrics,
+                observations=observations,
+            )  # fmt: skip
+            for column, values in (columns or {}).items():
+                for agent, value in values.items():
+                    outputs[agent][column] = value
             step = extension.extend(step)
         return step
 

@@ -5,6 +5,7 @@ from marllib_ext.ops.novelty import (
     count_bonus,
     merge_count_tables,
     rnd_error,
+    rounded_row_codes,
     simhash_codes,
     simhash_projection,
     visit_counts,
@@ -97,3 +98,31 @@ def test_rnd_error_is_the_mean_squared_feature_error():
     np.testing.assert_allclose(rnd_error(target, predicted), [2.5, 4.5])
     with pytest.raises(ValueError, match="expected"):
         rnd_error(np.zeros((2, 3)), np.zeros((2, 2)))
+
+
+def slow_rounded_row_code(row, decimals):
+    modulus = 2**64
+    multiplier, offset = 0x9E3779B97F4A7C15, 0x632BE59BD9B4E019
+    code = 0
+    for k, value in enumerate(row):
+        quantized = int(np.round(value * 10.0**decimals)) % modulus
+        code = (code + (quantized + offset) * pow(multiplier, k, modulus)) % modulus
+    return code
+
+
+def test_rounded_row_codes_match_the_modular_definition():
+    rng = np.random.default_rng(2)
+    observations = rng.normal(size=(40, 5)) * 3
+    codes = rounded_row_codes(observations, decimals=2)
+    assert [int(c) for c in codes] == [slow_rounded_row_code(r, 2) for r in observations]
+
+
+def test_rounded_row_codes_tell_every_grid_cell_apart_and_ignore_float_noise():
+    cells = np.array([(x, y, d) for x in range(7) for y in range(7) for d in (0, 1)], float)
+    observations = cells / np.array([6.0, 6.0, 1.0])  # grid:pass 7x7's scaling
+    codes = rounded_row_codes(observations, decimals=2)
+    assert len(set(codes.tolist())) == len(cells)
+    noisy = rounded_row_codes(observations + 1e-9, decimals=2)
+    np.testing.assert_array_equal(codes, noisy)
+    with pytest.raises(ValueError, match="decimals"):
+        rounded_row_codes(observations, decimals=-1)

@@ -65,7 +65,7 @@ def test_each_world_follows_budget_path_of_its_teams_intrinsic_rewards():
         assert obs["a"].shape == (B, 3) and np.all(obs["c"][:, :2] == 2.0)  # appended
         arrays.step(
             logp=logp[t], rewards=np.ones((B, 3)), acted=acted[t], ended=ended[t],
-            metrics=metrics,
+            metrics=metrics, observations=_observations(B).observations,
         )  # fmt: skip
         if ended[t].any():
             arrays.start(np.flatnonzero(ended[t]))
@@ -103,7 +103,7 @@ def test_deployment_episodes_start_at_each_controllers_budget_and_log_per_team()
     ended = np.array([True, True, False, False])
     arrays.step(
         logp=np.zeros((B, 3)), rewards=rewards, acted=np.ones((B, 3), bool), ended=ended,
-        metrics=metrics,
+        metrics=metrics, observations=_observations(B).observations,
     )  # fmt: skip
     assert metrics.peek(DEPLOY_EPISODES_DONE) == 2
     assert metrics.peek(DEPLOY_EXTRINSIC_RETURN_SUM) == pytest.approx(26.0)
@@ -193,7 +193,7 @@ def test_per_world_episodes_move_z_by_every_teammates_completed_step(ray_session
             np.testing.assert_allclose(seen, z[observed], rtol=1e-5, atol=1e-4)
         moved += z[-1] < z[0]
         np.testing.assert_allclose(
-            state.logp[0], [sum(steps.values()) for steps in completed], rtol=1e-6
+            state.intrinsic[0], [-coef * sum(steps.values()) for steps in completed], rtol=1e-6
         )
         np.testing.assert_allclose(
             state.returns[0], [episode.agent_episodes[a].get_return() for a in agents]

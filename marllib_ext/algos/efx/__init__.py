@@ -21,7 +21,7 @@ from marllib_ext.algos.efx.callbacks import (
     PROGRESS_COLUMNS,
     RESULT_KEY,
     budget_connector,
-    episode_team_logp,
+    episode_team_intrinsic,
     progress,
 )
 from marllib_ext.algos.efx.learners import (
@@ -49,6 +49,6 @@ __all__ = [
     "build_efx_hatrpo",
     "build_efx_mappo",
     "build_efx_vdppo",
-    "episode_team_logp",
+    "episode_team_intrinsic",
     "progress",
 ]

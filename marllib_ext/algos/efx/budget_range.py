@@ -25,6 +25,8 @@ SettingsT = TypeVar("SettingsT")
 
 class BudgetSettings(Protocol):
     intrinsic_coef: float
+    intrinsic_reward: str
+    count_scope: str
     z_bounds: str
     z_init: float | None
     z_low: float | None
@@ -53,7 +55,10 @@ def intrinsic_z_max(
     settings: BudgetSettings, env: EnvHandle, agents: tuple[str, ...] | None = None
 ) -> float:
     """``Z_max = c * T_max * sum_{i in agents} H_max(i)`` for ``env`` at its env
-    arguments (``agents``: one team; default every agent)."""
+    arguments (``agents``: one team; default every agent), ``H_max(i)`` the largest
+    per-step intrinsic reward of agent ``i`` over ``c``: its action entropy bound for
+    ``surprisal``; 1 for ``count`` (a first visit), 1 per team step with
+    ``count_scope: team`` (the bonus is split among the agents)."""
     t_max = env.spec.episode_limit(env.env_args)
     if t_max is None:
         raise ConfigError(
@@ -61,13 +66,21 @@ def intrinsic_z_max(
             "needs (register_env(..., max_episode_steps=...)); or set z_low and z_high"
         )
     layout = env.layout
+    team = layout.agents if agents is None else agents
+    if getattr(settings, "intrinsic_reward", "surprisal") == "count":
+        per_agent = 1.0 / len(team) if settings.count_scope == "team" else 1.0
+        return intrinsic_budget_bound(
+            coef=settings.intrinsic_coef,
+            max_episode_steps=t_max,
+            max_entropies=[per_agent] * len(team),
+        )
     entropies = [
         action_entropy_bound(
             layout.action_spaces[agent],
             agent=agent,
             entropy_per_dim=settings.gaussian_entropy_per_dim,
         )
-        for agent in (layout.agents if agents is None else agents)
+        for agent in team
     ]
     return intrinsic_budget_bound(
         coef=settings.intrinsic_coef, max_episode_steps=t_max, max_entropies=entropies

@@ -29,7 +29,9 @@ from marllib_ext.postprocessing.budget_connector import (
 )
 from marllib_ext.postprocessing.efx_advantage import EFXJointAdvantageConnector
 from marllib_ext.postprocessing.episode_sums import sum_over_env_steps
+from marllib_ext.postprocessing.intrinsic_signals import INTRINSIC_REWARD
 from marllib_ext.rllib_compat import connectors_of, env_to_module, settings_of
+from marllib_ext.rollout.episode_blocks import after_step_column
 from marllib_ext.rollout.episode_steps import per_env_step
 from marllib_ext.rollout.extensions import logged_by_array_form
 
@@ -51,24 +53,36 @@ def progress(result: Mapping[str, Any]) -> dict[str, float]:
     }
 
 
-def _chunk_team_logp(chunk, agents=None) -> np.ndarray:
-    """``sum_{i in agents} log pi_i`` per env step of one chunk, over the agents that
+def _agent_intrinsic(chunk, agent: str, coef: float) -> np.ndarray:
+    """An agent's intrinsic reward per step of one chunk: the recorded signal
+    (``INTRINSIC_REWARD``), or the surprisal ``-coef * log pi``."""
+    agent_episode = chunk.agent_episodes[agent]
+    recorded = after_step_column(chunk, INTRINSIC_REWARD, agent, len(agent_episode))
+    if recorded is not None:
+        return recorded
+    logp = agent_episode.get_extra_model_outputs(Columns.ACTION_LOGP)
+    return -coef * np.asarray(logp, np.float64).reshape(-1)
+
+
+def _chunk_team_intrinsic(chunk, coef: float, agents=None) -> np.ndarray:
+    """``sum_{i in agents} r_int_i`` per env step of one chunk, over the agents that
     acted at that step (``agents=None``: every agent)."""
     return per_env_step(
         chunk,
         {
-            agent_id: np.asarray(
-                agent_episode.get_extra_model_outputs(Columns.ACTION_LOGP), np.float64
-            ).reshape(-1)
+            agent_id: _agent_intrinsic(chunk, agent_id, coef)
             for agent_id, agent_episode in chunk.agent_episodes.items()
             if len(agent_episode) > 0 and (agents is None or agent_id in agents)
         },
     )
 
 
-def episode_team_logp(chunks, agents=None) -> float:
-    """``sum_t sum_{i in agents} log pi_i`` over a finished episode's chunks."""
-    return sum_over_env_steps(chunks, functools.partial(_chunk_team_logp, agents=agents))
+def episode_team_intrinsic(chunks, *, coef: float, agents=None) -> float:
+    """The team intrinsic return ``sum_t sum_{i in agents} r_int_i`` of a finished
+    episode's chunks (``coef``: ``intrinsic_coef``, for the surprisal signal)."""
+    return sum_over_env_steps(
+        chunks, functools.partial(_chunk_team_intrinsic, coef=coef, agents=agents)
+    )
 
 
 @logged_by_array_form  # BudgetArrays logs the same sums on the batched rollout

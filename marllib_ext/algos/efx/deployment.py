@@ -10,7 +10,7 @@ from pathlib import Path
 
 import numpy as np
 
-from marllib_ext.algos.efx.callbacks import budget_connector, episode_team_logp
+from marllib_ext.algos.efx.callbacks import budget_connector, episode_team_intrinsic
 from marllib_ext.algos.restore import check_checkpoint, restored_algorithm
 from marllib_ext.errors import ConfigError
 from marllib_ext.ops.efx import largest_budget_within
@@ -103,7 +103,7 @@ def play_episodes(runner, episodes: int, *, coef: float, z: float | None = None)
     return BudgetPoint(
         z=math.nan if z is None else float(z),
         extrinsic_return=float(np.mean([e.get_return() for e in played])),
-        intrinsic_return=float(np.mean([-coef * episode_team_logp([e]) for e in played])),
+        intrinsic_return=float(np.mean([episode_team_intrinsic([e], coef=coef) for e in played])),
         success_rate=float(np.mean(successes)) if successes else None,
         episodes=len(played),
     )

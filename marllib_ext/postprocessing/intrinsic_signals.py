@@ -1,0 +1,202 @@
+"""EFX's intrinsic reward signals on the env runners (setting ``intrinsic_reward``).
+
+Whatever the signal, it hands the budget one ``(B, n_agents)`` array ``r_int`` per step
+of ``B`` worlds: the team intrinsic reward, the budget z, the outer loop and the
+conservative advantage are the same code for every signal.
+
+- ``surprisal``: seed 000's ``r_int = -c * log pi_i(a|o)`` from the log-probs logged at
+  sampling; the learner recomputes it from the same column.
+- ``count``: ``r_int = c / sqrt(n)`` with ``n`` the visits to the code of the agent's
+  next observation (``count_scope: agent``) or of the team's joint next observation
+  (``team``: one count per budget team, each agent that acted gets an equal share of
+  the team's bonus). The codes come from
+  ``ops.novelty`` (``count_hash``: ``exact`` rounded rows or ``simhash``). Each step's
+  values travel to the learner in the module-output column ``INTRINSIC_REWARD``.
+
+Counts are merged across env runners through RLlib's connector-state sync: each runner
+keeps its own visits since the run began under its own key, and the merged state holds
+every runner's latest table (the largest, since tables only grow), so a broadcast that
+arrives while a runner samples loses none of its visits. Checkpoints hold the tables.
+"""
+
+from __future__ import annotations
+
+import uuid
+from typing import Any
+
+import numpy as np
+
+from marllib_ext.ops.novelty import (
+    count_bonus,
+    rounded_row_codes,
+    simhash_codes,
+    simhash_projection,
+    visit_counts,
+)
+from marllib_ext.postprocessing.budget_input import plain_observation
+
+INTRINSIC_SIGNALS = ("surprisal", "count")
+COUNT_SCOPES = ("agent", "team")
+COUNT_HASHES = ("exact", "simhash")
+INTRINSIC_REWARD = "efx_intrinsic_reward"  # module-output column of recorded signals
+
+
+class SurprisalSignal:
+    """``r_int = -c * log pi``; nothing to record (the learner has the log-probs)."""
+
+    records_column = False
+
+    def __init__(self, coef: float) -> None:
+        self.coef = coef
+
+    def rewards(self, *, logp: np.ndarray, next_observations, acted: np.ndarray) -> np.ndarray:
+        return np.where(acted, -self.coef * logp, 0.0)
+
+    def get_state(self) -> dict:
+        return {}
+
+    def set_state(self, state: dict) -> None:
+        pass
+
+    @staticmethod
+    def merge_states(states: list[dict]) -> dict:
+        return {}
+
+
+class CountSignal:
+    """``r_int = c / sqrt(n(code(next observation)))``, see the module docstring."""
+
+    records_column = True
+
+    def __init__(
+        self,
+        *,
+        coef: float,
+        agents: list[str],
+        observation_dims: dict[str, int],
+        teams: list[list[int]],
+        scope: str,
+        hash_kind: str,
+        hash_bits: int,
+        decimals: int,
+        seed: int | None,
+    ) -> None:
+        if scope not in COUNT_SCOPES:
+            raise ValueError(f"count_scope must be one of {COUNT_SCOPES}, got {scope!r}")
+        if hash_kind not in COUNT_HASHES:
+            raise ValueError(f"count_hash must be one of {COUNT_HASHES}, got {hash_kind!r}")
+        self.coef, self.agents, self.scope = coef, list(agents), scope
+        self.dims = [int(observation_dims[agent]) for agent in self.agents]
+        self.teams = [np.asarray(team, int) for team in teams]
+        self.hash_kind, self.decimals = hash_kind, decimals
+        # One hyperplane set per width, the same on every runner (seeded by the run).
+        if scope == "team":
+            widths = {sum(self.dims[i] for i in team) for team in teams}
+        else:
+            widths = set(self.dims)
+        self.projections = {
+            width: simhash_projection(width, hash_bits, seed=0 if seed is None else seed)
+            for width in widths
+        }
+        self.key = uuid.uuid4().hex  # this runner's own table in the merged state
+        self.own: dict[int, int] = {}
+        self.others: dict[int, int] = {}  # every other runner's visits, at the last sync
+        self.tables: dict[str, dict[int, int]] = {}
+
+    def _codes(self, rows: np.ndarray) -> np.ndarray:
+        if self.hash_kind == "exact":
+            return rounded_row_codes(rows, decimals=self.decimals)
+        return simhash_codes(rows, self.projections[rows.shape[1]])
+
+    def _bonus(self, rows: np.ndarray, key: int) -> np.ndarray:
+        """The bonus of each row's visit, counted now (``key`` keeps agents apart)."""
+        codes = self._codes(rows) ^ np.uint64(key)
+        counts = visit_counts(codes, self.own)
+        counts += np.array([self.others.get(int(c), 0) for c in codes.tolist()], np.int64)
+        return count_bonus(counts, coef=self.coef)
+
+    def rewards(self, *, logp: np.ndarray, next_observations, acted: np.ndarray) -> np.ndarray:
+        """``(B, n_agents)`` bonuses of the agents that acted (``next_observations``:
+        ``{agent: (B, d)}`` plain observations after the step; absent agents' rows
+        count as zeros in a joint observation)."""
+        num_envs = acted.shape[0]
+        rows = []
+        for i, (agent, dim) in enumerate(zip(self.agents, self.dims, strict=True)):
+            observed = next_observations.get(agent)
+            if observed is None:
+                rows.append(np.zeros((num_envs, dim)))
+                continue
+            observed = np.asarray(plain_observation(observed), np.float64)
+            rows.append(np.where(acted[:, [i]], observed.reshape(num_envs, dim), 0.0))
+        out = np.zeros(acted.shape)
+        if self.scope == "team":
+            for k, team in enumerate(self.teams):
+                team_acted = acted[:, team]
+                worlds = np.flatnonzero(team_acted.any(axis=1))
+                if not len(worlds):
+                    continue
+                joint = np.concatenate([rows[i][worlds] for i in team], axis=1)
+                team_bonus = self._bonus(joint, key=len(self.agents) + 1 + k)
+                share = team_acted[worlds] / team_acted[worlds].sum(axis=1, keepdims=True)
+                out[np.ix_(worlds, team)] = team_bonus[:, None] * share
+            return out
+        for i, agent_rows in enumerate(rows):
+            worlds = np.flatnonzero(acted[:, i])
+            if len(worlds):
+                out[worlds, i] = self._bonus(agent_rows[worlds], key=i + 1)
+        return out
+
+    def get_state(self) -> dict:
+        return {"tables": {**self.tables, self.key: dict(self.own)}}
+
+    def set_state(self, state: dict) -> None:
+        tables = dict(state.get("tables", {}))
+        if self.key in tables:
+            # Visits counted here since the state was taken are kept.
+            mine = tables.pop(self.key)
+            if sum(mine.values()) > sum(self.own.values()):
+                self.own = dict(mine)
+        self.tables = tables
+        others: dict[int, int] = {}
+        for table in tables.values():
+            for code, visits in table.items():
+                others[code] = others.get(code, 0) + visits
+        self.others = others
+
+    @staticmethod
+    def merge_states(states: list[dict]) -> dict:
+        """Every runner's latest table: per key, the one with the most visits."""
+        merged: dict[str, dict[int, int]] = {}
+        for state in states:
+            for key, table in state.get("tables", {}).items():
+                if key not in merged or sum(table.values()) > sum(merged[key].values()):
+                    merged[key] = table
+        return {"tables": merged}
+
+
+def intrinsic_signal(
+    settings: Any,
+    agents: list[str],
+    observation_dims: dict[str, int],
+    teams: list[list[int]],
+    seed: int | None,
+):
+    """The signal ``settings.intrinsic_reward`` names (EFX settings); ``teams``: each
+    budget team's agents as indices into ``agents``."""
+    name = getattr(settings, "intrinsic_reward", "surprisal")
+    coef = float(settings.intrinsic_coef)
+    if name == "surprisal":
+        return SurprisalSignal(coef)
+    if name == "count":
+        return CountSignal(
+            coef=coef,
+            agents=agents,
+            observation_dims=observation_dims,
+            teams=teams,
+            scope=settings.count_scope,
+            hash_kind=settings.count_hash,
+            hash_bits=settings.count_hash_bits,
+            decimals=settings.count_decimals,
+            seed=seed,
+        )
+    raise ValueError(f"intrinsic_reward must be one of {INTRINSIC_SIGNALS}, got {name!r}")
