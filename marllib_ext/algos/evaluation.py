@@ -48,11 +48,13 @@ from marllib_ext.algos.restore import (
     save_frames,
     save_video,
 )
-from marllib_ext.envs.adapter import SUCCESS_KEY
+from marllib_ext.envs.adapter import STATE_KEY, SUCCESS_KEY
 from marllib_ext.errors import ConfigError
+from marllib_ext.ops.exploration import distinct_rows
 from marllib_ext.report import run_steps, single_run
 from marllib_ext.rllib_compat.checkpoints import save_policy_snapshot, without_replay
 from marllib_ext.rollout.direct import needs_no_episode_objects
+from marllib_ext.rollout.episode_steps import chunk_step_infos
 
 
 @dataclass(frozen=True)
@@ -88,12 +90,16 @@ def episode_success(episode) -> bool | None:
     return any(reports) if reports else None
 
 
-def run_episodes(env_runner, num_episodes, explore):
+def run_episodes(env_runner, num_episodes, explore, coverage: list | None = None):
+    """``(team returns, {agent: returns}, successes)`` of ``num_episodes`` episodes;
+    each one's ``episode_coverage`` is appended to ``coverage`` where given."""
     episodes = env_runner.sample(num_episodes=num_episodes, explore=explore, force_reset=True)
     team, agents, successes = [], {}, []
     for episode in episodes:
         if (success := episode_success(episode)) is not None:
             successes.append(success)
+        if coverage is not None and (visited := episode_coverage(episode)) is not None:
+            coverage.append(visited)
         if hasattr(episode, "agent_episodes"):
             team.append(float(episode.get_return()))
             for agent_id, agent_episode in episode.agent_episodes.items():
@@ -153,11 +159,12 @@ def evaluate(
 EVALUATION = "evaluation"  # RLlib's result key
 RETURNS = "eval_episode_returns"  # per-episode series in the evaluation runner's metrics
 SUCCESSES = "eval_episode_successes"
+COVERAGE = "eval_episode_coverage"  # distinct global states visited per episode
 METRICS_FILE = "metrics.json"  # marl-eval's (and BenchMARL's) file name
 BEST_CHECKPOINT = "checkpoint_best"  # the run's best evaluation so far
 ABSOLUTE_EPISODES_FACTOR = 10
 # progress.csv columns (NaN in iterations without an evaluation)
-PROGRESS_COLUMNS = ("eval_return_mean", "eval_success_rate", "eval_episodes")
+PROGRESS_COLUMNS = ("eval_return_mean", "eval_success_rate", "eval_coverage_mean", "eval_episodes")
 
 
 def with_evaluation(config: AlgorithmConfig, settings: Any) -> AlgorithmConfig:
@@ -184,14 +191,31 @@ def with_evaluation(config: AlgorithmConfig, settings: Any) -> AlgorithmConfig:
 
 @needs_no_episode_objects  # it records evaluation episodes only, never training ones
 def record_evaluation_episode(*, episode, env_runner=None, metrics_logger=None, **kwargs):
-    """``on_episode_end`` of the evaluation runner: the episode's team return and
-    success, each as one item of a per-evaluation series."""
+    """``on_episode_end`` of the evaluation runner: the episode's team return, success
+    and coverage, each as one item of a per-evaluation series."""
     if env_runner is None or metrics_logger is None or not env_runner.config.in_evaluation:
         return
     metrics_logger.log_value(RETURNS, float(episode.get_return()), reduce="item_series")
     success = episode_success(episode)
     if success is not None:
         metrics_logger.log_value(SUCCESSES, float(success), reduce="item_series")
+    coverage = episode_coverage(episode)
+    if coverage is not None:
+        metrics_logger.log_value(COVERAGE, float(coverage), reduce="item_series")
+
+
+def episode_coverage(episode) -> int | None:
+    """The number of distinct global states (``info["state"]``, rounded to 6 decimals)
+    at the env indices of a finished multi-agent episode: an exploration measure no
+    method optimizes. ``None`` where the env reports no state."""
+    if not hasattr(episode, "agent_episodes"):
+        return None
+    states = [
+        np.asarray(info[STATE_KEY], np.float64).reshape(-1)
+        for info in chunk_step_infos(episode)
+        if isinstance(info, dict) and STATE_KEY in info
+    ]
+    return distinct_rows(np.stack(states)) if states else None
 
 
 class EvaluationEpisodes:
@@ -223,6 +247,9 @@ def evaluated_episodes(runners: dict[str, Any]) -> dict[str, list[float]] | None
     successes = runners.get(SUCCESSES)
     if successes is not None and len(successes) > 0:
         out["win_rate"] = [float(v) for v in successes]
+    coverage = runners.get(COVERAGE)
+    if coverage is not None and len(coverage) > 0:
+        out["coverage"] = [float(v) for v in coverage]
     return out
 
 
@@ -237,10 +264,11 @@ def progress_values(episodes: dict[str, list[float]] | None) -> dict[str, float]
     """The ``eval_*`` progress columns of one evaluation (NaN without one)."""
     if episodes is None:
         return dict.fromkeys(PROGRESS_COLUMNS, math.nan)
-    wins = episodes.get("win_rate")
+    wins, coverage = episodes.get("win_rate"), episodes.get("coverage")
     return {
         "eval_return_mean": float(np.mean(episodes["return"])),
         "eval_success_rate": float(np.mean(wins)) if wins else math.nan,
+        "eval_coverage_mean": float(np.mean(coverage)) if coverage else math.nan,
         "eval_episodes": float(len(episodes["return"])),
     }
 
@@ -316,12 +344,15 @@ def best_reevaluated(algorithm, checkpoint: Path, settings: Any) -> dict[str, li
         from_worker_or_learner_group=algorithm.learner_group, inference_only=True
     )
     episodes = ABSOLUTE_EPISODES_FACTOR * int(settings.evaluation_duration)
+    coverage: list[int] = []
     returns, _, successes = run_episodes(
-        algorithm.eval_env_runner, episodes, bool(settings.evaluation_explore)
+        algorithm.eval_env_runner, episodes, bool(settings.evaluation_explore), coverage
     )
     out = {"return": [float(v) for v in returns[:episodes]]}
     if successes:
         out["win_rate"] = [float(v) for v in successes[:episodes]]
+    if coverage:
+        out["coverage"] = [float(v) for v in coverage[:episodes]]
     return out
 
 

@@ -51,9 +51,10 @@ def check_marl_eval_layout(data: dict) -> list[dict]:
 @pytest.mark.parametrize(
     "env,env_args,metrics",
     [
-        ("mpe:simple_spread", {"max_cycles": 10}, {"return"}),
+        # both envs report their state (coverage: distinct states per episode)
+        ("mpe:simple_spread", {"max_cycles": 10}, {"return", "coverage"}),
         # the env reports success; 30-step episodes keep its evaluations short
-        ("grid:pass", {"max_steps": 30}, {"return", "win_rate"}),
+        ("grid:pass", {"max_steps": 30}, {"return", "win_rate", "coverage"}),
     ],
 )
 def test_run_evaluates_and_writes_marl_eval_records(ray_session, tmp_path, env, env_args, metrics):
@@ -83,6 +84,10 @@ def test_run_evaluates_and_writes_marl_eval_records(ray_session, tmp_path, env, 
         assert set(step) - {"step_count", "elapsed_time"} == metrics
         assert len(step["return"]) == 3
         assert sum(step["return"]) / 3 == pytest.approx(row["eval_return_mean"])
+        # An episode of T steps visits at most T + 1 states (its start included).
+        longest = 11 if env.startswith("mpe") else 31
+        assert all(1 <= c <= longest for c in step["coverage"])
+        assert sum(step["coverage"]) / 3 == pytest.approx(row["eval_coverage_mean"])
     assert all(len(v) == 30 for v in run["absolute_metrics"].values())  # 10 x 3 episodes
     assert (result.run_dir / BEST_CHECKPOINT).is_dir()
 
