@@ -26,6 +26,7 @@ from marllib_ext.algos import (
 )
 from marllib_ext.algos.config import (
     CentralCriticSettings,
+    MAPPOSettings,
     PPOSettings,
     VDSettings,
     build_settings,
@@ -279,7 +280,7 @@ ALGORITHMS: dict[str, AlgoSpec] = {
     spec.name: spec
     for spec in (
         AlgoSpec("ippo", "IL", PPOSettings, ppo.build_ippo, ANY_ENV, schedule=PPO),
-        AlgoSpec("mappo", "CC", CentralCriticSettings, ppo.build_mappo, schedule=PPO),
+        AlgoSpec("mappo", "CC", MAPPOSettings, ppo.build_mappo, schedule=PPO),
         AlgoSpec("efx_mappo", "CC", efx.EFXSettings, efx.build_efx_mappo, schedule=PPO, **EFX),
         AlgoSpec("vdppo", "VD", VDSettings, ppo.build_vdppo, schedule=PPO),
         AlgoSpec("efx_vdppo", "VD", efx.EFXVDSettings, efx.build_efx_vdppo, schedule=PPO, **EFX),

@@ -6,6 +6,11 @@ from __future__ import annotations
 import numpy as np
 import numpy.typing as npt
 
+# The settings' choices (algos.config.CountFields, EFX's intrinsic_reward).
+INTRINSIC_SIGNALS = ("surprisal", "count")  # EFX's budget
+BONUS_SIGNALS = ("count",)  # a bonus added to the reward (intrinsic_bonus)
+COUNT_SCOPES = ("agent", "team")
+COUNT_HASHES = ("exact", "simhash")
 MAX_HASH_BITS = 64  # one uint64 code per row
 _HASH_MULTIPLIER = np.uint64(0x9E3779B97F4A7C15)  # 2^64 / golden ratio, odd
 _HASH_OFFSET = np.uint64(0x632BE59BD9B4E019)

@@ -186,6 +186,9 @@ def team_block(
         values = block_values(critic.compute_values, inputs, device)
         next_values = block_values(critic.compute_values, after, device)
     team_rewards = rewards.sum(-1)
+    bonus = hooks.block_reward_bonus(block, team)
+    if bonus is not None:
+        team_rewards = team_rewards + bonus
     advantages, value_targets = block_gae(
         team_rewards, values, next_values, block.terminated, block.truncated,
         gamma=gamma, lambda_=lambda_,

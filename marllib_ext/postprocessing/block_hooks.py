@@ -9,6 +9,8 @@ from typing import Any
 
 import numpy as np
 
+from marllib_ext.postprocessing.intrinsic_signals import INTRINSIC_REWARD
+
 
 class BlockHooks:
     """Defaults: MAPPO's team GAE as it is."""
@@ -22,6 +24,25 @@ class BlockHooks:
         on (``after``: the state after each step); ``team``: the team's agent indices
         in ``block.agents``."""
         return block.next_states if after else block.states
+
+    def block_reward_bonus(self, block, team: list[int]) -> np.ndarray | None:
+        """``(T, B)`` added to the team reward before GAE (``None``: nothing): with
+        ``intrinsic_bonus_coeff > 0``, ``beta * sum_{i in team, acted} r_int_i`` of the
+        signal the env runners recorded (``INTRINSIC_REWARD``, a non-conservative
+        novelty bonus)."""
+        coeff = float(getattr(getattr(self, "settings", None), "intrinsic_bonus_coeff", 0.0))
+        if coeff <= 0:
+            return None
+        bonus = np.zeros(block.alive.shape[:2])
+        for i in team:
+            outputs = block.outputs[block.agents[i]]
+            if INTRINSIC_REWARD not in outputs:
+                raise ValueError(
+                    f"intrinsic_bonus_coeff is {coeff} but agent {block.agents[i]!r}'s steps "
+                    "carry no recorded intrinsic reward (the env runners' NoveltyRecorder)"
+                )
+            bonus += np.where(block.alive[:, :, i], outputs[INTRINSIC_REWARD], 0.0)
+        return coeff * bonus
 
     def adjust_block_advantages(
         self, teams: list, metrics: Any

@@ -10,10 +10,8 @@ from ray.rllib.connectors.connector_v2 import ConnectorV2
 from ray.rllib.connectors.env_to_module.observation_preprocessor import (
     MultiAgentObservationPreprocessor,
 )
-from ray.rllib.core.columns import Columns
 from ray.rllib.utils.annotations import override
 
-from marllib_ext.envs.adapter import OBSERVATION_KEY
 from marllib_ext.errors import ConfigError
 from marllib_ext.ops.efx import (
     Z_SAMPLING_MODES,
@@ -21,16 +19,14 @@ from marllib_ext.ops.efx import (
     sample_initial_budget,
 )
 from marllib_ext.postprocessing.budget_arrays import BudgetArrays, BudgetState, BudgetTracker
-from marllib_ext.postprocessing.budget_input import BudgetInput, plain_observation
-from marllib_ext.postprocessing.intrinsic_signals import INTRINSIC_REWARD, intrinsic_signal
+from marllib_ext.postprocessing.budget_input import BudgetInput
+from marllib_ext.postprocessing.intrinsic_signals import (
+    INTRINSIC_REWARD,
+    completed_agent_steps,
+    intrinsic_signal,
+    observation_dims,
+)
 from marllib_ext.rollout.episode_blocks import record_after_step
-
-
-def plain_space(space: gym.Space) -> gym.Space:
-    """An agent's observation space without its action mask."""
-    if isinstance(space, gym.spaces.Dict) and OBSERVATION_KEY in space.spaces:
-        return space[OBSERVATION_KEY]
-    return space
 
 
 def budget_controllers(settings: Any) -> dict[str, BudgetController]:
@@ -120,11 +116,8 @@ class BudgetObservationConnector(MultiAgentObservationPreprocessor):
     def signal(self):
         """The intrinsic reward signal (built once the observation spaces are known)."""
         if self._signal is None:
-            spaces, agents = self.input_observation_space, self.tracker.agents
-            dims = {  # the surprisal signal reads no observations
-                agent: int(np.prod(plain_space(spaces[agent]).shape))
-                for agent in ([] if spaces is None else agents)
-            }
+            agents = self.tracker.agents
+            dims = observation_dims(self.input_observation_space, agents)
             self._signal = intrinsic_signal(
                 self.settings, agents, dims, [list(m) for m in self.tracker.members], self.seed
             )
@@ -198,26 +191,10 @@ class BudgetObservationConnector(MultiAgentObservationPreprocessor):
         last call (idempotent: each step counts once; on-episode-end callbacks call it
         before RLlib's last connector pass)."""
         state, accounted = episode.custom_data[STATE_KEY], episode.custom_data[ACCOUNTED_KEY]
-        agents = self.tracker.agents
-        logp, rewards = np.zeros((1, len(agents))), np.zeros((1, len(agents)))
-        acted = np.zeros((1, len(agents)), bool)
-        after, stepped = {}, []
-        for i, agent in enumerate(agents):
-            sa_episode = episode.agent_episodes.get(agent)
-            new_steps = 0 if sa_episode is None else sa_episode.t - accounted.get(agent, 0)
-            if new_steps <= 0:
-                continue
-            # An agent acts at most once per env step: one new step since the last call.
-            acted[0, i] = True
-            logp[0, i] = float(
-                np.sum(sa_episode.get_extra_model_outputs(key=Columns.ACTION_LOGP, indices=-1))
-            )
-            rewards[0, i] = float(sa_episode.get_rewards(-1))
-            # Not yet preprocessed: the observation as the env gave it.
-            after[agent] = np.asarray(plain_observation(sa_episode.get_observations(-1)))[None]
-            stepped.append((i, agent))
-            accounted[agent] = sa_episode.t
-        if acted.any():
+        logp, rewards, acted, after, stepped = completed_agent_steps(
+            episode, self.tracker.agents, accounted
+        )
+        if stepped:
             intrinsic = self.signal.rewards(logp=logp, next_observations=after, acted=acted)
             self.tracker.step(state, intrinsic=intrinsic, rewards=rewards, acted=acted)
             if self.signal.records_column:

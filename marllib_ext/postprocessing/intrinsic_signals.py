@@ -24,9 +24,20 @@ from __future__ import annotations
 import uuid
 from typing import Any
 
+import gymnasium as gym
 import numpy as np
+from ray.rllib.connectors.connector_v2 import ConnectorV2
+from ray.rllib.connectors.env_to_module.observation_preprocessor import (
+    MultiAgentObservationPreprocessor,
+)
+from ray.rllib.core.columns import Columns
+from ray.rllib.utils.annotations import override
 
+from marllib_ext.envs.adapter import OBSERVATION_KEY
 from marllib_ext.ops.novelty import (
+    COUNT_HASHES,
+    COUNT_SCOPES,
+    INTRINSIC_SIGNALS,
     count_bonus,
     rounded_row_codes,
     simhash_codes,
@@ -34,10 +45,8 @@ from marllib_ext.ops.novelty import (
     visit_counts,
 )
 from marllib_ext.postprocessing.budget_input import plain_observation
+from marllib_ext.rollout.episode_blocks import record_after_step
 
-INTRINSIC_SIGNALS = ("surprisal", "count")
-COUNT_SCOPES = ("agent", "team")
-COUNT_HASHES = ("exact", "simhash")
 INTRINSIC_REWARD = "efx_intrinsic_reward"  # module-output column of recorded signals
 
 
@@ -180,11 +189,15 @@ def intrinsic_signal(
     observation_dims: dict[str, int],
     teams: list[list[int]],
     seed: int | None,
+    *,
+    name: str | None = None,
+    coef: float | None = None,
 ):
-    """The signal ``settings.intrinsic_reward`` names (EFX settings); ``teams``: each
-    budget team's agents as indices into ``agents``."""
-    name = getattr(settings, "intrinsic_reward", "surprisal")
-    coef = float(settings.intrinsic_coef)
+    """The signal ``name`` (default ``settings.intrinsic_reward``, EFX) with
+    coefficient ``coef`` (default ``settings.intrinsic_coef``), its count settings from
+    ``settings``; ``teams``: each team's agents as indices into ``agents``."""
+    name = settings.intrinsic_reward if name is None else name
+    coef = float(settings.intrinsic_coef if coef is None else coef)
     if name == "surprisal":
         return SurprisalSignal(coef)
     if name == "count":
@@ -200,3 +213,141 @@ def intrinsic_signal(
             seed=seed,
         )
     raise ValueError(f"intrinsic_reward must be one of {INTRINSIC_SIGNALS}, got {name!r}")
+
+
+# Episode custom data: {agent: its agent steps counted so far} (copied across chunk cuts).
+COUNTED_KEY = "intrinsic_steps_counted"
+
+
+def completed_agent_steps(episode, agents: list[str], counted: dict[str, int]):
+    """The agent steps of ``episode`` completed since the last call (each agent acts at
+    most once per env step, so one per agent): ``(logp, rewards, acted, after,
+    stepped)`` with ``logp``, ``rewards``, ``acted`` ``(1, n_agents)``, ``after``
+    ``{agent: (1, ...)}`` the observation that followed, as the env gave it (connectors
+    run before the episode's last observation is preprocessed), and ``stepped`` the
+    ``(index, agent)`` pairs that acted; ``counted`` is updated in place."""
+    n = len(agents)
+    logp, rewards, acted = np.zeros((1, n)), np.zeros((1, n)), np.zeros((1, n), bool)
+    after, stepped = {}, []
+    for i, agent in enumerate(agents):
+        sa_episode = episode.agent_episodes.get(agent)
+        if sa_episode is None or sa_episode.t - counted.get(agent, 0) <= 0:
+            continue
+        acted[0, i] = True
+        logp[0, i] = float(
+            np.sum(sa_episode.get_extra_model_outputs(key=Columns.ACTION_LOGP, indices=-1))
+        )
+        rewards[0, i] = float(sa_episode.get_rewards(-1))
+        after[agent] = np.asarray(plain_observation(sa_episode.get_observations(-1)))[None]
+        stepped.append((i, agent))
+        counted[agent] = sa_episode.t
+    return logp, rewards, acted, after, stepped
+
+
+def observation_dims(spaces, agents: list[str]) -> dict[str, int]:
+    """Each agent's flat observation width, without an action mask (``{}`` without
+    spaces: the surprisal signal reads no observations)."""
+    if spaces is None:
+        return {}
+    dims = {}
+    for agent in agents:
+        space = spaces[agent]
+        if isinstance(space, gym.spaces.Dict) and OBSERVATION_KEY in space.spaces:
+            space = space[OBSERVATION_KEY]
+        dims[agent] = int(np.prod(space.shape))
+    return dims
+
+
+class NoveltyRecorder(MultiAgentObservationPreprocessor):
+    """The env-to-module connector of a plain pipeline with a novelty bonus
+    (``intrinsic_bonus_coeff``): observations pass unchanged, and each agent step's
+    ``r_int`` of the signal ``intrinsic_bonus`` names is recorded as the module output
+    ``INTRINSIC_REWARD`` (``episode_blocks.record_after_step``; on the batched rollout
+    through ``array_form``), which the learner adds to the team reward. The signal's
+    state (visit counts) is merged across runners and checkpointed as the budget
+    connector's is."""
+
+    def __init__(self, input_observation_space=None, input_action_space=None, *, settings, seed):
+        self.settings, self.seed = settings, seed
+        self._signal = None
+        self._signal_state: dict | None = None
+        super().__init__(input_observation_space, input_action_space)
+
+    @property
+    def agents(self) -> list[str]:
+        return sorted(self.input_observation_space.spaces)
+
+    @property
+    def signal(self):
+        if self._signal is None:
+            agents = self.agents
+            self._signal = intrinsic_signal(
+                self.settings,
+                agents,
+                observation_dims(self.input_observation_space, agents),
+                [list(range(len(agents)))],
+                self.seed,
+                name=self.settings.intrinsic_bonus,
+                coef=1.0,  # the learner scales by intrinsic_bonus_coeff
+            )
+            if self._signal_state is not None:
+                self._signal.set_state(self._signal_state)
+        return self._signal
+
+    @override(ConnectorV2)
+    def recompute_output_observation_space(self, input_observation_space, input_action_space):
+        return input_observation_space
+
+    def preprocess(self, observations, episode):
+        if episode.env_t == 0:
+            episode.custom_data[COUNTED_KEY] = {}
+            return observations
+        logp, _, acted, after, stepped = completed_agent_steps(
+            episode, self.agents, episode.custom_data[COUNTED_KEY]
+        )
+        if stepped:
+            intrinsic = self.signal.rewards(logp=logp, next_observations=after, acted=acted)
+            for i, agent in stepped:
+                record_after_step(episode, INTRINSIC_REWARD, agent, float(intrinsic[0, i]))
+        return observations
+
+    def array_form(self, agents: list[str], num_envs: int):
+        return NoveltyArrays(self, agents)
+
+    @override(ConnectorV2)
+    def get_state(self, components=None, *, not_components=None, **kwargs) -> dict:
+        state = self._signal_state if self._signal is None else self._signal.get_state()
+        return {"signal": state} if state else {}
+
+    @override(ConnectorV2)
+    def set_state(self, state: dict) -> None:
+        if "signal" not in state:
+            return
+        if self._signal is None:
+            self._signal_state = state["signal"]
+        else:
+            self._signal.set_state(state["signal"])
+
+    @override(ConnectorV2)
+    def merge_states(self, states: list[dict]) -> dict:
+        signal_states = [s["signal"] for s in states if "signal" in s]
+        return {"signal": type(self.signal).merge_states(signal_states)} if signal_states else {}
+
+
+class NoveltyArrays:
+    """``NoveltyRecorder`` on the batched rollout (an ``ObservationExtension``)."""
+
+    def __init__(self, recorder: NoveltyRecorder, agents: list[str]) -> None:
+        self.recorder, self.agents = recorder, list(agents)
+
+    def start(self, worlds) -> None:
+        pass
+
+    def extend(self, arrays):
+        return arrays
+
+    def step(self, *, logp, rewards, acted, ended, metrics, observations):
+        intrinsic = self.recorder.signal.rewards(
+            logp=logp, next_observations=observations, acted=acted
+        )
+        return {INTRINSIC_REWARD: {a: intrinsic[:, i] for i, a in enumerate(self.agents)}}

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from marllib_ext.algos.config import CentralCriticSettings, Check, VDSettings
+from marllib_ext.algos.config import CentralCriticSettings, Check, CountFields, VDSettings
 from marllib_ext.algos.trust_region.settings import TrustRegionFields
 from marllib_ext.ops.efx import (
     BUDGET_RANGES,
@@ -12,12 +12,8 @@ from marllib_ext.ops.efx import (
     Z_OPTIMIZERS,
     Z_SAMPLING_MODES,
 )
+from marllib_ext.ops.novelty import INTRINSIC_SIGNALS
 from marllib_ext.postprocessing.budget_input import TeamBudget
-from marllib_ext.postprocessing.intrinsic_signals import (
-    COUNT_HASHES,
-    COUNT_SCOPES,
-    INTRINSIC_SIGNALS,
-)
 
 Z_BOUNDS_MODES = ("intrinsic", "reward")
 # Which parameters the push trains: every actor parameter (policy: the push is added to
@@ -26,7 +22,7 @@ PUSH_GRADIENTS = ("policy", "temperature")
 
 
 @dataclass(frozen=True)
-class EFXFields:
+class EFXFields(CountFields):
     """The budget fields. ``z_low``, ``z_high``, ``z_init`` and ``z_ext_scale`` may be
     ``None`` in YAML; the builder resolves them from the env
     (:func:`marllib_ext.algos.efx.budget_range.with_resolved_budget`) before the settings
@@ -57,10 +53,6 @@ class EFXFields:
     budget_temperature_hidden: int = field(default=16, kw_only=True)
     push_gradient: str = field(default="policy", kw_only=True)
     intrinsic_reward: str = field(default="surprisal", kw_only=True)
-    count_scope: str = field(default="agent", kw_only=True)
-    count_hash: str = field(default="exact", kw_only=True)
-    count_hash_bits: int = field(default=32, kw_only=True)
-    count_decimals: int = field(default=2, kw_only=True)
     team_budgets: tuple[TeamBudget, ...] = field(
         default=(), kw_only=True, metadata={"derived_from_env": True}
     )
@@ -108,10 +100,6 @@ class EFXFields:
                 "intrinsic_reward",
                 f"one of {INTRINSIC_SIGNALS}",
             ),
-            (self.count_scope in COUNT_SCOPES, "count_scope", f"one of {COUNT_SCOPES}"),
-            (self.count_hash in COUNT_HASHES, "count_hash", f"one of {COUNT_HASHES}"),
-            (1 <= self.count_hash_bits <= 64, "count_hash_bits", "must be in [1, 64]"),
-            (0 <= self.count_decimals <= 8, "count_decimals", "must be in [0, 8]"),
             (
                 self.gaussian_entropy_per_dim is None or self.gaussian_entropy_per_dim > 0,
                 "gaussian_entropy_per_dim",

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import dataclasses
+import functools
 from collections.abc import Callable
 
 import gymnasium as gym
@@ -30,6 +31,7 @@ from marllib_ext.policies.joint_critic import (
 from marllib_ext.policies.recurrent import recurrent_model_config
 from marllib_ext.policies.vd_critic import ValueDecompositionCritic
 from marllib_ext.postprocessing.block_batch import block_batch_options, joint_critic_block_batch
+from marllib_ext.postprocessing.intrinsic_signals import NoveltyRecorder
 from marllib_ext.rllib_compat.recurrent import RecurrentPPOCatalog
 
 # With num_learners >= 2 every module is wrapped in torch DDP. The actors of joint-critic
@@ -282,8 +284,9 @@ def build_mappo(
     learner_class: type[JointCriticPPOLearner] = JointCriticPPOLearner,
     extra_inputs: int = 0,
 ) -> PPOConfig:
-    """MAPPO: decentralized actors, one learner-only central critic on the global state."""
-    return build_joint_critic_ppo(
+    """MAPPO: decentralized actors, one learner-only central critic on the global state
+    (with ``intrinsic_bonus_coeff > 0``, a novelty bonus added to the team reward)."""
+    config = build_joint_critic_ppo(
         settings,
         env,
         share_policy,
@@ -293,6 +296,17 @@ def build_mappo(
             settings, env, extra_inputs=extra_inputs
         ),
     )
+    if getattr(settings, "intrinsic_bonus_coeff", 0.0) > 0:
+        config.env_runners(
+            env_to_module_connector=functools.partial(
+                novelty_recorder_factory, settings=settings, seed=seed
+            )
+        )
+    return config
+
+
+def novelty_recorder_factory(env, spaces, device, *, settings, seed):
+    return [NoveltyRecorder(settings=settings, seed=seed)]
 
 
 def build_vdppo(

@@ -10,11 +10,13 @@ from ray.rllib.algorithms.algorithm import Algorithm
 from marllib_ext import algos, make_env
 from marllib_ext.algos.efx import RESULT_KEY, EFXJointCriticLearner, budget_connector
 from marllib_ext.algos.efx.budget_range import with_resolved_budget
+from marllib_ext.algos.ppo import JointCriticPPOLearner
 from marllib_ext.errors import ConfigError
 from marllib_ext.ops.efx import budget_path
 from marllib_ext.postprocessing.budget_connector import STATE_KEY
 from marllib_ext.postprocessing.efx_advantage import EFXJointAdvantageConnector
 from marllib_ext.postprocessing.intrinsic_signals import INTRINSIC_REWARD, CountSignal
+from marllib_ext.postprocessing.joint_advantage import JointAdvantageConnector
 from marllib_ext.rollout.episode_blocks import after_step_column
 
 COEF = 0.5
@@ -202,3 +204,65 @@ def test_a_wrong_signal_is_named():
         algos.efx_mappo(intrinsic_reward="novelty").settings("grid:pass")
     with pytest.raises(ConfigError, match="count_scope"):
         algos.efx_mappo(intrinsic_reward="count", count_scope="world").settings("grid:pass")
+    with pytest.raises(ConfigError, match="intrinsic_bonus_coeff"):
+        algos.mappo(intrinsic_bonus_coeff=-1.0).settings("grid:pass")
+    with pytest.raises(ConfigError, match="intrinsic_bonus"):
+        algos.mappo(intrinsic_bonus="surprisal").settings("grid:pass")
+
+
+class RecordingJointConnector(JointAdvantageConnector):
+    recorded: list = []
+
+    def adjust_block_advantages(self, teams, metrics):
+        RecordingJointConnector.recorded.append(teams)
+        return super().adjust_block_advantages(teams, metrics)
+
+
+class RecordingJointLearner(JointCriticPPOLearner):
+    advantage_connector_class = RecordingJointConnector
+
+
+@pytest.mark.parametrize("sampler", ["auto", "per_world"])
+def test_mappo_adds_the_novelty_bonus_to_the_team_reward(ray_session, sampler):
+    beta = 0.3
+    RecordingJointConnector.recorded.clear()
+    env = make_env("grid:pass", size=5, max_steps=30)
+    config = algos.mappo(
+        intrinsic_bonus_coeff=beta, num_env_runners=0, num_envs_per_env_runner=2,
+        train_batch_size=400, minibatch_size=200, num_epochs=1,
+    ).rllib_config(env, seed=0, sampler=sampler)  # fmt: skip
+    algorithm = config.learners(learner_class=RecordingJointLearner).build_algo()
+    try:
+        result = algorithm.train()
+    finally:
+        algorithm.stop()
+    assert result["num_env_steps_sampled_lifetime"] >= 400
+    for teams in RecordingJointConnector.recorded:
+        for team in teams:
+            block = team.block
+            extrinsic = np.where(block.alive, block.rewards, 0.0).sum(-1)
+            bonus = sum(
+                np.where(block.alive[:, :, i], block.outputs[a][INTRINSIC_REWARD], 0.0)
+                for i, a in enumerate(block.agents)
+            )
+            np.testing.assert_allclose(team.rewards, extrinsic + beta * bonus, rtol=1e-12)
+            values = np.asarray(block.outputs[block.agents[0]][INTRINSIC_REWARD])[
+                block.alive[:, :, 0]
+            ]
+            counts = 1.0 / values**2  # recorded with coefficient 1: 1 / sqrt(n)
+            np.testing.assert_allclose(counts, np.round(counts), rtol=1e-9)
+
+
+def test_mappo_without_a_bonus_records_nothing(ray_session):
+    RecordingJointConnector.recorded.clear()
+    config = algos.mappo(
+        num_env_runners=0, num_envs_per_env_runner=2, train_batch_size=200,
+        minibatch_size=200, num_epochs=1,
+    ).rllib_config(make_env("grid:pass", size=5, max_steps=30), seed=0)  # fmt: skip
+    algorithm = config.learners(learner_class=RecordingJointLearner).build_algo()
+    try:
+        algorithm.train()
+    finally:
+        algorithm.stop()
+    (teams,) = RecordingJointConnector.recorded
+    assert all(INTRINSIC_REWARD not in outputs for outputs in teams[0].block.outputs.values())
