@@ -48,6 +48,8 @@ def build(name: str, num_learners: int, seed: int, env_name: str = "toy:coordina
         "train_batch_size": BATCH,
         minibatch_key: None if whole_batch else BATCH // 2,
     }
+    if hasattr(SPECS[name].settings("toy"), "fisher_subsample"):
+        settings["fisher_subsample"] = 1  # the recorded digests' step (hatrpo's default is 5)
     env = COST_ENV if SPECS[name].capabilities.needs_costs else env_name
     share = "individual" if SPECS[name].capabilities.sequential else "all"
     algo = algos.get(name, **settings)
