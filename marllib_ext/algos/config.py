@@ -15,7 +15,6 @@ from typing import Any
 import gymnasium as gym
 
 from marllib_ext.errors import ConfigError
-from marllib_ext.ops.novelty import BONUS_SIGNALS, COUNT_HASHES, COUNT_SCOPES
 from marllib_ext.policies.joint_critic import ACTIVATIONS
 from marllib_ext.policies.vd_critic import MIXERS
 
@@ -255,47 +254,6 @@ class CentralCriticSettings(PPOSettings):
             ),
             (self.value_clip is None or self.value_clip > 0, "value_clip", "must be > 0 or null"),
         ]
-
-
-@dataclass(frozen=True)
-class CountFields:
-    """How the count signal (``intrinsic_signals.CountSignal``) counts observations:
-    the agent's own or the team's joint one (``count_scope``), as exact rounded rows
-    (``count_hash: exact``, ``count_decimals``) or SimHash codes (``simhash``,
-    ``count_hash_bits``)."""
-
-    count_scope: str = dataclasses.field(default="agent", kw_only=True)
-    count_hash: str = dataclasses.field(default="exact", kw_only=True)
-    count_hash_bits: int = dataclasses.field(default=32, kw_only=True)
-    count_decimals: int = dataclasses.field(default=2, kw_only=True)
-
-    def checks(self) -> list[Check]:
-        return [
-            (self.count_scope in COUNT_SCOPES, "count_scope", f"one of {COUNT_SCOPES}"),
-            (self.count_hash in COUNT_HASHES, "count_hash", f"one of {COUNT_HASHES}"),
-            (1 <= self.count_hash_bits <= 64, "count_hash_bits", "must be in [1, 64]"),
-            (0 <= self.count_decimals <= 8, "count_decimals", "must be in [0, 8]"),
-        ]
-
-
-@dataclass(frozen=True)
-class NoveltyBonusFields(CountFields):
-    """A novelty bonus simply added to the team reward, ``r + intrinsic_bonus_coeff *
-    r_int`` (0: off): the non-conservative counterpart of EFX's budget."""
-
-    intrinsic_bonus_coeff: float = dataclasses.field(default=0.0, kw_only=True)
-    intrinsic_bonus: str = dataclasses.field(default="count", kw_only=True)
-
-    def checks(self) -> list[Check]:
-        return [
-            (self.intrinsic_bonus_coeff >= 0, "intrinsic_bonus_coeff", "must be >= 0"),
-            (self.intrinsic_bonus in BONUS_SIGNALS, "intrinsic_bonus", f"one of {BONUS_SIGNALS}"),
-        ]
-
-
-@dataclass(frozen=True)
-class MAPPOSettings(CentralCriticSettings, NoveltyBonusFields):
-    """``mappo``: the joint-critic settings and an optional novelty bonus."""
 
 
 @dataclass(frozen=True)

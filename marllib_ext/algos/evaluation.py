@@ -48,13 +48,12 @@ from marllib_ext.algos.restore import (
     save_frames,
     save_video,
 )
-from marllib_ext.envs.adapter import STATE_KEY, SUCCESS_KEY
+from marllib_ext.envs.adapter import SUCCESS_KEY
 from marllib_ext.errors import ConfigError
-from marllib_ext.ops.exploration import distinct_rows
 from marllib_ext.report import run_steps, single_run
 from marllib_ext.rllib_compat.checkpoints import save_policy_snapshot, without_replay
 from marllib_ext.rollout.direct import needs_no_episode_objects
-from marllib_ext.rollout.episode_steps import chunk_step_infos
+from marllib_ext.rollout.episode_steps import episode_coverage
 
 
 @dataclass(frozen=True)
@@ -202,20 +201,6 @@ def record_evaluation_episode(*, episode, env_runner=None, metrics_logger=None, 
     coverage = episode_coverage(episode)
     if coverage is not None:
         metrics_logger.log_value(COVERAGE, float(coverage), reduce="item_series")
-
-
-def episode_coverage(episode) -> int | None:
-    """The number of distinct global states (``info["state"]``, rounded to 6 decimals)
-    at the env indices of a finished multi-agent episode: an exploration measure no
-    method optimizes. ``None`` where the env reports no state."""
-    if not hasattr(episode, "agent_episodes"):
-        return None
-    states = [
-        np.asarray(info[STATE_KEY], np.float64).reshape(-1)
-        for info in chunk_step_infos(episode)
-        if isinstance(info, dict) and STATE_KEY in info
-    ]
-    return distinct_rows(np.stack(states)) if states else None
 
 
 class EvaluationEpisodes:

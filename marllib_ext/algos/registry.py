@@ -26,7 +26,6 @@ from marllib_ext.algos import (
 )
 from marllib_ext.algos.config import (
     CentralCriticSettings,
-    MAPPOSettings,
     PPOSettings,
     VDSettings,
     build_settings,
@@ -35,6 +34,7 @@ from marllib_ext.algos.config import (
 from marllib_ext.algos.efx.budget_range import with_resolved_budget
 from marllib_ext.algos.env_checks import log_contract_breaches, with_episode_end_callback
 from marllib_ext.algos.evaluation import with_evaluation
+from marllib_ext.algos.ppo.novelty import MAPPOSettings
 from marllib_ext.algos.ppo.phased import with_schedule
 from marllib_ext.algos.ppo.schedule import (
     A2C,

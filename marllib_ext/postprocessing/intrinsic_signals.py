@@ -196,7 +196,7 @@ def intrinsic_signal(
     """The signal ``name`` (default ``settings.intrinsic_reward``, EFX) with
     coefficient ``coef`` (default ``settings.intrinsic_coef``), its count settings from
     ``settings``; ``teams``: each team's agents as indices into ``agents``."""
-    name = settings.intrinsic_reward if name is None else name
+    name = getattr(settings, "intrinsic_reward", "surprisal") if name is None else name
     coef = float(settings.intrinsic_coef if coef is None else coef)
     if name == "surprisal":
         return SurprisalSignal(coef)

@@ -15,6 +15,9 @@ from collections.abc import Iterable
 
 import numpy as np
 
+from marllib_ext.envs.adapter import STATE_KEY
+from marllib_ext.ops.exploration import distinct_rows
+
 
 def chunk_env_steps(chunk) -> int:
     """Env steps ``T`` of a ``MultiAgentEpisode`` chunk."""
@@ -80,3 +83,17 @@ def per_env_step(chunk, agent_values: dict[str, np.ndarray]) -> np.ndarray:
         for index, row in acting_steps(chunk, agent_id):
             total[index] += float(values[row])
     return total
+
+
+def episode_coverage(episode) -> int | None:
+    """The number of distinct global states (``info["state"]``, rounded to 6 decimals)
+    at the env indices of a finished multi-agent episode: an exploration measure no
+    method optimizes. ``None`` where the env reports no state."""
+    if not hasattr(episode, "agent_episodes"):
+        return None
+    states = [
+        np.asarray(info[STATE_KEY], np.float64).reshape(-1)
+        for info in chunk_step_infos(episode)
+        if isinstance(info, dict) and STATE_KEY in info
+    ]
+    return distinct_rows(np.stack(states)) if states else None

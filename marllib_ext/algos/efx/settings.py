@@ -4,7 +4,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from marllib_ext.algos.config import CentralCriticSettings, Check, CountFields, VDSettings
+from marllib_ext.algos.config import CentralCriticSettings, Check, VDSettings
+from marllib_ext.algos.ppo.novelty import CountFields
 from marllib_ext.algos.trust_region.settings import TrustRegionFields
 from marllib_ext.ops.efx import (
     BUDGET_RANGES,
