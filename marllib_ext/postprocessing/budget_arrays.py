@@ -24,6 +24,9 @@ DEPLOY_EPISODES_DONE = "efx_deploy_episodes_done"
 # Per team: the intrinsic return of episodes started at z_low (budget_range: tracked).
 LOW_INTRINSIC_RETURN_SUM = "efx_low_intrinsic_return_sum"
 LOW_EPISODES_DONE = "efx_low_episodes_done"
+# ... and of episodes started at z_high: how far the budget moves behaviour (the knob).
+HIGH_INTRINSIC_RETURN_SUM = "efx_high_intrinsic_return_sum"
+HIGH_EPISODES_DONE = "efx_high_episodes_done"
 # Smoothed over the last 100 episodes, for display.
 TEAM_INTRINSIC_RETURN_MEAN = "efx_team_intrinsic_return_mean"
 INTRINSIC_MEAN_WINDOW = 100
@@ -182,16 +185,20 @@ def log_episode_sums(metrics, *, budgets, agents, returns, intrinsic, deploy, z0
     for k, budget in enumerate(budgets):
         members = [i for i, agent in enumerate(agents) if agent in budget.agents]
         team_intrinsic = intrinsic[:, members].sum(axis=1)
-        low = ~deploy & (z0[:, k] == budget.z_low)  # no demand: measures the floor
-        if low.any():
-            metrics.log_value(
-                (PER_TEAM, budget.team, LOW_INTRINSIC_RETURN_SUM),
-                float(team_intrinsic[low].sum()),
-                reduce="sum",
-            )
-            metrics.log_value(
-                (PER_TEAM, budget.team, LOW_EPISODES_DONE), int(low.sum()), reduce="sum"
-            )
+        for at, sum_key, count_key in (
+            (budget.z_low, LOW_INTRINSIC_RETURN_SUM, LOW_EPISODES_DONE),  # no demand: the floor
+            (budget.z_high, HIGH_INTRINSIC_RETURN_SUM, HIGH_EPISODES_DONE),  # the most demand
+        ):
+            started = ~deploy & (z0[:, k] == at)
+            if started.any():
+                metrics.log_value(
+                    (PER_TEAM, budget.team, sum_key),
+                    float(team_intrinsic[started].sum()),
+                    reduce="sum",
+                )
+                metrics.log_value(
+                    (PER_TEAM, budget.team, count_key), int(started.sum()), reduce="sum"
+                )
         if deploy.any():
             team_extrinsic = returns[:, members].sum(axis=1)
             for key, values in (

@@ -199,3 +199,32 @@ def test_per_world_episodes_move_z_by_every_teammates_completed_step(ray_session
             state.returns[0], [episode.agent_episodes[a].get_return() for a in agents]
         )
     assert moved  # the budget moved in some episode (the test can tell paths apart)
+
+
+def test_episodes_started_at_either_end_of_the_range_are_summed_apart():
+    from marllib_ext.postprocessing.budget_arrays import (
+        HIGH_EPISODES_DONE,
+        HIGH_INTRINSIC_RETURN_SUM,
+        LOW_EPISODES_DONE,
+        LOW_INTRINSIC_RETURN_SUM,
+        log_episode_sums,
+    )
+
+    connector = _connector()
+    metrics = MetricsLogger()
+    # Four ended episodes: red starts at z_low = 0, z_high = 4, in between, and z_high
+    # in a deployment episode (which neither sum takes).
+    log_episode_sums(
+        metrics,
+        budgets=connector.settings.team_budgets,
+        agents=AGENTS,
+        returns=np.zeros((4, 3)),
+        intrinsic=np.array([[1.0, 2.0, 9.0], [3.0, 4.0, 9.0], [5.0, 5.0, 9.0], [7.0, 7.0, 9.0]]),
+        deploy=np.array([False, False, False, True]),
+        z0=np.array([[0.0, 1.5], [4.0, 1.5], [2.0, 1.5], [4.0, 1.5]]),
+    )
+    red = (PER_TEAM, "red")
+    assert metrics.peek((*red, LOW_INTRINSIC_RETURN_SUM)) == pytest.approx(3.0)
+    assert metrics.peek((*red, LOW_EPISODES_DONE)) == 1
+    assert metrics.peek((*red, HIGH_INTRINSIC_RETURN_SUM)) == pytest.approx(7.0)
+    assert metrics.peek((*red, HIGH_EPISODES_DONE)) == 1

@@ -17,6 +17,8 @@ from marllib_ext.postprocessing.budget_arrays import (
     DEPLOY_EXTRINSIC_RETURN_SUM,
     DEPLOY_INTRINSIC_RETURN_SUM,
     EPISODES_DONE,
+    HIGH_EPISODES_DONE,
+    HIGH_INTRINSIC_RETURN_SUM,
     LOW_EPISODES_DONE,
     LOW_INTRINSIC_RETURN_SUM,
     PER_TEAM,
@@ -178,6 +180,16 @@ def update_budget(*, algorithm, result: dict, **kwargs) -> None:
                 )
             )
         per_team[team] = {
+            # Team intrinsic return of the training episodes started at z_low and at
+            # z_high: how far the budget input moves behaviour.
+            "intrinsic_return_at_z_low": _per_episode(
+                team_stats.get(LOW_INTRINSIC_RETURN_SUM, math.nan),
+                _count(team_stats, LOW_EPISODES_DONE),
+            ),
+            "intrinsic_return_at_z_high": _per_episode(
+                team_stats.get(HIGH_INTRINSIC_RETURN_SUM, math.nan),
+                _count(team_stats, HIGH_EPISODES_DONE),
+            ),
             "budget_z": controller.z,
             "budget_floor": controller.floor,
             "budget_z_played": budget_played,
@@ -198,6 +210,10 @@ def update_budget(*, algorithm, result: dict, **kwargs) -> None:
     )
     single = next(iter(per_team.values())) if len(per_team) == 1 else None
     result[RESULT_KEY] = {
+        **{
+            key: single[key] if single else math.nan
+            for key in ("intrinsic_return_at_z_low", "intrinsic_return_at_z_high")
+        },
         "budget_z": single["budget_z"] if single else math.nan,
         "budget_floor": single["budget_floor"] if single else math.nan,
         "budget_z_played": single["budget_z_played"] if single else math.nan,

@@ -212,7 +212,10 @@ def test_checkpoint_restore_keeps_the_budget(ray_session, tmp_path):
 def test_metrics_are_reported(ray_session):
     results = train(build(z_low=-5.0, z_high=5.0, lr_z=0.01), iterations=2)
     efx = results[-1][RESULT_KEY]
-    assert set(efx) >= {"budget_z", "slack", "team_intrinsic_return_mean"}
+    assert set(efx) >= {
+        "budget_z", "slack", "team_intrinsic_return_mean",
+        "intrinsic_return_at_z_low", "intrinsic_return_at_z_high",
+    }  # fmt: skip
     critic_metrics = results[-1]["learners"][CRITIC_MODULE_ID]
     for key in (BINDING_FRACTION, DEMAND_MET_FRACTION):
         assert 0.0 <= critic_metrics[key] <= 1.0
