@@ -88,6 +88,9 @@ class Settings:
     # Every evaluation_video_interval-th evaluation also renders one episode to a GIF
     # (run dir videos/, TensorBoard, W&B, MLflow); null: no videos.
     evaluation_video_interval: int | None = dataclasses.field(default=None, kw_only=True)
+    # Episodes of the end-of-run re-evaluation of the best evaluation's policy (marl-eval's
+    # absolute metrics); null: ten times evaluation_duration; 0: none.
+    evaluation_final_episodes: int | None = dataclasses.field(default=None, kw_only=True)
 
     def checks(self) -> list[Check]:
         return [
@@ -103,6 +106,11 @@ class Settings:
                 "must be > 0 or null (no evaluation)",
             ),
             (self.evaluation_duration > 0, "evaluation_duration", "must be > 0"),
+            (
+                self.evaluation_final_episodes is None or self.evaluation_final_episodes >= 0,
+                "evaluation_final_episodes",
+                "must be >= 0 (0: no end-of-run re-evaluation) or null",
+            ),
         ]
 
     def __post_init__(self) -> None:

@@ -309,7 +309,9 @@ class MarlEvalRecord:
             self.started -= float(kept[-1].get("elapsed_time", 0.0))
         self._write()
 
-    def set_absolute(self, episodes: dict[str, list[float]]) -> None:
+    def set_absolute(self, episodes: dict[str, list[float]] | None) -> None:
+        if episodes is None:  # no end-of-run re-evaluation
+            return
         self.run["absolute_metrics"] = dict(episodes)
         self._write()
 
@@ -319,16 +321,26 @@ class MarlEvalRecord:
         os.replace(partial, self.path)
 
 
-def best_reevaluated(algorithm, checkpoint: Path, settings: Any) -> dict[str, list[float]]:
+def final_episodes(settings: Any) -> int:
+    """Episodes of the end-of-run re-evaluation (0: none)."""
+    chosen = getattr(settings, "evaluation_final_episodes", None)
+    return (
+        ABSOLUTE_EPISODES_FACTOR * int(settings.evaluation_duration) if chosen is None else chosen
+    )
+
+
+def best_reevaluated(algorithm, checkpoint: Path, settings: Any) -> dict[str, list[float]] | None:
     """The policy of the best evaluation (its checkpoint, restored into ``algorithm``)
-    evaluated over ten times ``evaluation_duration`` episodes on the evaluation
-    runner: marl-eval's ``absolute_metrics``."""
+    evaluated over ``final_episodes`` episodes on the evaluation runner: marl-eval's
+    ``absolute_metrics`` (``None`` with 0 episodes: nothing is restored or played)."""
+    episodes = final_episodes(settings)
+    if episodes == 0:
+        return None
     with without_replay(algorithm):  # the trained store stays; the snapshot has none
         algorithm.restore_from_path(str(Path(checkpoint).resolve()))
     algorithm.eval_env_runner_group.sync_weights(
         from_worker_or_learner_group=algorithm.learner_group, inference_only=True
     )
-    episodes = ABSOLUTE_EPISODES_FACTOR * int(settings.evaluation_duration)
     coverage: list[int] = []
     returns, _, successes = run_episodes(
         algorithm.eval_env_runner, episodes, bool(settings.evaluation_explore), coverage

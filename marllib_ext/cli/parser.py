@@ -163,6 +163,14 @@ def build_parser() -> argparse.ArgumentParser:
         help="episodes per evaluation (setting evaluation_duration, default 32)",
     )
     evaluation.add_argument(
+        "--eval-final-episodes",
+        type=int,
+        default=None,
+        metavar="F",
+        help="episodes of the best policy's end-of-run re-evaluation (setting "
+        "evaluation_final_episodes; default 10 x M, 0: none)",
+    )
+    evaluation.add_argument(
         "--eval-explore",
         action="store_true",
         help="sample actions in evaluations (default: greedy)",

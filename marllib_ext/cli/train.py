@@ -21,13 +21,15 @@ DEFAULT_STOP = {"training_iteration": 10}  # as stop_from_args
 
 
 def evaluation_overrides(args: argparse.Namespace) -> dict:
-    """``--eval-every``, ``--eval-episodes``, ``--eval-explore`` and ``--eval-video-every``
-    as settings."""
+    """``--eval-every``, ``--eval-episodes``, ``--eval-final-episodes``, ``--eval-explore``
+    and ``--eval-video-every`` as settings."""
     out = {}
     if args.eval_every is not None:
         out["evaluation_interval"] = args.eval_every
     if args.eval_episodes is not None:
         out["evaluation_duration"] = args.eval_episodes
+    if args.eval_final_episodes is not None:
+        out["evaluation_final_episodes"] = args.eval_final_episodes
     if args.eval_explore:
         out["evaluation_explore"] = True
     if args.eval_video_every is not None:

@@ -45,6 +45,7 @@ EVALUATION_NAMES = {
     "episodes": "evaluation_duration",
     "explore": "evaluation_explore",
     "video_every": "evaluation_video_interval",
+    "final_episodes": "evaluation_final_episodes",
 }
 # Settings a resumed run may change: how it is evaluated, not what it learns.
 RESUMABLE_CHANGES = frozenset(EVALUATION_NAMES.values())
@@ -98,8 +99,9 @@ def read_evaluation(value: Any, where: str = "evaluation") -> dict[str, Any]:
             _expect(item, bool, f"{where}.{key}", "true or false")
         elif item is not None:
             _expect(item, int, f"{where}.{key}", "an integer")
-            if item < 1:
-                raise ConfigError(f"{where}.{key} must be >= 1, got {item}")
+            least = 0 if key == "final_episodes" else 1  # 0: no re-evaluation
+            if item < least:
+                raise ConfigError(f"{where}.{key} must be >= {least}, got {item}")
         out[EVALUATION_NAMES[key]] = item
     return out
 

@@ -115,11 +115,12 @@ def test_env_and_task():
 def test_cli_flags_are_the_settings():
     args = build_parser().parse_args(
         ["train", "mappo", "--eval-every", "5", "--eval-episodes", "32", "--eval-explore",
-         "--eval-video-every", "3"]
+         "--eval-video-every", "3", "--eval-final-episodes", "0"]
     )  # fmt: skip
     assert evaluation_overrides(args) == {
         "evaluation_interval": 5,
         "evaluation_duration": 32,
+        "evaluation_final_episodes": 0,
         "evaluation_explore": True,
         "evaluation_video_interval": 3,
     }
@@ -192,3 +193,26 @@ def test_an_evaluation_budget_outside_the_trained_range_names_the_key():
     with pytest.raises(ConfigError, match="evaluation_budget"):
         algo = algos.get("efx_mappo", evaluation_budget=9.0, z_low=0.0, z_high=3.0)
         algo.settings(make_env("mpe:simple_spread"))
+
+
+def test_no_final_reevaluation_when_asked(ray_session, tmp_path):
+    env = make_env("grid:pass", max_steps=20)
+    result = algos.get(
+        "mappo", evaluation_interval=1, evaluation_duration=2, evaluation_final_episodes=0,
+        train_batch_size=200, minibatch_size=200, num_epochs=1,
+    ).fit(env, stop={"training_iteration": 2}, local_dir=tmp_path)  # fmt: skip
+    data = json.loads((result.run_dir / METRICS_FILE).read_text())
+    [run] = data["grid"]["pass"]["mappo"].values()
+    assert run["absolute_metrics"] == {}
+    assert len(run["step_0"]["return"]) == 2 and len(run["step_1"]["return"]) == 2
+
+
+def test_final_episodes_in_a_run_file():
+    from marllib_ext.configs.run_file import read_evaluation
+    from marllib_ext.errors import ConfigError
+
+    assert read_evaluation({"every": 5, "final_episodes": 0}) == {
+        "evaluation_interval": 5, "evaluation_final_episodes": 0,
+    }  # fmt: skip
+    with pytest.raises(ConfigError, match="final_episodes"):
+        read_evaluation({"final_episodes": -1})
