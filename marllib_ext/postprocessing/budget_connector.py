@@ -25,6 +25,7 @@ from marllib_ext.postprocessing.intrinsic_signals import (
     completed_agent_steps,
     intrinsic_signal,
     observation_dims,
+    signal_class,
 )
 from marllib_ext.rollout.episode_blocks import record_after_step
 
@@ -257,5 +258,6 @@ class BudgetObservationConnector(MultiAgentObservationPreprocessor):
         merged = dict(states[0])
         signal_states = [s["signal"] for s in states if "signal" in s]
         if signal_states:
-            merged["signal"] = type(self.signal).merge_states(signal_states)
+            name = getattr(self.settings, "intrinsic_reward", "surprisal")
+            merged["signal"] = signal_class(name).merge_states(signal_states)
         return merged

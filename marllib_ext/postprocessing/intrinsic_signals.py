@@ -183,6 +183,14 @@ class CountSignal:
         return {"tables": merged}
 
 
+def signal_class(name: str) -> type:
+    """The class of the signal ``name`` (its ``merge_states`` needs no instance)."""
+    classes = {"surprisal": SurprisalSignal, "count": CountSignal}
+    if name not in classes:
+        raise ValueError(f"intrinsic_reward must be one of {INTRINSIC_SIGNALS}, got {name!r}")
+    return classes[name]
+
+
 def intrinsic_signal(
     settings: Any,
     agents: list[str],
@@ -331,7 +339,9 @@ class NoveltyRecorder(MultiAgentObservationPreprocessor):
     @override(ConnectorV2)
     def merge_states(self, states: list[dict]) -> dict:
         signal_states = [s["signal"] for s in states if "signal" in s]
-        return {"signal": type(self.signal).merge_states(signal_states)} if signal_states else {}
+        if not signal_states:
+            return {}
+        return {"signal": signal_class(self.settings.intrinsic_bonus).merge_states(signal_states)}
 
 
 class NoveltyArrays:

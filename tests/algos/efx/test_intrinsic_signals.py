@@ -15,8 +15,13 @@ from marllib_ext.errors import ConfigError
 from marllib_ext.ops.efx import budget_path
 from marllib_ext.postprocessing.budget_connector import STATE_KEY
 from marllib_ext.postprocessing.efx_advantage import EFXJointAdvantageConnector
-from marllib_ext.postprocessing.intrinsic_signals import INTRINSIC_REWARD, CountSignal
+from marllib_ext.postprocessing.intrinsic_signals import (
+    INTRINSIC_REWARD,
+    CountSignal,
+    NoveltyRecorder,
+)
 from marllib_ext.postprocessing.joint_advantage import JointAdvantageConnector
+from marllib_ext.rllib_compat import connectors_of, env_to_module
 from marllib_ext.rollout.episode_blocks import after_step_column
 
 COEF = 0.5
@@ -266,3 +271,20 @@ def test_mappo_without_a_bonus_records_nothing(ray_session):
         algorithm.stop()
     (teams,) = RecordingJointConnector.recorded
     assert all(INTRINSIC_REWARD not in outputs for outputs in teams[0].block.outputs.values())
+
+
+def test_the_bonus_counts_merge_across_runners(ray_session):
+    env = make_env("grid:pass", size=5, max_steps=30)
+    config = algos.mappo(
+        intrinsic_bonus_coeff=0.1, num_env_runners=2, num_envs_per_env_runner=2,
+        train_batch_size=400, minibatch_size=200, num_epochs=1,
+    ).rllib_config(env, seed=0)  # fmt: skip
+    algorithm = config.build_algo()
+    try:
+        results = [algorithm.train() for _ in range(2)]
+        (recorder,) = connectors_of(env_to_module(algorithm.env_runner), NoveltyRecorder)
+        state = recorder.get_state()["signal"]
+    finally:
+        algorithm.stop()
+    assert len([t for t in state["tables"].values() if t]) == 2
+    assert visits(state) == 2 * results[-1]["num_env_steps_sampled_lifetime"]
