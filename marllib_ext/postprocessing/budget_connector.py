@@ -43,6 +43,7 @@ def budget_controllers(settings: Any) -> dict[str, BudgetController]:
             lr=settings.lr_z,
             optimizer=settings.z_optimizer,
             ext_scale=settings.z_ext_scale,
+            ext_tolerance=getattr(settings, "z_ext_tolerance", 0.0),
         )
         for budget in settings.team_budgets
     }

@@ -183,6 +183,25 @@ def test_budget_controller_adam_moves_lr_of_the_range_per_step():
     assert controller.z == pytest.approx(0.05 * 20, rel=1e-6)
 
 
+def test_a_flat_extrinsic_return_keeps_z_at_z_low_unless_a_tolerance_is_given():
+    from marllib_ext.ops.efx import BudgetController
+
+    def run(tolerance):
+        controller = BudgetController(
+            z=0.0, z_low=0.0, z_high=100.0, lr=0.1, ext_tolerance=tolerance
+        )
+        slacks = [controller.update(j_ext=0.0, j_int=60.0) for _ in range(4)]
+        return controller, slacks
+
+    seed_rule, slacks = run(0.0)  # min(0 / 1, (60 - z) / 100) = 0 every step
+    assert slacks[1:] == [0.0, 0.0, 0.0] and seed_rule.z == 0.0
+    tolerant, slacks = run(0.02)
+    # min(0 + 0.02, (60 - z) / 100): the tolerance, so z rises 0.1 * 100 * 0.02 = 0.2 a step
+    assert slacks[1:] == pytest.approx([0.02] * 3) and tolerant.z == pytest.approx(0.6)
+    with pytest.raises(ValueError, match="ext_tolerance"):
+        BudgetController(z=0.0, z_low=0.0, z_high=1.0, lr=0.1, ext_tolerance=-1.0)
+
+
 def test_budget_controller_empty_range_stays():
     from marllib_ext.ops.efx import BudgetController
 

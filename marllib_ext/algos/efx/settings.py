@@ -54,6 +54,7 @@ class EFXFields(CountFields):
     budget_temperature_hidden: int = field(default=16, kw_only=True)
     push_gradient: str = field(default="policy", kw_only=True)
     intrinsic_reward: str = field(default="surprisal", kw_only=True)
+    z_ext_tolerance: float = field(default=0.0, kw_only=True)
     team_budgets: tuple[TeamBudget, ...] = field(
         default=(), kw_only=True, metadata={"derived_from_env": True}
     )
@@ -71,6 +72,7 @@ class EFXFields(CountFields):
                 "(use > 0, or z_sampling: fixed)",
             ),
             (self.lr_z >= 0, "lr_z", "must be >= 0"),
+            (self.z_ext_tolerance >= 0, "z_ext_tolerance", "must be >= 0"),
             (self.z_optimizer in Z_OPTIMIZERS, "z_optimizer", f"one of {Z_OPTIMIZERS}"),
             (
                 self.z_ext_scale is None or self.z_ext_scale > 0,

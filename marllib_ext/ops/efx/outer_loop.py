@@ -93,7 +93,8 @@ class BudgetController:
     After each iteration, with ``J_ext`` / ``J_int`` the mean team extrinsic / intrinsic
     return of that iteration's episodes played at the controller's own z::
 
-        slack = min((J_ext - J_ext_prev) / ext_scale, (J_int - z) / (z_high - z_low))
+        slack = min((J_ext - J_ext_prev) / ext_scale + ext_tolerance,
+                    (J_int - z) / (z_high - z_low))
         z    <- clip(z + lr * (z_high - z_low) * step(slack), z_low, z_high)
 
     Both terms of the slack are on a normalized scale (``ext_scale``: the width of the
@@ -103,6 +104,11 @@ class BudgetController:
     identity (``sgd``) or Adam's bias-corrected ``m / sqrt(v)`` (``adam``, as SafePO's
     Lagrange multiplier), which moves z by about ``lr`` of the range per iteration
     whatever the slack's scale. The first call only records ``J_ext_prev``.
+
+    ``ext_tolerance`` (0: seed 000's rule) is the normalized extrinsic change per
+    iteration the budget may cost: with a flat ``J_ext`` (a sparse task before its first
+    success) the seed's slack is exactly 0 and z never leaves ``z_low``; a tolerance lets
+    it rise while the team still collects its budget.
 
     ``floor`` (``budget_range: tracked``): the team intrinsic return of episodes played
     at ``z_low`` (no demand), moved by :meth:`track_floor` as
@@ -120,6 +126,7 @@ class BudgetController:
         lr: float,
         optimizer: str = "sgd",
         ext_scale: float = 1.0,
+        ext_tolerance: float = 0.0,
         betas: tuple[float, float] = (0.9, 0.999),
         eps: float = 1e-8,
     ) -> None:
@@ -129,6 +136,9 @@ class BudgetController:
             raise ValueError(f"z_low={z_low} must not exceed z_high={z_high}")
         if ext_scale <= 0:
             raise ValueError(f"ext_scale must be > 0, got {ext_scale}")
+        if ext_tolerance < 0:
+            raise ValueError(f"ext_tolerance must be >= 0, got {ext_tolerance}")
+        self.ext_tolerance = float(ext_tolerance)
         self.z = float(min(max(z, z_low), z_high))
         self.z_low, self.z_high, self.lr = float(z_low), float(z_high), float(lr)
         self.optimizer, self.ext_scale, self.betas, self.eps = optimizer, ext_scale, betas, eps
@@ -162,7 +172,10 @@ class BudgetController:
             return None
         if self.z_range <= 0:
             return None
-        slack = min((j_ext - self.j_ext_prev) / self.ext_scale, (j_int - self.z) / self.z_range)
+        slack = min(
+            (j_ext - self.j_ext_prev) / self.ext_scale + self.ext_tolerance,
+            (j_int - self.z) / self.z_range,
+        )
         self.j_ext_prev = float(j_ext)
         if not np.isfinite(slack):
             return None

@@ -288,3 +288,14 @@ def test_the_bonus_counts_merge_across_runners(ray_session):
         algorithm.stop()
     assert len([t for t in state["tables"].values() if t]) == 2
     assert visits(state) == 2 * results[-1]["num_env_steps_sampled_lifetime"]
+
+
+def test_the_extrinsic_tolerance_reaches_the_outer_loop():
+    from marllib_ext.postprocessing.budget_connector import budget_controllers
+
+    env = make_env("grid:pass", size=5, max_steps=30)
+    settings = algos.efx_mappo(z_ext_tolerance=0.02).settings(env)
+    (controller,) = budget_controllers(with_resolved_budget(settings, env)).values()
+    assert controller.ext_tolerance == 0.02
+    with pytest.raises(ConfigError, match="z_ext_tolerance"):
+        algos.efx_mappo(z_ext_tolerance=-0.1).settings(env)
