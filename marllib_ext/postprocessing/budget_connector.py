@@ -22,10 +22,10 @@ from marllib_ext.postprocessing.budget_arrays import BudgetArrays, BudgetState, 
 from marllib_ext.postprocessing.budget_input import BudgetInput
 from marllib_ext.postprocessing.intrinsic_signals import (
     INTRINSIC_REWARD,
+    HoldsSignal,
     completed_agent_steps,
     intrinsic_signal,
     observation_dims,
-    signal_class,
 )
 from marllib_ext.rollout.episode_blocks import record_after_step
 
@@ -56,7 +56,7 @@ STATE_KEY = "efx_budget_state"  # the episode's one-world BudgetState
 ACCOUNTED_KEY = "efx_steps_accounted"  # {agent: its agent steps counted in the state}
 
 
-class BudgetObservationConnector(MultiAgentObservationPreprocessor):
+class BudgetObservationConnector(HoldsSignal, MultiAgentObservationPreprocessor):
     """Appends each team's budget ``z_T``, normalized to ``[0, 1]`` over the team's
     range by ``BudgetInput``, to the observations of that team's agents (one team on a
     cooperative env: every agent sees the same z).
@@ -110,22 +110,15 @@ class BudgetObservationConnector(MultiAgentObservationPreprocessor):
         self.seed = seed
         self.tracker = BudgetTracker(self, sorted(self.team_of))
         self.team_column = {team: k for k, team in enumerate(self.tracker.teams)}
-        self._signal = None
-        self._signal_state: dict | None = None  # set before the spaces were known
         super().__init__(input_observation_space, input_action_space)
 
-    @property
-    def signal(self):
-        """The intrinsic reward signal (built once the observation spaces are known)."""
-        if self._signal is None:
-            agents = self.tracker.agents
-            dims = observation_dims(self.input_observation_space, agents)
-            self._signal = intrinsic_signal(
-                self.settings, agents, dims, [list(m) for m in self.tracker.members], self.seed
-            )
-            if self._signal_state is not None:
-                self._signal.set_state(self._signal_state)
-        return self._signal
+    def build_signal(self):
+        """The intrinsic reward signal (``HoldsSignal`` builds it on first use)."""
+        agents = self.tracker.agents
+        dims = observation_dims(self.input_observation_space, agents)
+        return intrinsic_signal(
+            self.settings, agents, dims, [list(m) for m in self.tracker.members], self.seed
+        )
 
     @property
     def controller(self) -> BudgetController:
@@ -232,10 +225,7 @@ class BudgetObservationConnector(MultiAgentObservationPreprocessor):
     @override(ConnectorV2)
     def get_state(self, components=None, *, not_components=None, **kwargs) -> dict:
         state = {"controllers": {team: c.get_state() for team, c in self.controllers.items()}}
-        signal_state = self._signal_state if self._signal is None else self._signal.get_state()
-        if signal_state:
-            state["signal"] = signal_state
-        return state
+        return {**state, **self.signal_state()}
 
     @override(ConnectorV2)
     def set_state(self, state: dict) -> None:
@@ -244,11 +234,7 @@ class BudgetObservationConnector(MultiAgentObservationPreprocessor):
             states = {team: state["controller"] for team in self.controllers}
         for team, controller_state in states.items():
             self.controllers[team].set_state(controller_state)
-        if "signal" in state:
-            if self._signal is None:
-                self._signal_state = state["signal"]
-            else:
-                self._signal.set_state(state["signal"])
+        self.set_signal_state(state)
 
     @override(ConnectorV2)
     def merge_states(self, states: list[dict]) -> dict:
@@ -256,9 +242,5 @@ class BudgetObservationConnector(MultiAgentObservationPreprocessor):
         # The signal's (visit counts) are each runner's own: merged.
         if not states:
             return {}
-        merged = dict(states[0])
-        signal_states = [s["signal"] for s in states if "signal" in s]
-        if signal_states:
-            name = getattr(self.settings, "intrinsic_reward", "surprisal")
-            merged["signal"] = signal_class(name).merge_states(signal_states)
-        return merged
+        name = getattr(self.settings, "intrinsic_reward", "surprisal")
+        return {**states[0], **self.merged_signal_state(states, name)}

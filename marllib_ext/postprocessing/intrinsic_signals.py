@@ -266,7 +266,48 @@ def observation_dims(spaces, agents: list[str]) -> dict[str, int]:
     return dims
 
 
-class NoveltyRecorder(MultiAgentObservationPreprocessor):
+class HoldsSignal:
+    """A connector's intrinsic signal, built on first use by ``build_signal`` (once the
+    observation spaces are known), and its state under the connector state's
+    ``"signal"`` key: set before the signal exists, it is applied when it is built."""
+
+    _signal = None
+    _signal_state: dict | None = None
+
+    def build_signal(self):
+        raise NotImplementedError
+
+    @property
+    def signal(self):
+        if self._signal is None:
+            self._signal = self.build_signal()
+            if self._signal_state is not None:
+                self._signal.set_state(self._signal_state)
+        return self._signal
+
+    def signal_state(self) -> dict:
+        """``{"signal": state}``, or ``{}`` for a stateless signal."""
+        state = self._signal_state if self._signal is None else self._signal.get_state()
+        return {"signal": state} if state else {}
+
+    def set_signal_state(self, state: dict) -> None:
+        if "signal" not in state:
+            return
+        if self._signal is None:
+            self._signal_state = state["signal"]
+        else:
+            self._signal.set_state(state["signal"])
+
+    @staticmethod
+    def merged_signal_state(states: list[dict], name: str) -> dict:
+        """The runners' signal states merged (``{}`` where none has one)."""
+        signal_states = [s["signal"] for s in states if "signal" in s]
+        if not signal_states:
+            return {}
+        return {"signal": signal_class(name).merge_states(signal_states)}
+
+
+class NoveltyRecorder(HoldsSignal, MultiAgentObservationPreprocessor):
     """The env-to-module connector of a plain pipeline with a novelty bonus
     (``intrinsic_bonus_coeff``): observations pass unchanged, and each agent step's
     ``r_int`` of the signal ``intrinsic_bonus`` names is recorded as the module output
@@ -277,30 +318,23 @@ class NoveltyRecorder(MultiAgentObservationPreprocessor):
 
     def __init__(self, input_observation_space=None, input_action_space=None, *, settings, seed):
         self.settings, self.seed = settings, seed
-        self._signal = None
-        self._signal_state: dict | None = None
         super().__init__(input_observation_space, input_action_space)
 
     @property
     def agents(self) -> list[str]:
         return sorted(self.input_observation_space.spaces)
 
-    @property
-    def signal(self):
-        if self._signal is None:
-            agents = self.agents
-            self._signal = intrinsic_signal(
-                self.settings,
-                agents,
-                observation_dims(self.input_observation_space, agents),
-                [list(range(len(agents)))],
-                self.seed,
-                name=self.settings.intrinsic_bonus,
-                coef=1.0,  # the learner scales by intrinsic_bonus_coeff
-            )
-            if self._signal_state is not None:
-                self._signal.set_state(self._signal_state)
-        return self._signal
+    def build_signal(self):
+        agents = self.agents
+        return intrinsic_signal(
+            self.settings,
+            agents,
+            observation_dims(self.input_observation_space, agents),
+            [list(range(len(agents)))],
+            self.seed,
+            name=self.settings.intrinsic_bonus,
+            coef=1.0,  # the learner scales by intrinsic_bonus_coeff
+        )
 
     @override(ConnectorV2)
     def recompute_output_observation_space(self, input_observation_space, input_action_space):
@@ -324,24 +358,15 @@ class NoveltyRecorder(MultiAgentObservationPreprocessor):
 
     @override(ConnectorV2)
     def get_state(self, components=None, *, not_components=None, **kwargs) -> dict:
-        state = self._signal_state if self._signal is None else self._signal.get_state()
-        return {"signal": state} if state else {}
+        return self.signal_state()
 
     @override(ConnectorV2)
     def set_state(self, state: dict) -> None:
-        if "signal" not in state:
-            return
-        if self._signal is None:
-            self._signal_state = state["signal"]
-        else:
-            self._signal.set_state(state["signal"])
+        self.set_signal_state(state)
 
     @override(ConnectorV2)
     def merge_states(self, states: list[dict]) -> dict:
-        signal_states = [s["signal"] for s in states if "signal" in s]
-        if not signal_states:
-            return {}
-        return {"signal": signal_class(self.settings.intrinsic_bonus).merge_states(signal_states)}
+        return self.merged_signal_state(states, self.settings.intrinsic_bonus)
 
 
 class NoveltyArrays:
