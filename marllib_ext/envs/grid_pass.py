@@ -18,23 +18,22 @@ from pettingzoo.utils.env import ParallelEnv
 MOVES = np.array([[0, 0], [0, 1], [0, -1], [-1, 0], [1, 0]], dtype=np.int64)
 
 
-class PassEnv(ParallelEnv):
-    """Observation per agent: own (x, y), the other's (x, y), door open flag, all in [0, 1]."""
+class TwoAgentGridEnv(ParallelEnv):
+    """Two agents on a ``size x size`` grid, starting in the cells left of the wall at
+    ``x = wall_x``: what ``grid:pass`` and ``grid:secret_room`` share. A subclass sets
+    ``size``, ``max_steps``, ``wall_x`` and the spaces, and says which doors the agents
+    see (``doors``), which cells they may enter (``free``) and when the team has
+    solved the task (``solved``). Observation per agent: ``state()`` with the two
+    positions swapped for ``agent_1``. The team is rewarded (1.0 to every agent) and the
+    episode terminates once solved; it is truncated after ``max_steps``."""
 
-    metadata = {"name": "grid_pass_v0", "render_modes": []}
+    possible_agents = ["agent_0", "agent_1"]
 
-    def __init__(self, size: int = 9, max_steps: int = 100) -> None:
-        if size < 5 or size % 2 == 0:
-            raise ValueError(f"size must be odd and >= 5, got {size}")
-        if max_steps < 1:
-            raise ValueError(f"max_steps must be >= 1, got {max_steps}")
+    def _setup(self, size: int, max_steps: int, observation_dims: int) -> None:
         self.size, self.max_steps = size, max_steps
         self.wall_x = size // 2
-        self.door = np.array([self.wall_x, size // 2])
-        self.switches = np.array([[1, size - 2], [size - 2, 1]])  # left room, right room
-        self.possible_agents = ["agent_0", "agent_1"]
         self.agents: list[str] = []
-        self._observation_space = spaces.Box(0.0, 1.0, (5,), np.float32)
+        self._observation_space = spaces.Box(0.0, 1.0, (observation_dims,), np.float32)
         self._action_space = spaces.Discrete(len(MOVES))
         self._rng = np.random.default_rng()
         self.positions = np.zeros((2, 2), dtype=np.int64)
@@ -46,16 +45,10 @@ class PassEnv(ParallelEnv):
     def action_space(self, agent: str) -> spaces.Discrete:
         return self._action_space
 
-    def door_open(self) -> bool:
-        return bool(any((self.positions == s).all(axis=1).any() for s in self.switches))
-
-    def in_right_room(self) -> np.ndarray:
-        return self.positions[:, 0] > self.wall_x
-
     def state(self) -> np.ndarray:
         scale = self.size - 1
         return np.concatenate(
-            [self.positions.reshape(-1) / scale, [float(self.door_open())]]
+            [self.positions.reshape(-1) / scale, np.asarray(self.doors(), np.float64).reshape(-1)]
         ).astype(np.float32)
 
     def _observations(self) -> dict[str, np.ndarray]:
@@ -73,22 +66,14 @@ class PassEnv(ParallelEnv):
         self.positions = np.array([cells[i] for i in chosen], dtype=np.int64)
         return self._observations(), {a: {} for a in self.agents}
 
-    def _free(self, cell: np.ndarray, door_open: bool) -> bool:
-        x, y = cell
-        if not (0 <= x < self.size and 0 <= y < self.size):
-            return False
-        if x == self.wall_x:
-            return door_open and y == self.door[1]
-        return True
-
     def step(self, actions: dict[str, int]):
-        door_open = self.door_open()  # the door state agents saw when choosing
+        doors = self.doors()  # the doors agents saw when choosing
         for index, agent in enumerate(self.possible_agents):
             target = self.positions[index] + MOVES[int(actions[agent])]
-            if self._free(target, door_open):
+            if self.free(target, doors):
                 self.positions[index] = target
         self.t += 1
-        success = bool(self.in_right_room().all())
+        success = self.solved()
         truncated = not success and self.t >= self.max_steps
         reward = 1.0 if success else 0.0
         observations = self._observations()
@@ -103,6 +88,41 @@ class PassEnv(ParallelEnv):
         if success or truncated:
             self.agents = []
         return result
+
+
+class PassEnv(TwoAgentGridEnv):
+    """Observation per agent: own (x, y), the other's (x, y), door open flag, all in [0, 1]."""
+
+    metadata = {"name": "grid_pass_v0", "render_modes": []}
+
+    def __init__(self, size: int = 9, max_steps: int = 100) -> None:
+        if size < 5 or size % 2 == 0:
+            raise ValueError(f"size must be odd and >= 5, got {size}")
+        if max_steps < 1:
+            raise ValueError(f"max_steps must be >= 1, got {max_steps}")
+        self._setup(size, max_steps, observation_dims=5)
+        self.door = np.array([self.wall_x, size // 2])
+        self.switches = np.array([[1, size - 2], [size - 2, 1]])  # left room, right room
+
+    def door_open(self) -> bool:
+        return bool(any((self.positions == s).all(axis=1).any() for s in self.switches))
+
+    def doors(self) -> bool:
+        return self.door_open()
+
+    def in_right_room(self) -> np.ndarray:
+        return self.positions[:, 0] > self.wall_x
+
+    def solved(self) -> bool:
+        return bool(self.in_right_room().all())
+
+    def free(self, cell: np.ndarray, door_open: bool) -> bool:
+        x, y = cell
+        if not (0 <= x < self.size and 0 <= y < self.size):
+            return False
+        if x == self.wall_x:
+            return door_open and y == self.door[1]
+        return True
 
 
 def pass_env(**kwargs) -> PassEnv:

@@ -14,15 +14,13 @@ are truncated after ``max_steps``. Pure numpy, seeded by ``reset``.
 from __future__ import annotations
 
 import numpy as np
-from gymnasium import spaces
-from pettingzoo.utils.env import ParallelEnv
 
-from marllib_ext.envs.grid_pass import MOVES, toward
+from marllib_ext.envs.grid_pass import TwoAgentGridEnv, toward
 
 N_ROOMS = 3
 
 
-class SecretRoomEnv(ParallelEnv):
+class SecretRoomEnv(TwoAgentGridEnv):
     """Observation per agent: own (x, y), the other's (x, y) and each small room's door
     open flag (3), all in [0, 1]."""
 
@@ -35,8 +33,8 @@ class SecretRoomEnv(ParallelEnv):
             raise ValueError(f"max_steps must be >= 1, got {max_steps}")
         if target not in range(N_ROOMS):
             raise ValueError(f"target must be one of 0, 1, 2 (a small room), got {target}")
-        self.size, self.max_steps, self.target = size, max_steps, target
-        self.wall_x = size // 2
+        self._setup(size, max_steps, observation_dims=4 + N_ROOMS)
+        self.target = target
         # The size - 2 rows that are not walls, split as evenly as numpy splits them.
         rows = np.array_split(np.arange(size - 2), N_ROOMS)
         self.room_rows = [part + k for k, part in enumerate(rows)]  # skip the walls between
@@ -44,19 +42,6 @@ class SecretRoomEnv(ParallelEnv):
         self.door_y = np.array([int(r[(len(r) - 1) // 2]) for r in self.room_rows])
         self.main_switch = np.array([1, 1])
         self.room_switches = np.stack([np.full(N_ROOMS, size - 2), self.door_y], axis=1)
-        self.possible_agents = ["agent_0", "agent_1"]
-        self.agents: list[str] = []
-        self._observation_space = spaces.Box(0.0, 1.0, (4 + N_ROOMS,), np.float32)
-        self._action_space = spaces.Discrete(len(MOVES))
-        self._rng = np.random.default_rng()
-        self.positions = np.zeros((2, 2), dtype=np.int64)
-        self.t = 0
-
-    def observation_space(self, agent: str) -> spaces.Box:
-        return self._observation_space
-
-    def action_space(self, agent: str) -> spaces.Discrete:
-        return self._action_space
 
     def _on(self, cell: np.ndarray) -> bool:
         return bool((self.positions == cell).all(axis=1).any())
@@ -65,6 +50,9 @@ class SecretRoomEnv(ParallelEnv):
         """``(3,)`` bool: each small room's door is open."""
         main = self._on(self.main_switch)
         return np.array([main or self._on(switch) for switch in self.room_switches])
+
+    def doors(self) -> np.ndarray:
+        return self.doors_open()
 
     def room_of(self, cell: np.ndarray) -> int:
         """The small room a cell right of the wall lies in (-1 elsewhere)."""
@@ -79,28 +67,10 @@ class SecretRoomEnv(ParallelEnv):
     def in_target(self) -> np.ndarray:
         return np.array([self.room_of(p) == self.target for p in self.positions])
 
-    def state(self) -> np.ndarray:
-        scale = self.size - 1
-        return np.concatenate(
-            [self.positions.reshape(-1) / scale, self.doors_open().astype(np.float64)]
-        ).astype(np.float32)
+    def solved(self) -> bool:
+        return bool(self.in_target().all())
 
-    def _observations(self) -> dict[str, np.ndarray]:
-        state = self.state()
-        other = np.concatenate([state[2:4], state[0:2], state[4:]]).astype(np.float32)
-        return {"agent_0": state, "agent_1": other}
-
-    def reset(self, seed: int | None = None, options: dict | None = None):
-        if seed is not None:
-            self._rng = np.random.default_rng(seed)
-        self.agents = list(self.possible_agents)
-        self.t = 0
-        cells = [(x, y) for x in range(self.wall_x) for y in range(self.size)]
-        chosen = self._rng.choice(len(cells), size=2, replace=False)
-        self.positions = np.array([cells[i] for i in chosen], dtype=np.int64)
-        return self._observations(), {a: {} for a in self.agents}
-
-    def _free(self, cell: np.ndarray, doors_open: np.ndarray) -> bool:
+    def free(self, cell: np.ndarray, doors_open: np.ndarray) -> bool:
         x, y = cell
         if not (0 <= x < self.size and 0 <= y < self.size):
             return False
@@ -109,29 +79,6 @@ class SecretRoomEnv(ParallelEnv):
         if x > self.wall_x:
             return y not in self.wall_rows
         return True
-
-    def step(self, actions: dict[str, int]):
-        doors_open = self.doors_open()  # the doors agents saw when choosing
-        for index, agent in enumerate(self.possible_agents):
-            target = self.positions[index] + MOVES[int(actions[agent])]
-            if self._free(target, doors_open):
-                self.positions[index] = target
-        self.t += 1
-        success = bool(self.in_target().all())
-        truncated = not success and self.t >= self.max_steps
-        reward = 1.0 if success else 0.0
-        observations = self._observations()
-        agents = self.agents
-        result = (
-            observations,
-            {a: reward for a in agents},
-            {a: success for a in agents},
-            {a: truncated for a in agents},
-            {a: {"success": success} for a in agents},
-        )
-        if success or truncated:
-            self.agents = []
-        return result
 
 
 def secret_room_env(**kwargs) -> SecretRoomEnv:
