@@ -7,9 +7,10 @@ import numpy as np
 import numpy.typing as npt
 
 # The settings' choices (algos.config.CountFields, EFX's intrinsic_reward).
-INTRINSIC_SIGNALS = ("surprisal", "count")  # EFX's budget
-BONUS_SIGNALS = ("count",)  # a bonus added to the reward (intrinsic_bonus)
-COUNT_SCOPES = ("agent", "team")
+INTRINSIC_SIGNALS = ("surprisal", "count", "rnd")  # EFX's budget
+BONUS_SIGNALS = ("count", "rnd")  # a bonus added to the reward (intrinsic_bonus)
+COUNT_SCOPES = ("agent", "team")  # also RND's (rnd_scope)
+RND_INPUT_CLIP = 5.0  # Burda et al.: normalized observations clipped to [-5, 5]
 COUNT_HASHES = ("exact", "simhash")
 MAX_HASH_BITS = 64  # one uint64 code per row
 _HASH_MULTIPLIER = np.uint64(0x9E3779B97F4A7C15)  # 2^64 / golden ratio, odd
@@ -130,9 +131,11 @@ def count_bonus(counts: npt.ArrayLike, *, coef: float) -> npt.NDArray[np.float64
     return coef / np.sqrt(counts)
 
 
-def rnd_error(target: npt.ArrayLike, predicted: npt.ArrayLike) -> npt.NDArray[np.float64]:
-    """RND's novelty: ``||f(x) - f_hat(x)||^2 / k``, the predictor's mean squared error
-    against the fixed random target network per row.
+def rnd_error(target, predicted):
+    """RND's novelty: ``e(x) = ||f(x) - f_hat(x)||^2 / k``, the predictor's mean squared
+    error against the fixed random target network per row. Array-generic: numpy arrays
+    on the env runners (the reward), torch tensors in the learner (the predictor's
+    loss is its mean), one formula.
 
     Args:
         target, predicted: ``(N, k)`` the two networks' features.
@@ -140,8 +143,57 @@ def rnd_error(target: npt.ArrayLike, predicted: npt.ArrayLike) -> npt.NDArray[np
     Returns:
         ``(N,)``.
     """
-    target = np.asarray(target, dtype=np.float64)
-    predicted = np.asarray(predicted, dtype=np.float64)
-    if target.shape != predicted.shape or target.ndim != 2:
-        raise ValueError(f"target {target.shape} and predicted {predicted.shape}: expected (N, k)")
+    if not hasattr(target, "shape"):
+        target = np.asarray(target, dtype=np.float64)
+    if not hasattr(predicted, "shape"):
+        predicted = np.asarray(predicted, dtype=np.float64)
+    if tuple(target.shape) != tuple(predicted.shape) or target.ndim != 2:
+        raise ValueError(
+            f"target {tuple(target.shape)} and predicted {tuple(predicted.shape)}: expected (N, k)"
+        )
     return ((target - predicted) ** 2).mean(axis=1)
+
+
+def rnd_bonus(errors: npt.ArrayLike, reference: float, *, coef: float) -> npt.NDArray[np.float64]:
+    """RND's bounded intrinsic reward ``r_int = coef * e / (e + e_ref)``, in
+    ``[0, coef)``: ``coef / 2`` for an observation as novel as the average one the
+    predictor was last trained on (``e_ref``, its mean error there), towards ``coef``
+    for unseen ones and towards 0 for familiar ones, so EFX's budget bound
+    ``Z_max = coef * T_max`` per agent holds whatever the error's raw scale. Before
+    the predictor has been trained (``e_ref = 0``) every observation earns ``coef``.
+
+    Args:
+        errors: ``(N,)`` :func:`rnd_error` of each row, >= 0.
+        reference: ``e_ref`` >= 0.
+    """
+    errors = np.asarray(errors, dtype=np.float64)
+    if reference < 0 or (errors.size and errors.min() < 0):
+        raise ValueError(f"errors and reference must be >= 0, got reference {reference}")
+    if reference == 0:
+        return np.full(errors.shape, float(coef))
+    return coef * errors / (errors + reference)
+
+
+def merged_moments(
+    count: float, mean: npt.ArrayLike, var: npt.ArrayLike, rows: npt.ArrayLike
+) -> tuple[float, npt.NDArray[np.float64], npt.NDArray[np.float64]]:
+    """Running ``(count, mean, var)`` of every row so far after adding ``rows``
+    ``(N, d)`` (Chan et al.'s parallel update; ``var`` is the population variance),
+    for RND's observation normalization.
+
+    ``n' = n + N``, ``delta = mean_rows - mean``,
+    ``mean' = mean + delta * N / n'``,
+    ``var' = (n var + N var_rows + delta^2 n N / n') / n'``.
+    """
+    rows = np.asarray(rows, dtype=np.float64)
+    if rows.ndim != 2:
+        raise ValueError(f"rows has shape {rows.shape}, expected (N, d)")
+    mean, var = np.asarray(mean, np.float64), np.asarray(var, np.float64)
+    n_new = rows.shape[0]
+    if n_new == 0:
+        return float(count), mean, var
+    total = count + n_new
+    delta = rows.mean(axis=0) - mean
+    new_mean = mean + delta * n_new / total
+    new_var = (count * var + n_new * rows.var(axis=0) + delta**2 * count * n_new / total) / total
+    return float(total), new_mean, new_var

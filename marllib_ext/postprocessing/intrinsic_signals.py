@@ -10,8 +10,15 @@ conservative advantage are the same code for every signal.
   next observation (``count_scope: agent``) or of the team's joint next observation
   (``team``: one count per budget team, each agent that acted gets an equal share of
   the team's bonus). The codes come from
-  ``ops.novelty`` (``count_hash``: ``exact`` rounded rows or ``simhash``). Each step's
-  values travel to the learner in the module-output column ``INTRINSIC_REWARD``.
+  ``ops.novelty`` (``count_hash``: ``exact`` rounded rows or ``simhash``).
+- ``rnd``: ``r_int = c * e / (e + e_ref)`` with ``e`` the error of random network
+  distillation's predictor on the agent's (``rnd_scope: agent``) or the team's joint
+  next observation (``team``, shared as the count's), ``e_ref`` its mean error on the
+  rows of its last update (``policies.rnd``; the learner trains it on the rows
+  ``novelty_inputs`` gives, the env runners get it with the weights).
+
+The novelty signals' values travel to the learner in the module-output column
+``INTRINSIC_REWARD``.
 
 Counts are merged across env runners through RLlib's connector-state sync: each runner
 keeps its own visits since the run began under its own key, and the merged state holds
@@ -39,11 +46,13 @@ from marllib_ext.ops.novelty import (
     COUNT_SCOPES,
     INTRINSIC_SIGNALS,
     count_bonus,
+    rnd_bonus,
     rounded_row_codes,
     simhash_codes,
     simhash_projection,
     visit_counts,
 )
+from marllib_ext.policies.rnd import RND_MODULE_ID
 from marllib_ext.postprocessing.budget_input import plain_observation
 from marllib_ext.rollout.episode_blocks import record_after_step
 
@@ -72,10 +81,82 @@ class SurprisalSignal:
         return {}
 
 
-class CountSignal:
-    """``r_int = c / sqrt(n(code(next observation)))``, see the module docstring."""
+class NoveltySignal:
+    """A novelty signal over the agents' next observations: each agent's own
+    (``scope: agent``), or each team's joint one (``team``: the team's rows
+    concatenated, zeros for teammates that did not act; each agent that acted gets an
+    equal share of the team's bonus). A subclass gives the bonus of one input's rows
+    (``input_bonus``)."""
 
     records_column = True
+
+    def __init__(self, *, coef, agents, observation_dims, teams, scope) -> None:
+        if scope not in COUNT_SCOPES:
+            raise ValueError(f"scope must be one of {COUNT_SCOPES}, got {scope!r}")
+        self.coef, self.agents, self.scope = coef, list(agents), scope
+        self.dims = [int(observation_dims[agent]) for agent in self.agents]
+        self.teams = [np.asarray(team, int) for team in teams]
+
+    def input_bonus(self, kind: str, index: int, rows: np.ndarray) -> np.ndarray:
+        """``(N,)`` the bonus of ``rows`` of agent ``index`` (``kind == "agent"``) or of
+        team ``index``'s joint observation (``"team"``), counted now."""
+        raise NotImplementedError
+
+    def rewards(self, *, logp: np.ndarray, next_observations, acted: np.ndarray) -> np.ndarray:
+        """``(B, n_agents)`` bonuses of the agents that acted (``next_observations``:
+        ``{agent: (B, d)}`` plain observations after the step)."""
+        out = np.zeros(acted.shape)
+        rows = acted_rows(next_observations, acted, self.agents, self.dims)
+        for kind, index, worlds, members, x in novelty_inputs(
+            rows, acted, scope=self.scope, teams=self.teams
+        ):
+            bonus = self.input_bonus(kind, index, x)
+            if kind == "agent":
+                out[worlds, index] = bonus
+            else:
+                team_acted = acted[np.ix_(worlds, members)]
+                share = team_acted / team_acted.sum(axis=1, keepdims=True)
+                out[np.ix_(worlds, members)] = bonus[:, None] * share
+        return out
+
+
+def acted_rows(observations, acted: np.ndarray, agents: list[str], dims: list[int]) -> list:
+    """Each agent's ``(B, d_i)`` plain observation rows as float64, zeros where it did not
+    act (``observations``: ``{agent: (B, ...)}``, absent agents missing)."""
+    num_envs = acted.shape[0]
+    rows = []
+    for i, (agent, dim) in enumerate(zip(agents, dims, strict=True)):
+        observed = observations.get(agent)
+        if observed is None:
+            rows.append(np.zeros((num_envs, dim)))
+            continue
+        observed = np.asarray(plain_observation(observed), np.float64)
+        rows.append(np.where(acted[:, [i]], observed.reshape(num_envs, dim), 0.0))
+    return rows
+
+
+def novelty_inputs(rows: list, acted: np.ndarray, *, scope: str, teams: list):
+    """What a novelty signal scores, from ``rows`` (:func:`acted_rows`, ``(N, d_i)`` per
+    agent) and ``acted`` ``(N, n_agents)``: ``(kind, index, worlds, members, x)`` per
+    agent (``kind == "agent"``: its rows where it acted) or per team (``"team"``: the
+    joint rows where any member acted), ``x`` ``(len(worlds), d)``. The env runners
+    score these rows and the learner trains RND's predictor on the same ones."""
+    if scope == "team":
+        for k, team in enumerate(teams):
+            team = np.asarray(team, int)
+            worlds = np.flatnonzero(acted[:, team].any(axis=1))
+            if len(worlds):
+                x = np.concatenate([rows[i][worlds] for i in team], axis=1)
+                yield "team", k, worlds, team, x
+        return
+    for i, agent_rows in enumerate(rows):
+        worlds = np.flatnonzero(acted[:, i])
+        if len(worlds):
+            yield "agent", i, worlds, np.array([i]), agent_rows[worlds]
+
+
+class CountSignal(NoveltySignal):
+    """``r_int = c / sqrt(n(code(next observation)))``, see the module docstring."""
 
     def __init__(
         self,
@@ -94,9 +175,9 @@ class CountSignal:
             raise ValueError(f"count_scope must be one of {COUNT_SCOPES}, got {scope!r}")
         if hash_kind not in COUNT_HASHES:
             raise ValueError(f"count_hash must be one of {COUNT_HASHES}, got {hash_kind!r}")
-        self.coef, self.agents, self.scope = coef, list(agents), scope
-        self.dims = [int(observation_dims[agent]) for agent in self.agents]
-        self.teams = [np.asarray(team, int) for team in teams]
+        super().__init__(
+            coef=coef, agents=agents, observation_dims=observation_dims, teams=teams, scope=scope
+        )
         self.hash_kind, self.decimals = hash_kind, decimals
         # One hyperplane set per width, the same on every runner (seeded by the run).
         if scope == "team":
@@ -117,43 +198,13 @@ class CountSignal:
             return rounded_row_codes(rows, decimals=self.decimals)
         return simhash_codes(rows, self.projections[rows.shape[1]])
 
-    def _bonus(self, rows: np.ndarray, key: int) -> np.ndarray:
-        """The bonus of each row's visit, counted now (``key`` keeps agents apart)."""
+    def input_bonus(self, kind: str, index: int, rows: np.ndarray) -> np.ndarray:
+        # Agents' and teams' tables apart: a key per input xor-ed into the codes.
+        key = index + 1 if kind == "agent" else len(self.agents) + 1 + index
         codes = self._codes(rows) ^ np.uint64(key)
         counts = visit_counts(codes, self.own)
         counts += np.array([self.others.get(int(c), 0) for c in codes.tolist()], np.int64)
         return count_bonus(counts, coef=self.coef)
-
-    def rewards(self, *, logp: np.ndarray, next_observations, acted: np.ndarray) -> np.ndarray:
-        """``(B, n_agents)`` bonuses of the agents that acted (``next_observations``:
-        ``{agent: (B, d)}`` plain observations after the step; absent agents' rows
-        count as zeros in a joint observation)."""
-        num_envs = acted.shape[0]
-        rows = []
-        for i, (agent, dim) in enumerate(zip(self.agents, self.dims, strict=True)):
-            observed = next_observations.get(agent)
-            if observed is None:
-                rows.append(np.zeros((num_envs, dim)))
-                continue
-            observed = np.asarray(plain_observation(observed), np.float64)
-            rows.append(np.where(acted[:, [i]], observed.reshape(num_envs, dim), 0.0))
-        out = np.zeros(acted.shape)
-        if self.scope == "team":
-            for k, team in enumerate(self.teams):
-                team_acted = acted[:, team]
-                worlds = np.flatnonzero(team_acted.any(axis=1))
-                if not len(worlds):
-                    continue
-                joint = np.concatenate([rows[i][worlds] for i in team], axis=1)
-                team_bonus = self._bonus(joint, key=len(self.agents) + 1 + k)
-                share = team_acted[worlds] / team_acted[worlds].sum(axis=1, keepdims=True)
-                out[np.ix_(worlds, team)] = team_bonus[:, None] * share
-            return out
-        for i, agent_rows in enumerate(rows):
-            worlds = np.flatnonzero(acted[:, i])
-            if len(worlds):
-                out[worlds, i] = self._bonus(agent_rows[worlds], key=i + 1)
-        return out
 
     def get_state(self) -> dict:
         return {"tables": {**self.tables, self.key: dict(self.own)}}
@@ -183,9 +234,55 @@ class CountSignal:
         return {"tables": merged}
 
 
+def rnd_input_key(kind: str, index: int) -> str:
+    """The RND module's key of an agent's input (its index) or a team's (``team_k``)."""
+    return str(index) if kind == "agent" else f"team_{index}"
+
+
+def rnd_input_widths(dims: list[int], teams: list, scope: str) -> dict[str, int]:
+    """``{key: width}`` of RND's inputs (the module's ``rnd_inputs``)."""
+    if scope == "team":
+        return {
+            rnd_input_key("team", k): sum(dims[i] for i in team) for k, team in enumerate(teams)
+        }
+    return {rnd_input_key("agent", i): dim for i, dim in enumerate(dims)}
+
+
+class RNDSignal(NoveltySignal):
+    """``r_int = c * e / (e + e_ref)`` (``ops.novelty.rnd_bonus``) with ``e`` the error of
+    RND's predictor on the next observation (``policies.rnd``); the networks live in
+    the RLModule the env runner holds (``bind_module``), trained by the learner."""
+
+    def __init__(self, *, coef, agents, observation_dims, teams, scope) -> None:
+        super().__init__(
+            coef=coef, agents=agents, observation_dims=observation_dims, teams=teams, scope=scope
+        )
+        self.module = None
+
+    def input_bonus(self, kind: str, index: int, rows: np.ndarray) -> np.ndarray:
+        if self.module is None:
+            raise RuntimeError(
+                "intrinsic_reward: rnd has no RND module: the connector's bind_module was "
+                "never called with the env runner's RLModule"
+            )
+        rnd = self.module[RND_MODULE_ID]
+        errors = rnd.errors(rnd_input_key(kind, index), rows)
+        return rnd_bonus(errors, float(rnd.reference), coef=self.coef)
+
+    def get_state(self) -> dict:
+        return {}  # the networks are module weights
+
+    def set_state(self, state: dict) -> None:
+        pass
+
+    @staticmethod
+    def merge_states(states: list[dict]) -> dict:
+        return {}
+
+
 def signal_class(name: str) -> type:
     """The class of the signal ``name`` (its ``merge_states`` needs no instance)."""
-    classes = {"surprisal": SurprisalSignal, "count": CountSignal}
+    classes = {"surprisal": SurprisalSignal, "count": CountSignal, "rnd": RNDSignal}
     if name not in classes:
         raise ValueError(f"intrinsic_reward must be one of {INTRINSIC_SIGNALS}, got {name!r}")
     return classes[name]
@@ -219,6 +316,14 @@ def intrinsic_signal(
             hash_bits=settings.count_hash_bits,
             decimals=settings.count_decimals,
             seed=seed,
+        )
+    if name == "rnd":
+        return RNDSignal(
+            coef=coef,
+            agents=agents,
+            observation_dims=observation_dims,
+            teams=teams,
+            scope=settings.rnd_scope,
         )
     raise ValueError(f"intrinsic_reward must be one of {INTRINSIC_SIGNALS}, got {name!r}")
 
@@ -283,7 +388,24 @@ class HoldsSignal:
             self._signal = self.build_signal()
             if self._signal_state is not None:
                 self._signal.set_state(self._signal_state)
+            if hasattr(self._signal, "module"):
+                self._signal.module = self._rl_module
         return self._signal
+
+    _rl_module = None
+
+    def bind_module(self, rl_module) -> None:
+        """The env runner's RLModule, for a signal whose networks live there (RND): the
+        per-world connector binds the module each call hands it, the batched rollout
+        its runner's module once."""
+        self._rl_module = rl_module
+        if self._signal is not None and hasattr(self._signal, "module"):
+            self._signal.module = rl_module
+
+    def __call__(self, *, rl_module, **kwargs):
+        if rl_module is not self._rl_module:
+            self.bind_module(rl_module)
+        return super().__call__(rl_module=rl_module, **kwargs)
 
     def signal_state(self) -> dict:
         """``{"signal": state}``, or ``{}`` for a stateless signal."""

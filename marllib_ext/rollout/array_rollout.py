@@ -105,12 +105,12 @@ class ArrayRollout:
             env_runner, self.agents, self.module_of, self.num_envs, team_of=adapter.team_of
         )
         # The algorithm's env-to-module connectors, in their array form.
+        pieces = added_pieces(env_to_module(env_runner))
+        for piece in pieces:
+            if callable(getattr(piece, "bind_module", None)):
+                piece.bind_module(env_runner.module)  # a signal's networks (RND)
         self.extensions = ExtensionChain(
-            [
-                piece.array_form(self.agents, self.num_envs)
-                for piece in added_pieces(env_to_module(env_runner))
-            ],
-            self.agents,
+            [piece.array_form(self.agents, self.num_envs) for piece in pieces], self.agents
         )
 
     # ---- sampling ----------------------------------------------------------------------

@@ -75,3 +75,35 @@ def test_a_checkpoint_of_a_by_name_env_evaluates_in_a_fresh_process(ray_session,
     )  # fmt: skip
     assert evaluated.returncode == 0, evaluated.stderr[-3000:]
     assert "team return mean" in evaluated.stdout
+
+
+@pytest.mark.parametrize("signal", ["rnd", pytest.param("count", marks=pytest.mark.slow)])
+def test_efx_novelty_signals_on_the_batched_simulator(ray_session, tmp_path, signal):
+    """``efx_mappo --set intrinsic_reward=...`` on one batched VMAS world: trains, its
+    checkpoint resumes and evaluates at a chosen z."""
+    from ray.rllib.algorithms.algorithm import Algorithm
+
+    from marllib_ext.algos.evaluation import evaluate
+    from marllib_ext.rllib_compat.settings import settings_of
+
+    env = make_env("vmas:navigation", max_steps=20)
+    config = algos.efx_mappo(
+        hyperparam_source="vmas", intrinsic_reward=signal, count_hash="simhash", **SMALL
+    ).rllib_config(env, seed=0, num_env_runners=0, num_envs_per_env_runner=4)
+    assert config.env_runner_cls is BatchedEnvRunner
+    algorithm = config.build_algo()
+    try:
+        result = algorithm.train()
+        assert result["efx"]["budget_z"] >= 0
+        algorithm.save_to_path(str(tmp_path / "checkpoint"))
+    finally:
+        algorithm.stop()
+    restored = Algorithm.from_checkpoint(str(tmp_path / "checkpoint"))
+    try:
+        result = restored.train()
+        assert math.isfinite(result["env_runners"]["episode_return_mean"])
+    finally:
+        restored.stop()
+    z = 0.25 * settings_of(restored.config).z_high
+    evaluation = evaluate(str(tmp_path / "checkpoint"), episodes=2, z=z)
+    assert evaluation.budget_z == pytest.approx(z)

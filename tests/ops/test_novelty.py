@@ -4,6 +4,8 @@ import pytest
 from marllib_ext.ops.novelty import (
     count_bonus,
     merge_count_tables,
+    merged_moments,
+    rnd_bonus,
     rnd_error,
     rounded_row_codes,
     simhash_codes,
@@ -126,3 +128,41 @@ def test_rounded_row_codes_tell_every_grid_cell_apart_and_ignore_float_noise():
     np.testing.assert_array_equal(codes, noisy)
     with pytest.raises(ValueError, match="decimals"):
         rounded_row_codes(observations, decimals=-1)
+
+
+def test_rnd_error_is_one_formula_for_numpy_and_torch():
+    import torch
+
+    rng = np.random.default_rng(0)
+    target, predicted = rng.normal(size=(5, 4)), rng.normal(size=(5, 4))
+    expected = [np.mean((t - p) ** 2) for t, p in zip(target, predicted, strict=True)]
+    np.testing.assert_allclose(rnd_error(target, predicted), expected)
+    torch_errors = rnd_error(torch.tensor(target), torch.tensor(predicted))
+    np.testing.assert_allclose(torch_errors.numpy(), expected)
+
+
+def test_rnd_bonus_literals_and_range():
+    np.testing.assert_allclose(rnd_bonus([0.0, 1.0, 3.0], 1.0, coef=2.0), [0.0, 1.0, 1.5])
+    # Before the predictor is trained every observation earns the bound.
+    np.testing.assert_allclose(rnd_bonus([0.0, 7.0], 0.0, coef=0.5), [0.5, 0.5])
+    errors = np.random.default_rng(1).exponential(size=1000) * 1e6
+    bonus = rnd_bonus(errors, 3.0, coef=1.0)
+    assert bonus.min() >= 0 and bonus.max() < 1
+    with pytest.raises(ValueError, match="must be >= 0"):
+        rnd_bonus([-1.0], 1.0, coef=1.0)
+
+
+def test_merged_moments_match_the_moments_of_all_rows():
+    rng = np.random.default_rng(2)
+    parts = [rng.normal(loc=3.0, scale=2.0, size=(n, 3)) for n in (1, 7, 40, 0, 5)]
+    count, mean, var = 0.0, np.zeros(3), np.ones(3)
+    for part in parts:
+        count, mean, var = merged_moments(count, mean, var, part.reshape(-1, 3))
+    every = np.concatenate(parts)
+    assert count == len(every)
+    np.testing.assert_allclose(mean, every.mean(axis=0))
+    np.testing.assert_allclose(var, every.var(axis=0))
+    # Literal: {0, 2} then {4}: mean 2, population variance 8/3.
+    count, mean, var = merged_moments(0.0, [0.0], [1.0], [[0.0], [2.0]])
+    count, mean, var = merged_moments(count, mean, var, [[4.0]])
+    assert count == 3 and mean[0] == pytest.approx(2.0) and var[0] == pytest.approx(8 / 3)

@@ -27,6 +27,7 @@ class BudgetSettings(Protocol):
     intrinsic_coef: float
     intrinsic_reward: str
     count_scope: str
+    rnd_scope: str
     z_bounds: str
     z_init: float | None
     z_low: float | None
@@ -57,8 +58,9 @@ def intrinsic_z_max(
     """``Z_max = c * T_max * sum_{i in agents} H_max(i)`` for ``env`` at its env
     arguments (``agents``: one team; default every agent), ``H_max(i)`` the largest
     per-step intrinsic reward of agent ``i`` over ``c``: its action entropy bound for
-    ``surprisal``; 1 for ``count`` (a first visit), 1 per team step with
-    ``count_scope: team`` (the bonus is split among the agents)."""
+    ``surprisal``; 1 for ``count`` (a first visit) and ``rnd`` (its bonus's bound), 1
+    per team step with ``count_scope`` / ``rnd_scope: team`` (the bonus is split
+    among the agents)."""
     t_max = env.spec.episode_limit(env.env_args)
     if t_max is None:
         raise ConfigError(
@@ -67,8 +69,10 @@ def intrinsic_z_max(
         )
     layout = env.layout
     team = layout.agents if agents is None else agents
-    if getattr(settings, "intrinsic_reward", "surprisal") == "count":
-        per_agent = 1.0 / len(team) if settings.count_scope == "team" else 1.0
+    signal = getattr(settings, "intrinsic_reward", "surprisal")
+    if signal in ("count", "rnd"):
+        scope = settings.count_scope if signal == "count" else settings.rnd_scope
+        per_agent = 1.0 / len(team) if scope == "team" else 1.0
         return intrinsic_budget_bound(
             coef=settings.intrinsic_coef,
             max_episode_steps=t_max,

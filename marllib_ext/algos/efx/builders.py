@@ -26,6 +26,7 @@ from marllib_ext.algos.efx.learners import (
 from marllib_ext.algos.efx.settings import EFXFields
 from marllib_ext.algos.happo.builders import build_happo
 from marllib_ext.algos.ppo.builders import build_mappo, build_vdppo
+from marllib_ext.algos.ppo.novelty import with_rnd_module
 from marllib_ext.envs.handle import EnvHandle
 from marllib_ext.envs.time_feature import TIME_FEATURE_ARG
 from marllib_ext.errors import ConfigError
@@ -90,6 +91,8 @@ def _with_budget(base_builder, learner_class: type, name: str) -> Callable[..., 
             )
         if settings.budget_temperature:
             with_budget_temperature(config, env, settings.budget_temperature_hidden)
+        teams = [list(budget.agents) for budget in settings.team_budgets]
+        with_rnd_module(config, settings, env, seed, teams)
         return config.env_runners(
             env_to_module_connector=functools.partial(
                 budget_connector_factory, settings=settings, seed=seed

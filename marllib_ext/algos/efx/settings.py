@@ -5,7 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from marllib_ext.algos.config import CentralCriticSettings, Check, VDSettings
-from marllib_ext.algos.ppo.novelty import CountFields
+from marllib_ext.algos.ppo.novelty import NoveltyFields
 from marllib_ext.algos.trust_region.settings import TrustRegionFields
 from marllib_ext.ops.efx import (
     BUDGET_RANGES,
@@ -23,7 +23,7 @@ PUSH_GRADIENTS = ("policy", "temperature")
 
 
 @dataclass(frozen=True)
-class EFXFields(CountFields):
+class EFXFields(NoveltyFields):
     """The budget fields. ``z_low``, ``z_high``, ``z_init`` and ``z_ext_scale`` may be
     ``None`` in YAML; the builder resolves them from the env
     (:func:`marllib_ext.algos.efx.budget_range.with_resolved_budget`) before the settings

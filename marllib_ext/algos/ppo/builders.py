@@ -20,6 +20,7 @@ from marllib_ext.algos.config import (
 )
 from marllib_ext.algos.policy_sharing import PolicyMappingFn, policy_mapping
 from marllib_ext.algos.ppo.learners import JointCriticPPOLearner, PPOLearner, VDPPOLearner
+from marllib_ext.algos.ppo.novelty import with_rnd_module
 from marllib_ext.envs.handle import EnvHandle
 from marllib_ext.errors import ConfigError
 from marllib_ext.policies.joint_critic import (
@@ -297,6 +298,7 @@ def build_mappo(
         ),
     )
     if getattr(settings, "intrinsic_bonus_coeff", 0.0) > 0:
+        with_rnd_module(config, settings, env, seed, [list(env.layout.agents)])
         config.env_runners(
             env_to_module_connector=functools.partial(
                 novelty_recorder_factory, settings=settings, seed=seed

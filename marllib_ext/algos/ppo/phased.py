@@ -17,6 +17,7 @@ from ray.rllib.utils.annotations import override
 from ray.rllib.utils.metrics import ALL_MODULES
 
 from marllib_ext.algos.config import learner_share
+from marllib_ext.algos.ppo.rnd_training import train_rnd
 from marllib_ext.algos.ppo.schedule import (
     ACTORS,
     ALL,
@@ -35,6 +36,7 @@ from marllib_ext.ops.minibatches import (
 )
 from marllib_ext.policies.initialization import HIDDEN_GAINS, orthogonal_init, set_initial_std
 from marllib_ext.policies.joint_critic import is_critic_module
+from marllib_ext.policies.rnd import RND_MODULE_ID
 from marllib_ext.postprocessing.block_batch import TEAM_ROW
 from marllib_ext.rllib_compat import (
     first_learners_array,
@@ -118,6 +120,8 @@ class PhasedLearner(PPOTorchLearner):
             return
         generator = torch.Generator().manual_seed(int(self.config.seed or 0))
         for module_id in sorted(self.module.keys()):
+            if module_id == RND_MODULE_ID:
+                continue  # RND's networks keep their seeded initialization
             module = plain_module(self.module, module_id)
             if settings.orthogonal_init:
                 activation = (
@@ -153,6 +157,8 @@ class PhasedLearner(PPOTorchLearner):
             return training_data.batch
         with pause_cyclic_gc():  # thousands of small episode chunks
             blocks, chunks = as_rollout_blocks(getattr(training_data, "episodes", None) or [])
+        if RND_MODULE_ID in self.module.keys():  # noqa: SIM118 - MultiRLModule has no __iter__
+            train_rnd(self, blocks)
         return self.block_batch(blocks, chunks)
 
     @classmethod
