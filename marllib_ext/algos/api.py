@@ -19,6 +19,7 @@ from marllib_ext.algos.evaluation import (
     EvaluationVideos,
     MarlEvalRecord,
     best_reevaluated,
+    budget_points,
     env_and_task,
     evaluation_at_budget,
 )
@@ -357,9 +358,10 @@ class Algo:
             if checkpoint_end:
                 checkpoint = save_checkpoint(algorithm, run_dir / "checkpoint", run)
                 fit_result.checkpoint_path = checkpoint
-            if record.best is not None:
-                best = run_dir / BEST_CHECKPOINT
+            best = run_dir / BEST_CHECKPOINT if record.best is not None else None
+            if best is not None:
                 record.set_absolute(best_reevaluated(algorithm, best, settings))
+            record.set_budget_points(budget_points(algorithm, settings, best))
             failed = False
         except EnvError as error:
             raise EnvError(f"{error}; run directory kept: {run_dir}") from error

@@ -91,9 +91,22 @@ class Settings:
     # Episodes of the end-of-run re-evaluation of the best evaluation's policy (marl-eval's
     # absolute metrics); null: ten times evaluation_duration; 0: none.
     evaluation_final_episodes: int | None = dataclasses.field(default=None, kw_only=True)
+    # EFX algorithms: at the end of the run, the same policy and episodes as the
+    # re-evaluation (evaluation_duration episodes when that is off) played from each of
+    # these budgets, given as fractions of [z_low, z_high] (metrics.json budget_points).
+    evaluation_budgets: list[float] | None = dataclasses.field(default=None, kw_only=True)
 
     def checks(self) -> list[Check]:
         return [
+            (
+                self.evaluation_budgets is None
+                or (
+                    len(self.evaluation_budgets) > 0
+                    and all(0.0 <= f <= 1.0 for f in self.evaluation_budgets)
+                ),
+                "evaluation_budgets",
+                "must be a non-empty list of fractions of [z_low, z_high], each in [0, 1], or null",
+            ),
             (
                 self.evaluation_video_interval is None
                 or (self.evaluation_video_interval > 0 and self.evaluation_interval),

@@ -39,7 +39,7 @@ from typing import Any
 import numpy as np
 from ray.rllib.algorithms.algorithm_config import AlgorithmConfig
 
-from marllib_ext.algos.efx.deployment import play_at_budget
+from marllib_ext.algos.efx.deployment import budget_range, has_budget, play_at_budget
 from marllib_ext.algos.env_checks import with_episode_end_callback
 from marllib_ext.algos.restore import (
     FRAMES_ATTRIBUTE,
@@ -309,6 +309,12 @@ class MarlEvalRecord:
             self.started -= float(kept[-1].get("elapsed_time", 0.0))
         self._write()
 
+    def set_budget_points(self, points: dict[str, dict] | None) -> None:
+        if points is None:
+            return
+        self.run[BUDGET_POINTS] = points
+        self._write()
+
     def set_absolute(self, episodes: dict[str, list[float]] | None) -> None:
         if episodes is None:  # no end-of-run re-evaluation
             return
@@ -351,6 +357,49 @@ def best_reevaluated(algorithm, checkpoint: Path, settings: Any) -> dict[str, li
     if coverage:
         out["coverage"] = [float(v) for v in coverage[:episodes]]
     return out
+
+
+BUDGET_POINTS = "budget_points"  # metrics.json: per budget fraction, its episodes
+
+
+def budget_points(algorithm, settings: Any, checkpoint: Path | None) -> dict[str, dict] | None:
+    """EFX's ``evaluation_budgets``: the policy of ``checkpoint`` (the best evaluation's;
+    ``None``: the current one) played from each budget ``z = z_low + f (z_high - z_low)``
+    for ``final_episodes`` episodes (``evaluation_duration`` when that is 0), with the
+    evaluation's action sampling: ``{f: {"z", "return", "win_rate", "coverage"}}``, one
+    value per episode (``None`` without ``evaluation_budgets``)."""
+    fractions = getattr(settings, "evaluation_budgets", None)
+    if not fractions:
+        return None
+    runner = algorithm.eval_env_runner
+    if not has_budget(runner):
+        raise ConfigError(
+            "evaluation_budgets (an experiment's evaluation.budgets) plays EFX budgets; "
+            f"{type(algorithm).__name__} run of {algorithm.config.env!r} has none"
+        )
+    if checkpoint is not None:
+        with without_replay(algorithm):
+            algorithm.restore_from_path(str(Path(checkpoint).resolve()))
+    algorithm.eval_env_runner_group.sync_weights(
+        from_worker_or_learner_group=algorithm.learner_group, inference_only=True
+    )
+    episodes = final_episodes(settings) or int(settings.evaluation_duration)
+    low, high = budget_range(runner)
+    points = {}
+    for fraction in fractions:  # the run's last use of the evaluation runner
+        z = low + float(fraction) * (high - low)
+        play_at_budget(runner, z)
+        coverage: list[int] = []
+        returns, _, successes = run_episodes(
+            runner, episodes, bool(settings.evaluation_explore), coverage
+        )
+        point: dict[str, Any] = {"z": z, "return": [float(v) for v in returns[:episodes]]}
+        if successes:
+            point["win_rate"] = [float(v) for v in successes[:episodes]]
+        if coverage:
+            point["coverage"] = [float(v) for v in coverage[:episodes]]
+        points[f"{float(fraction):g}"] = point
+    return points
 
 
 VIDEOS_DIR = "videos"

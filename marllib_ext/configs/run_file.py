@@ -46,6 +46,7 @@ EVALUATION_NAMES = {
     "explore": "evaluation_explore",
     "video_every": "evaluation_video_interval",
     "final_episodes": "evaluation_final_episodes",
+    "budgets": "evaluation_budgets",
 }
 # Settings a resumed run may change: how it is evaluated, not what it learns.
 RESUMABLE_CHANGES = frozenset(EVALUATION_NAMES.values())
@@ -97,6 +98,16 @@ def read_evaluation(value: Any, where: str = "evaluation") -> dict[str, Any]:
     for key, item in names.items():
         if key == "explore":
             _expect(item, bool, f"{where}.{key}", "true or false")
+        elif key == "budgets":
+            what = "a list of fractions of [z_low, z_high], each in [0, 1]"
+            _expect(item, list, f"{where}.{key}", what)
+            if not item:
+                raise ConfigError(f"{where}.{key} must be {what}, got an empty list")
+            for fraction in item:
+                _expect(fraction, (int, float), f"{where}.{key}", what)
+                if not 0 <= fraction <= 1:
+                    raise ConfigError(f"{where}.{key} must be {what}, got {fraction!r}")
+            item = [float(fraction) for fraction in item]
         elif item is not None:
             _expect(item, int, f"{where}.{key}", "an integer")
             least = 0 if key == "final_episodes" else 1  # 0: no re-evaluation

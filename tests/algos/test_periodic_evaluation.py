@@ -216,3 +216,39 @@ def test_final_episodes_in_a_run_file():
     }  # fmt: skip
     with pytest.raises(ConfigError, match="final_episodes"):
         read_evaluation({"final_episodes": -1})
+
+
+def test_efx_plays_the_chosen_budgets_at_the_end(ray_session, tmp_path):
+    """``evaluation_budgets``: the best evaluation's policy played from each fraction of
+    ``[z_low, z_high]``, its episodes in ``metrics.json``; a run without a budget is
+    refused by name."""
+    env = make_env("grid:pass", size=5, max_steps=20)
+    small = {"train_batch_size": 200, "minibatch_size": 200, "num_epochs": 1}
+    result = algos.get(
+        "efx_mappo", evaluation_interval=1, evaluation_duration=3, evaluation_explore=True,
+        evaluation_final_episodes=0, evaluation_budgets=[0.0, 0.5, 1.0], **small,
+    ).fit(env, stop={"training_iteration": 2}, local_dir=tmp_path / "efx")  # fmt: skip
+    data = json.loads((result.run_dir / METRICS_FILE).read_text())
+    [run] = data["grid"]["pass"]["efx_mappo"].values()
+    points = run["budget_points"]
+    assert list(points) == ["0", "0.5", "1"]
+    z_high = points["1"]["z"]
+    assert points["0"]["z"] == 0.0 and points["0.5"]["z"] == pytest.approx(z_high / 2)
+    for point in points.values():
+        assert len(point["return"]) == len(point["win_rate"]) == len(point["coverage"]) == 3
+    with pytest.raises(ConfigError, match="evaluation_budgets"):
+        algos.get(
+            "mappo", evaluation_interval=1, evaluation_duration=2, evaluation_budgets=[0.5],
+            **small,
+        ).fit(env, stop={"training_iteration": 1}, local_dir=tmp_path / "mappo")  # fmt: skip
+
+
+def test_budgets_in_a_run_file():
+    from marllib_ext.configs.run_file import read_evaluation
+
+    assert read_evaluation({"budgets": [0, 0.5, 1]}) == {"evaluation_budgets": [0.0, 0.5, 1.0]}
+    for bad in ([], [1.5], "half", [True]):
+        with pytest.raises(ConfigError, match="budgets"):
+            read_evaluation({"budgets": bad})
+    with pytest.raises(ConfigError, match="evaluation_budgets"):
+        algos.get("efx_mappo", evaluation_budgets=[2.0]).settings(make_env("grid:pass"))
