@@ -10,8 +10,9 @@ whose one ``marllib-ext benchmark`` line reproduces it; a row names the file's a
 label (``algorithm``; ``experiment``: a row rerun by a file of its own) and a column the
 file's task label (``tasks``). A cell reads the runs that command stored under
 ``benchmarks/results/<name>/runs/`` (``runs``: the last
-evaluation's ``metric``, or a progress column at ``at`` env steps); runs that reached
-their budget count. Where the file has not been run yet, a cell reads the runs stored
+evaluation's ``metric``, or a progress column at ``at`` env steps; a row with ``budget: f``
+reads the episodes EFX played from that fraction of its budget range at the end of the
+run, ``evaluation.budgets``); runs that reached their budget count. Where the file has not been run yet, a cell reads the runs stored
 before by the script the file replaced (same algorithm settings, budget and
 evaluation), marked †, named by ``cells``:
 
@@ -23,7 +24,7 @@ evaluation), marked †, named by ``cells``:
   ``earlier_runs.csv`` (``onpolicy_table.py``), added to the CSVs' values.
 
 A cell is ``mean [min, max]`` over its seeds, with the seed count where it differs from
-the table's. Each row carries the fenced command that reproduces it, and each table a
+the table's, and with a table's ``solved_at: x`` the seeds at or above ``x``. Each row carries the fenced command that reproduces it, and each table a
 plot of every seed's value (``plot_range``: one x range for every panel; ``--check``
 and ``--no-plots`` draw none).
 """
@@ -42,6 +43,7 @@ import numpy as np
 import yaml
 from common import earlier_runs, mean_at, read_run
 
+from marllib_ext.algos.evaluation import BUDGET_POINTS
 from marllib_ext.experiments.spec import slug
 from marllib_ext.report import run_steps, single_run
 
@@ -80,6 +82,8 @@ def read_runs(table: dict, row: dict, column: str, results: Path = RESULTS) -> C
         return None
     task = table["tasks"][column]
     reader = {**table["runs"], **{k: v for k, v in task.items() if k != "task"}}
+    if "budget" in row:
+        reader["budget"] = row["budget"]
     experiment = row.get("experiment", table["experiment"])
     folder = results / experiment / "runs" / slug(task["task"]) / slug(label)
     values, seeds = [], []
@@ -107,6 +111,12 @@ def run_value(run: Path, reader: dict) -> float | None:
     metrics = run / "metrics.json"
     if not metrics.exists():
         return None
+    if "budget" in reader:  # EFX played from one budget fraction at the end of the run
+        points = single_run(json.loads(metrics.read_text())).get(BUDGET_POINTS, {})
+        point = points.get(f"{float(reader['budget']):g}")
+        if point is None:
+            return None
+        return float(np.mean(point[reader["metric"]])) / reader.get("per_agent", 1)
     steps = run_steps(single_run(json.loads(metrics.read_text())))
     if not steps:
         return None
@@ -154,13 +164,22 @@ def number(value: float, digits: int) -> str:
     return f"{value:,.{digits}f}"
 
 
-def cell_text(cell: Cell, digits: int, seeds: int, random: float | None = None) -> str:
-    """``mean [min, max]`` (seed count where it differs from the table's), ▽ where the
-    mean is below the random team's, † for runs stored before the experiment file."""
+def cell_text(
+    cell: Cell,
+    digits: int,
+    seeds: int,
+    random: float | None = None,
+    solved_at: float | None = None,
+) -> str:
+    """``mean [min, max]`` (seed count where it differs from the table's), with
+    ``solved_at`` the seeds at or above it (``k/n solved``), ▽ where the mean is below
+    the random team's, † for runs stored before the experiment file."""
     values = cell.values
     text = number(float(np.mean(values)), digits)
     if len(values) > 1:
         text += f" [{number(min(values), digits)}, {number(max(values), digits)}]"
+    if solved_at is not None:
+        text += f", {sum(v >= solved_at for v in values)}/{len(values)} solved"
     if len(values) != seeds:
         text += f" ({len(values)} seed{'s' if len(values) > 1 else ''})"
     if random is not None and float(np.mean(values)) < random:
@@ -201,7 +220,9 @@ def render_table(table: dict, results: Path = RESULTS) -> str:
     random = table.get("random", {})
     for row in table["rows"]:
         texts = [
-            cell_text(cells[row["label"], task], digits, seeds, random.get(task))
+            cell_text(
+                cells[row["label"], task], digits, seeds, random.get(task), table.get("solved_at")
+            )
             if (row["label"], task) in cells
             else "–"
             for task in table["columns"]
