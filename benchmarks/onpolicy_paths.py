@@ -13,7 +13,9 @@ settings are its own for the env's source.
         --steps-per-world 100 --iterations 3 [--floor] [--set KEY=VALUE ...]
 
 `--set` applies settings to every algorithm that reads them (`module_minibatches`,
-`fisher_subsample`). `--floor` also times each learner's `update` on one more sampled
+`fisher_subsample`); an algorithm named `NAME+KEY=VALUE[+KEY=VALUE]` in `--algos` gets
+its own (`efx_mappo+intrinsic_reward=rnd`: EFX's cost with each intrinsic signal).
+`--floor` also times each learner's `update` on one more sampled
 batch (`--repeats` times, with the minibatch settings the algorithm hands it) against a
 plain-torch loop on the same modules and rows: the same minibatch steps with the same
 rows per module (drawn beforehand), `forward_train`, the clipped surrogate (HAPPO: with
@@ -73,13 +75,25 @@ def settings_for(name: str, batch: int, extra: dict | None = None) -> dict:
     return settings
 
 
-def time_algorithm(name: str, env_name: str, num_envs: int, steps: int, iterations: int, args):
+def parse_value(value: str):
+    """``--set``'s value: an int where it is one, else the string."""
+    return int(value) if value.isdigit() else value
+
+
+def labelled(label: str) -> tuple[str, dict]:
+    """``NAME+KEY=VALUE+...`` -> ``(NAME, {KEY: VALUE, ...})``."""
+    name, *items = label.split("+")
+    return name, {k: parse_value(v) for k, _, v in (item.partition("=") for item in items)}
+
+
+def time_algorithm(label: str, env_name: str, num_envs: int, steps: int, iterations: int, args):
     """``((env steps/s end to end, collection env steps/s[, learner s, floor s]),
-    sampling line)`` of ``name``, or ``(None, reason)``; collection counts the env
-    runner's ``sample()`` calls."""
+    sampling line)`` of ``label`` (an algorithm, with its own settings after ``+``), or
+    ``(None, reason)``; collection counts the env runner's ``sample()`` calls."""
     source = env_name.split(":")[0]
+    name, own = labelled(label)
     try:
-        settings = settings_for(name, steps, args.extra)
+        settings = {**settings_for(name, steps, args.extra), **own}
         if args.gpus_per_learner:
             settings["num_gpus_per_learner"] = args.gpus_per_learner
         algorithm = (
@@ -273,7 +287,7 @@ def main() -> None:
     args.extra = {}
     for item in args.set:
         key, _, value = item.partition("=")
-        args.extra[key] = int(value) if value.isdigit() else value
+        args.extra[key] = parse_value(value)
     warnings.filterwarnings("ignore")
     common.start_ray(num_cpus=2, num_gpus=args.gpus_per_learner or None)
     steps = args.num_envs * args.steps_per_world
