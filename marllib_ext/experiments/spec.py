@@ -15,7 +15,9 @@
     # optional
     share_policy: group          # default: what each env and algorithm allow
     # an algorithm entry may name the task labels it runs on (`tasks: [smax:3m]`), and a
-    # task entry may have its own `stop` (a budget per task)
+    # task entry may have its own `stop` (a budget per task); evaluation may also set
+    # explore, final_episodes, video_every and budgets (EFX algorithms at the end of the
+    # run: the policy played from each fraction of [z_low, z_high], e.g. [0, 0.5, 1])
     checkpoint_every: 10         # iterations between the checkpoints a resume starts from
     resources: {env_runners: 2, envs_per_env_runner: 8, learners: 0, gpus_per_learner: 0}
     tracking: {wandb: my-project, mlflow: true}
@@ -32,6 +34,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from marllib_ext.algos.efx.settings import EFXFields
+from marllib_ext.algos.registry import get_algo_spec
 from marllib_ext.configs.run_file import (
     RunSpec,
     load_yaml,
@@ -271,6 +275,17 @@ def load_experiment(path: str | Path) -> Experiment:
     return parse_experiment(load_yaml(path), where=str(path))
 
 
+def trial_evaluation(evaluation: dict[str, Any], algo: str) -> dict[str, Any]:
+    """The experiment's evaluation settings for one algorithm: ``budgets`` (EFX's budget
+    points) only where the algorithm has a budget, so one file compares EFX with its
+    baselines."""
+    if "evaluation_budgets" not in evaluation:
+        return dict(evaluation)
+    if issubclass(get_algo_spec(algo).settings_class, EFXFields):
+        return dict(evaluation)
+    return {k: v for k, v in evaluation.items() if k != "evaluation_budgets"}
+
+
 def expand(experiment: Experiment) -> list[Trial]:
     """One trial per task x algorithm x seed, in that order."""
     trials = []
@@ -288,7 +303,7 @@ def expand(experiment: Experiment) -> list[Trial]:
                     share_policy=task.share_policy or experiment.share_policy,
                     seed=seed,
                     stop=dict(task.stop or experiment.stop),
-                    evaluation=dict(experiment.evaluation),
+                    evaluation=trial_evaluation(experiment.evaluation, algorithm.algo),
                 )
                 trials.append(Trial(run, algorithm.label, task.label, seed))
     return trials

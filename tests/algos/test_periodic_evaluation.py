@@ -252,3 +252,22 @@ def test_budgets_in_a_run_file():
             read_evaluation({"budgets": bad})
     with pytest.raises(ConfigError, match="evaluation_budgets"):
         algos.get("efx_mappo", evaluation_budgets=[2.0]).settings(make_env("grid:pass"))
+
+
+def test_an_experiments_budgets_reach_its_efx_algorithms_only():
+    from marllib_ext.experiments.spec import expand, parse_experiment
+
+    experiment = parse_experiment(
+        {
+            "name": "budgets",
+            "algorithms": ["efx_mappo", "mappo"],
+            "tasks": ["grid:pass"],
+            "seeds": [0],
+            "stop": {"env_steps": 1000},
+            "evaluation": {"every": 5, "budgets": [0, 1]},
+        }
+    )
+    efx, mappo = expand(experiment)
+    assert efx.run.evaluation["evaluation_budgets"] == [0.0, 1.0]
+    assert "evaluation_budgets" not in mappo.run.evaluation
+    assert mappo.run.evaluation["evaluation_interval"] == 5
