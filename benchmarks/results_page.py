@@ -12,9 +12,10 @@ file's task label (``tasks``). A cell reads the runs that command stored under
 ``benchmarks/results/<name>/runs/`` (``runs``: the last
 evaluation's ``metric``, or a progress column at ``at`` env steps; a row with ``budget: f``
 reads the episodes EFX played from that fraction of its budget range at the end of the
-run, ``evaluation.budgets``); runs that reached their budget count. Where the file has not been run yet, a cell reads the runs stored
-before by the script the file replaced (same algorithm settings, budget and
-evaluation), marked †, named by ``cells``:
+run, ``evaluation.budgets``); runs that reached their budget count. Where the file
+has not been run yet, a cell reads the runs stored before by the script the file
+replaced (same algorithm settings, budget and evaluation), marked †, named by
+``cells``:
 
 - ``json: KEY``: the value under ``KEY`` of each ``seed<k>*.json`` the glob matches;
 - ``csv: COLUMN`` with ``at`` and ``window``: the mean of ``COLUMN`` over the ``window``
@@ -24,9 +25,10 @@ evaluation), marked †, named by ``cells``:
   ``earlier_runs.csv`` (``onpolicy_table.py``), added to the CSVs' values.
 
 A cell is ``mean [min, max]`` over its seeds, with the seed count where it differs from
-the table's, and with a table's ``solved_at: x`` the seeds at or above ``x``. Each row carries the fenced command that reproduces it, and each table a
-plot of every seed's value (``plot_range``: one x range for every panel; ``--check``
-and ``--no-plots`` draw none).
+the table's, and with a table's ``solved_at: x`` the seeds at or above ``x``. Each row
+carries the fenced command that reproduces it, and each table a plot of every seed's
+value (``plot_range``: one x range for every panel; ``--check`` and ``--no-plots``
+draw none).
 """
 
 from __future__ import annotations

@@ -18,13 +18,12 @@ from marllib_ext.algos.evaluation import (
     EvaluationEpisodes,
     EvaluationVideos,
     MarlEvalRecord,
-    best_reevaluated,
-    budget_points,
     env_and_task,
     evaluation_at_budget,
 )
 from marllib_ext.algos.evaluation import PROGRESS_COLUMNS as EVAL_PROGRESS_COLUMNS
 from marllib_ext.algos.evaluation import progress_values as eval_progress_values
+from marllib_ext.algos.evaluation.final import record_final_evaluations
 from marllib_ext.algos.policy_sharing import default_share_policy
 from marllib_ext.algos.registry import AlgoSpec, get_algo_spec, progress_columns
 from marllib_ext.algos.tracking import (
@@ -358,10 +357,7 @@ class Algo:
             if checkpoint_end:
                 checkpoint = save_checkpoint(algorithm, run_dir / "checkpoint", run)
                 fit_result.checkpoint_path = checkpoint
-            best = run_dir / BEST_CHECKPOINT if record.best is not None else None
-            if best is not None:
-                record.set_absolute(best_reevaluated(algorithm, best, settings))
-            record.set_budget_points(budget_points(algorithm, settings, best))
+            record_final_evaluations(algorithm, settings, record, run_dir)
             failed = False
         except EnvError as error:
             raise EnvError(f"{error}; run directory kept: {run_dir}") from error

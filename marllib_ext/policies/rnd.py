@@ -1,7 +1,7 @@
 """Random network distillation's networks (Burda et al. 2019) as one RLModule that the
 learner trains and the env runners hold: RLlib's weight sync brings each update's
 predictor, the observation moments and the reference error to every runner, and
-checkpoints keep them (``intrinsic_reward: rnd``, ``intrinsic_signals.RNDSignal``)."""
+checkpoints keep them (``intrinsic_reward: rnd``, ``novelty_signals.RNDSignal``)."""
 
 from __future__ import annotations
 

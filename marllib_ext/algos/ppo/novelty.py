@@ -27,12 +27,12 @@ from marllib_ext.policies.rnd import (
     RND_TEAMS,
     RNDModule,
 )
-from marllib_ext.postprocessing.intrinsic_signals import rnd_input_widths
+from marllib_ext.postprocessing.novelty_signals import rnd_input_widths
 
 
 @dataclass(frozen=True)
 class CountFields:
-    """How the count signal (``intrinsic_signals.CountSignal``) counts observations:
+    """How the count signal (``novelty_signals.CountSignal``) counts observations:
     the agent's own or the team's joint one (``count_scope``), as exact rounded rows
     (``count_hash: exact``, ``count_decimals``) or SimHash codes (``simhash``,
     ``count_hash_bits``)."""
@@ -53,7 +53,7 @@ class CountFields:
 
 @dataclass(frozen=True)
 class NoveltyFields(CountFields):
-    """The count settings and RND's (``intrinsic_signals.RNDSignal``,
+    """The count settings and RND's (``novelty_signals.RNDSignal``,
     ``policies.rnd``): the agent's own or the team's joint next observation
     (``rnd_scope``), the networks' layer widths (``rnd_hiddens``) and feature width
     (``rnd_features``), and the predictor's training per iteration: ``rnd_epochs``

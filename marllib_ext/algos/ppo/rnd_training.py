@@ -17,7 +17,7 @@ from marllib_ext.policies.rnd import (
     RND_SCOPE,
     RND_TEAMS,
 )
-from marllib_ext.postprocessing.intrinsic_signals import (
+from marllib_ext.postprocessing.novelty_signals import (
     acted_rows,
     novelty_inputs,
     rnd_input_key,
@@ -36,7 +36,7 @@ RND_ROWS = "rnd_rows"
 def rnd_training_rows(blocks, model_config: dict) -> dict[str, np.ndarray]:
     """``{input key: (N, d)}``: every block's next observations where the agents acted
     (each agent's plain observation: its first ``d`` columns, before EFX's z), as
-    ``intrinsic_signals.novelty_inputs`` hands them to the runners' signal."""
+    ``novelty_signals.novelty_inputs`` hands them to the runners' signal."""
     agents, dims = model_config[RND_AGENTS], model_config[RND_DIMS]
     teams, scope = model_config[RND_TEAMS], model_config[RND_SCOPE]
     parts: dict[str, list[np.ndarray]] = {}

@@ -15,12 +15,9 @@ from marllib_ext.errors import ConfigError
 from marllib_ext.ops.efx import budget_path
 from marllib_ext.postprocessing.budget_connector import STATE_KEY
 from marllib_ext.postprocessing.efx_advantage import EFXJointAdvantageConnector
-from marllib_ext.postprocessing.intrinsic_signals import (
-    INTRINSIC_REWARD,
-    CountSignal,
-    NoveltyRecorder,
-)
+from marllib_ext.postprocessing.intrinsic_signals import INTRINSIC_REWARD, NoveltyRecorder
 from marllib_ext.postprocessing.joint_advantage import JointAdvantageConnector
+from marllib_ext.postprocessing.novelty_signals import CountSignal
 from marllib_ext.rllib_compat import connectors_of, env_to_module
 from marllib_ext.rollout.episode_blocks import after_step_column
 

@@ -25,7 +25,8 @@ from marllib_ext.policies.rnd import (
     RND_SEED,
     RNDModule,
 )
-from marllib_ext.postprocessing.intrinsic_signals import INTRINSIC_REWARD, RNDSignal
+from marllib_ext.postprocessing.intrinsic_signals import INTRINSIC_REWARD
+from marllib_ext.postprocessing.novelty_signals import RNDSignal
 from marllib_ext.rllib_compat import plain_module
 
 COEF = 0.5
