@@ -115,3 +115,29 @@ def test_a_cell_reads_the_experiment_runs_that_reached_their_budget(page, tmp_pa
     assert cell.values == [0.5, 1.0] and cell.seeds == [0, 1]  # seed 2 stopped at 500
     assert not cell.earlier
     assert page.read_runs(table, {"algorithm": "vdn"}, "col", tmp_path) is None
+
+
+def test_budget_rows_read_efx_budget_points_and_solved_seeds_are_counted(page, tmp_path):
+    table = {
+        "experiment": "exp",
+        "tasks": {"col": {"task": "grid:pass"}},
+        "runs": {"metric": "win_rate"},
+    }
+    root = tmp_path / "exp" / "runs" / "grid-pass" / "efx_mappo"
+    for seed, (last, at_half) in enumerate([(0.0, [1.0, 0.0]), (0.25, [1.0, 1.0])]):
+        run = root / f"seed_{seed}"
+        run.mkdir(parents=True)
+        (run / "config.yaml").write_text("stop: {env_steps: 1000}\n")
+        (run / "progress.csv").write_text("timesteps_total,x\n1000,0\n")
+        record = {
+            "step_0": {"step_count": 1000, "win_rate": [last]},
+            "budget_points": {"0.5": {"z": 50.0, "win_rate": at_half}},
+        }
+        (run / "metrics.json").write_text(json.dumps({"grid": {"pass": {"e": {"seed_0": record}}}}))
+    last = page.read_runs(table, {"algorithm": "efx_mappo"}, "col", tmp_path)
+    assert last.values == [0.0, 0.25]
+    half = page.read_runs(table, {"algorithm": "efx_mappo", "budget": 0.5}, "col", tmp_path)
+    assert half.values == [0.5, 1.0]
+    assert page.read_runs(table, {"algorithm": "efx_mappo", "budget": 1}, "col", tmp_path) is None
+    assert page.cell_text(half, 2, 2, solved_at=0.5) == "0.75 [0.50, 1.00], 2/2 solved"
+    assert page.cell_text(last, 2, 2, solved_at=0.5) == "0.12 [0.00, 0.25], 0/2 solved"
