@@ -148,6 +148,14 @@ def trial_dirname(trial) -> str:
     return slug(trial.config["trial"]["name"].replace("/", "__"))
 
 
+def _trial_name(result, configs: list[dict[str, Any]]) -> str:
+    """A result's trial name (from its folder where the worker never started)."""
+    if result.config:
+        return result.config["trial"]["name"]
+    by_folder = {slug(c["name"].replace("/", "__")): c["name"] for c in configs}
+    return by_folder.get(Path(result.path).name, Path(result.path).name)
+
+
 def _resources(config: dict[str, Any]):
     """The trial's RLlib resource request (driver, learners, env runners)."""
     trial = config["trial"]
@@ -350,7 +358,7 @@ def run_benchmark(
             ),
         )
     results = tuner.fit()
-    failed = [(result.config["trial"]["name"], result.error) for result in results if result.error]
+    failed = [(_trial_name(result, configs), result.error) for result in results if result.error]
     failed_names = {name for name, _ in failed}
     unfinished = [
         config["name"]
@@ -362,14 +370,11 @@ def run_benchmark(
     print(f"summary: {summary}")
     _report(root)
     for name, error in failed:
-        lines = [ln for ln in str(error).strip().splitlines() if ln.strip()]
-        print(f"FAILED {name}: {lines[-1] if lines else error}", file=sys.stderr)
+        last = ([ln for ln in str(error).strip().splitlines() if ln.strip()] or [error])[-1]
+        print(f"FAILED {name}: {last}", file=sys.stderr)
     if failed:
-        print(
-            f"{len(failed)} of {len(configs)} trials failed; run the command again to resume "
-            "them from their last checkpoint",
-            file=sys.stderr,
-        )
+        again = "run the command again to resume them from their last checkpoint"
+        print(f"{len(failed)} of {len(configs)} trials failed; {again}", file=sys.stderr)
     if unfinished:
         print(
             f"stopped with {len(unfinished)} of {len(configs)} trials unfinished; run the same "

@@ -182,3 +182,19 @@ def test_summary_lists_an_algorithm_only_under_the_tasks_it_runs(tmp_path):
     toy, spread = table.split("## mpe")
     assert "`ippo` | – | not run yet" in toy
     assert "`ippo`" not in spread and "`mappo` | – | not run yet" in spread
+
+
+def test_a_trial_whose_worker_never_started_is_named_from_its_folder():
+    """Tune's result of a trial whose worker failed to start carries no config; the
+    failure report still names the trial."""
+    from types import SimpleNamespace
+
+    from marllib_ext.experiments.launch import _trial_name
+
+    configs = [{"name": "grid:pass+size=7/efx_mappo@rnd/seed_2"}]
+    started = SimpleNamespace(config={"trial": configs[0]}, path="/x/anything")
+    assert _trial_name(started, configs) == configs[0]["name"]
+    never = SimpleNamespace(config=None, path="/x/tune/grid-pass+size=7__efx_mappo@rnd__seed_2")
+    assert _trial_name(never, configs) == configs[0]["name"]
+    unknown = SimpleNamespace(config={}, path="/x/tune/other")
+    assert _trial_name(unknown, configs) == "other"
