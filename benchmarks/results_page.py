@@ -45,7 +45,7 @@ import numpy as np
 import yaml
 from common import earlier_runs, mean_at, read_run
 
-from marllib_ext.algos.evaluation import BUDGET_POINTS
+from marllib_ext.algos.evaluation import BUDGET_POINTS_FILE
 from marllib_ext.experiments.spec import slug
 from marllib_ext.report import run_steps, single_run
 
@@ -114,7 +114,8 @@ def run_value(run: Path, reader: dict) -> float | None:
     if not metrics.exists():
         return None
     if "budget" in reader:  # EFX played from one budget fraction at the end of the run
-        points = single_run(json.loads(metrics.read_text())).get(BUDGET_POINTS, {})
+        points_file = run / BUDGET_POINTS_FILE
+        points = json.loads(points_file.read_text()) if points_file.exists() else {}
         point = points.get(f"{float(reader['budget']):g}")
         if point is None:
             return None

@@ -129,11 +129,10 @@ def test_budget_rows_read_efx_budget_points_and_solved_seeds_are_counted(page, t
         run.mkdir(parents=True)
         (run / "config.yaml").write_text("stop: {env_steps: 1000}\n")
         (run / "progress.csv").write_text("timesteps_total,x\n1000,0\n")
-        record = {
-            "step_0": {"step_count": 1000, "win_rate": [last]},
-            "budget_points": {"0.5": {"z": 50.0, "win_rate": at_half}},
-        }
+        record = {"step_0": {"step_count": 1000, "win_rate": [last]}}
         (run / "metrics.json").write_text(json.dumps({"grid": {"pass": {"e": {"seed_0": record}}}}))
+        points = {"0.5": {"z": 50.0, "win_rate": at_half}}
+        (run / "budget_points.json").write_text(json.dumps(points))
     last = page.read_runs(table, {"algorithm": "efx_mappo"}, "col", tmp_path)
     assert last.values == [0.0, 0.25]
     half = page.read_runs(table, {"algorithm": "efx_mappo", "budget": 0.5}, "col", tmp_path)

@@ -220,22 +220,23 @@ def test_final_episodes_in_a_run_file():
 
 def test_efx_plays_the_chosen_budgets_at_the_end(ray_session, tmp_path):
     """``evaluation_budgets``: the best evaluation's policy played from each fraction of
-    ``[z_low, z_high]``, its episodes in ``metrics.json``; a run without a budget is
-    refused by name."""
+    ``[z_low, z_high]``, its episodes in ``budget_points.json``; a run without a budget
+    is refused by name."""
     env = make_env("grid:pass", size=5, max_steps=20)
     small = {"train_batch_size": 200, "minibatch_size": 200, "num_epochs": 1}
     result = algos.get(
         "efx_mappo", evaluation_interval=1, evaluation_duration=3, evaluation_explore=True,
-        evaluation_final_episodes=0, evaluation_budgets=[0.0, 0.5, 1.0], **small,
+        evaluation_final_episodes=2, evaluation_budgets=[0.0, 0.5, 1.0], **small,
     ).fit(env, stop={"training_iteration": 2}, local_dir=tmp_path / "efx")  # fmt: skip
     data = json.loads((result.run_dir / METRICS_FILE).read_text())
-    [run] = data["grid"]["pass"]["efx_mappo"].values()
-    points = run["budget_points"]
+    check_marl_eval_layout(data)  # marl-eval's file keeps its own layout
+    points = json.loads((result.run_dir / "budget_points.json").read_text())
     assert list(points) == ["0", "0.5", "1"]
     z_high = points["1"]["z"]
     assert points["0"]["z"] == 0.0 and points["0.5"]["z"] == pytest.approx(z_high / 2)
     for point in points.values():
-        assert len(point["return"]) == len(point["win_rate"]) == len(point["coverage"]) == 3
+        # The re-evaluation's episodes (final_episodes) from each budget.
+        assert len(point["return"]) == len(point["win_rate"]) == len(point["coverage"]) == 2
     with pytest.raises(ConfigError, match="evaluation_budgets"):
         algos.get(
             "mappo", evaluation_interval=1, evaluation_duration=2, evaluation_budgets=[0.5],

@@ -161,7 +161,7 @@ SUCCESSES = "eval_episode_successes"
 COVERAGE = "eval_episode_coverage"  # distinct global states visited per episode
 METRICS_FILE = "metrics.json"  # marl-eval's (and BenchMARL's) file name
 BEST_CHECKPOINT = "checkpoint_best"  # the run's best evaluation so far
-BUDGET_POINTS = "budget_points"  # metrics.json: EFX's episodes per budget fraction
+BUDGET_POINTS_FILE = "budget_points.json"  # EFX's episodes per budget fraction
 # progress.csv columns (NaN in iterations without an evaluation)
 PROGRESS_COLUMNS = ("eval_return_mean", "eval_success_rate", "eval_coverage_mean", "eval_episodes")
 
@@ -310,10 +310,10 @@ class MarlEvalRecord:
         self._write()
 
     def set_budget_points(self, points: dict[str, dict] | None) -> None:
-        if points is None:
-            return
-        self.run[BUDGET_POINTS] = points
-        self._write()
+        """EFX's episodes per budget fraction, beside ``metrics.json`` (whose layout
+        marl-eval reads stays its own)."""
+        if points is not None:
+            (self.path.parent / BUDGET_POINTS_FILE).write_text(json.dumps(points, indent=1))
 
     def set_absolute(self, episodes: dict[str, list[float]] | None) -> None:
         if episodes is None:  # no end-of-run re-evaluation

@@ -1,7 +1,7 @@
 """The evaluations at the end of a run: the best evaluation's policy re-evaluated
 with ten times the episodes (marl-eval's ``absolute_metrics``) and, for EFX, played
-from chosen budgets (``budget_points``), both written to the run's ``metrics.json``
-by ``evaluation.MarlEvalRecord``."""
+from chosen budgets (``budget_points``), written by ``evaluation.MarlEvalRecord`` to the
+run's ``metrics.json`` and ``budget_points.json``."""
 
 from __future__ import annotations
 
