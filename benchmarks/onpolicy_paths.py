@@ -36,6 +36,7 @@ import common
 import numpy as np
 import ray
 import torch
+import yaml
 
 from marllib_ext import algos, make_env
 from marllib_ext.algos.ppo.phased import PhaseContext
@@ -76,8 +77,8 @@ def settings_for(name: str, batch: int, extra: dict | None = None) -> dict:
 
 
 def parse_value(value: str):
-    """``--set``'s value: an int where it is one, else the string."""
-    return int(value) if value.isdigit() else value
+    """``--set``'s value as YAML reads it (``5`` an int, ``0.1`` a float, ``rnd`` a string)."""
+    return yaml.safe_load(value)
 
 
 def labelled(label: str) -> tuple[str, dict]:
