@@ -102,11 +102,15 @@ class RNDModule(TorchRLModule):
         torch.random.set_rng_state(generator_state)
         self.register_buffer("reference", torch.zeros((), dtype=torch.float64))
 
-    def _forward(self, batch: dict[str, Any], **kwargs) -> dict[str, Any]:
+    def batch_errors(self, batch: dict[str, Any]) -> dict[str, Any]:
+        """``{ERRORS_PREFIX + key: (N,) errors}`` of a batch ``{key: (N, d) rows}``."""
         return {ERRORS_PREFIX + key: self.pairs[key].errors(rows) for key, rows in batch.items()}
 
+    def _forward(self, batch: dict[str, Any], **kwargs) -> dict[str, Any]:
+        return self.batch_errors(batch)
+
     def _forward_train(self, batch: dict[str, Any], **kwargs) -> dict[str, Any]:
-        return self._forward(batch)
+        return self.batch_errors(batch)
 
     def errors(self, key: str, rows: np.ndarray) -> np.ndarray:
         """``(N,)`` float64 errors of ``rows`` ``(N, d)`` (the env runners' novelty)."""

@@ -27,7 +27,7 @@ from marllib_ext.policies.rnd import (
 )
 from marllib_ext.postprocessing.intrinsic_signals import INTRINSIC_REWARD
 from marllib_ext.postprocessing.novelty_signals import RNDSignal
-from marllib_ext.rllib_compat import plain_module
+from marllib_ext.rllib_compat import local_learner, plain_module
 
 COEF = 0.5
 
@@ -194,14 +194,14 @@ def test_rnd_checkpoints_resumes_and_evaluates_at_a_chosen_z(ray_session, tmp_pa
     try:
         algorithm.train()
         trained = copy.deepcopy(
-            plain_module(algorithm.learner_group._learner.module, RND_MODULE_ID).state_dict()
+            plain_module(local_learner(algorithm).module, RND_MODULE_ID).state_dict()
         )
         algorithm.save_to_path(str(tmp_path / "checkpoint"))
     finally:
         algorithm.stop()
     restored = Algorithm.from_checkpoint(str(tmp_path / "checkpoint"))
     try:
-        module = plain_module(restored.learner_group._learner.module, RND_MODULE_ID)
+        module = plain_module(local_learner(restored).module, RND_MODULE_ID)
         for key, value in trained.items():
             torch.testing.assert_close(module.state_dict()[key], value)
         result = restored.train()
