@@ -88,8 +88,7 @@ class RNDModule(TorchRLModule):
 
     def setup(self) -> None:
         config = self.model_config
-        hiddens = list(config.get(RND_HIDDENS, [64, 64]))
-        features = int(config.get(RND_FEATURES, 32))
+        hiddens, features = list(config[RND_HIDDENS]), int(config[RND_FEATURES])
         generator_state = torch.random.get_rng_state()
         # The same target on every learner and runner, whatever the global seed did.
         torch.manual_seed(int(config.get(RND_SEED) or 0))

@@ -80,29 +80,20 @@ def intrinsic_signal(
     ``settings``; ``teams``: each team's agents as indices into ``agents``."""
     name = getattr(settings, "intrinsic_reward", "surprisal") if name is None else name
     coef = float(settings.intrinsic_coef if coef is None else coef)
-    if name == "surprisal":
+    cls = signal_class(name)
+    if cls is SurprisalSignal:
         return SurprisalSignal(coef)
-    if name == "count":
-        return CountSignal(
-            coef=coef,
-            agents=agents,
-            observation_dims=observation_dims,
-            teams=teams,
-            scope=settings.count_scope,
-            hash_kind=settings.count_hash,
-            hash_bits=settings.count_hash_bits,
-            decimals=settings.count_decimals,
-            seed=seed,
-        )
-    if name == "rnd":
-        return RNDSignal(
-            coef=coef,
-            agents=agents,
-            observation_dims=observation_dims,
-            teams=teams,
-            scope=settings.rnd_scope,
-        )
-    raise ValueError(f"intrinsic_reward must be one of {INTRINSIC_SIGNALS}, got {name!r}")
+    novelty = {"coef": coef, "agents": agents, "observation_dims": observation_dims, "teams": teams}
+    if cls is RNDSignal:
+        return RNDSignal(**novelty, scope=settings.rnd_scope)
+    return CountSignal(
+        **novelty,
+        scope=settings.count_scope,
+        hash_kind=settings.count_hash,
+        hash_bits=settings.count_hash_bits,
+        decimals=settings.count_decimals,
+        seed=seed,
+    )
 
 
 # Episode custom data: {agent: its agent steps counted so far} (copied across chunk cuts).
