@@ -96,6 +96,15 @@ def test_every_table_is_reproduced_by_one_experiment_file(page):
         assert line in text
 
 
+def write_run(run, steps: int, record: dict, env: str = "smax", task: str = "3m"):
+    """A stored run with a 1,000-step budget that stopped at ``steps``, evaluated as
+    ``record`` (one marl-eval run)."""
+    run.mkdir(parents=True)
+    (run / "config.yaml").write_text("stop: {env_steps: 1000}\n")
+    (run / "progress.csv").write_text(f"timesteps_total,x\n{steps},0\n")
+    (run / "metrics.json").write_text(json.dumps({env: {task: {"a": {"seed_0": record}}}}))
+
+
 def test_a_cell_reads_the_experiment_runs_that_reached_their_budget(page, tmp_path):
     table = {
         "experiment": "exp",
@@ -104,13 +113,9 @@ def test_a_cell_reads_the_experiment_runs_that_reached_their_budget(page, tmp_pa
     }
     root = tmp_path / "exp" / "runs" / "smax-3m" / "qmix@pymarl2"
     for seed, (steps, wins) in enumerate([(1000, [1.0, 0.0]), (1000, [1.0, 1.0]), (500, [0.0])]):
-        run = root / f"seed_{seed}"
-        run.mkdir(parents=True)
-        (run / "config.yaml").write_text("stop: {env_steps: 1000}\n")
-        (run / "progress.csv").write_text(f"timesteps_total,x\n{steps},0\n")
         record = {"step_0": {"step_count": 10, "win_rate": [0.0]}}
         record["step_1"] = {"step_count": steps, "win_rate": wins}
-        (run / "metrics.json").write_text(json.dumps({"smax": {"3m": {"q": {"seed_0": record}}}}))
+        write_run(root / f"seed_{seed}", steps, record)
     cell = page.read_runs(table, {"algorithm": "qmix@pymarl2"}, "col", tmp_path)
     assert cell.values == [0.5, 1.0] and cell.seeds == [0, 1]  # seed 2 stopped at 500
     assert not cell.earlier
@@ -126,11 +131,7 @@ def test_budget_rows_read_efx_budget_points_and_solved_seeds_are_counted(page, t
     root = tmp_path / "exp" / "runs" / "grid-pass" / "efx_mappo"
     for seed, (last, at_half) in enumerate([(0.0, [1.0, 0.0]), (0.25, [1.0, 1.0])]):
         run = root / f"seed_{seed}"
-        run.mkdir(parents=True)
-        (run / "config.yaml").write_text("stop: {env_steps: 1000}\n")
-        (run / "progress.csv").write_text("timesteps_total,x\n1000,0\n")
-        record = {"step_0": {"step_count": 1000, "win_rate": [last]}}
-        (run / "metrics.json").write_text(json.dumps({"grid": {"pass": {"e": {"seed_0": record}}}}))
+        write_run(run, 1000, {"step_0": {"step_count": 1000, "win_rate": [last]}}, "grid", "pass")
         points = {"0.5": {"z": 50.0, "win_rate": at_half}}
         (run / "budget_points.json").write_text(json.dumps(points))
     last = page.read_runs(table, {"algorithm": "efx_mappo"}, "col", tmp_path)
