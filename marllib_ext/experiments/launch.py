@@ -13,7 +13,9 @@ The experiment's folder ``<out>/<name>/`` holds::
 
 Running the command again continues the experiment with Tune's own restore
 (``Tuner.restore``): finished trials are kept, unfinished and failed ones resume from
-their last checkpoint. A trial that fails is reported by name and the others go on."""
+their last checkpoint. Without Tune's state (stored results checked out elsewhere) a
+trial whose folder holds its finished run keeps it and the others start over. A trial
+that fails is reported by name and the others go on."""
 
 from __future__ import annotations
 
@@ -21,7 +23,6 @@ import contextlib
 import os
 import shutil
 import sys
-import time
 from pathlib import Path
 from typing import Any
 
@@ -31,14 +32,14 @@ from marllib_ext.algos.api import Algo
 from marllib_ext.configs.run_file import RunSpec
 from marllib_ext.envs.handle import make_env
 from marllib_ext.errors import ConfigError
+from marllib_ext.experiments.progress import PROGRESS_EVERY_S, progress_callback
 from marllib_ext.experiments.spec import Experiment, Trial, parse_experiment, slug
-from marllib_ext.experiments.summary import write_summary
+from marllib_ext.experiments.summary import stored_run_finished, write_summary
 
 EXPERIMENT_FILE = "experiment.yaml"
 TUNE_DIR = "tune"
 RUNS_DIR = "runs"
 REPORT_DIR = "report"
-PROGRESS_EVERY_S = 30.0
 INTERRUPTED = 130  # exit status of a run stopped before every trial finished (as SIGINT)
 
 
@@ -113,6 +114,8 @@ def run_trial(config: dict[str, Any]) -> None:
     run = RunSpec.from_mapping(trial["run"], where=trial["name"])
     run_dir = Path(trial["run_dir"])
     checkpoint = tune.get_checkpoint()
+    if checkpoint is None and stored_run_finished(run, run_dir):
+        return  # a finished run stored without Tune's state (results checked out): kept
     if checkpoint is None and run_dir.exists():
         shutil.rmtree(run_dir)  # started before and stopped ahead of its first checkpoint
 
@@ -169,94 +172,6 @@ def _resources(config: dict[str, Any]):
     return rllib_config.algo_class.default_resource_request(rllib_config)
 
 
-# ---- progress ------------------------------------------------------------------------
-def _status_counts(trials) -> dict[str, int]:
-    counts = {"done": 0, "running": 0, "waiting": 0, "failed": 0}
-    for trial in trials:
-        status = trial.status
-        key = {"TERMINATED": "done", "RUNNING": "running", "ERROR": "failed"}.get(status, "waiting")
-        counts[key] += 1
-    return counts
-
-
-def _duration(seconds: float) -> str:
-    seconds = int(max(0, seconds))
-    hours, rest = divmod(seconds, 3600)
-    return f"{hours}h{rest // 60:02d}m" if hours else f"{rest // 60}m{rest % 60:02d}s"
-
-
-def progress_callback(every_s: float = PROGRESS_EVERY_S):
-    """A Tune callback printing trials done, running, waiting and failed, env steps and
-    the estimated time left (from this session's env-step rate) every ``every_s``
-    seconds, and each trial as it ends or fails."""
-    from ray.tune import Callback
-
-    class GridProgress(Callback):
-        def setup(self, **info) -> None:
-            # Called at every start, a continued experiment's too.
-            self.steps: dict[str, float] = {}
-            self.first_steps: dict[str, float] = {}
-            self.started = time.monotonic()
-            self.printed = time.monotonic()
-
-        def on_trial_result(self, iteration, trials, trial, result, **info):
-            steps = float(result.get("timesteps_total", 0))
-            self.first_steps.setdefault(trial.trial_id, steps - _iteration_steps(result))
-            self.steps[trial.trial_id] = steps
-
-        def on_trial_complete(self, iteration, trials, trial, **info):
-            print(f"trial done: {trial.config['trial']['name']}", flush=True)
-
-        def on_experiment_end(self, trials, **info):
-            self._line(trials)
-
-        def on_trial_error(self, iteration, trials, trial, **info):
-            error = _first_error_line(trial)
-            print(f"trial FAILED: {trial.config['trial']['name']}: {error}", flush=True)
-
-        def on_step_end(self, iteration, trials, **info):
-            if time.monotonic() - self.printed >= every_s:
-                self._line(trials)
-
-        def _line(self, trials) -> None:
-            self.printed = time.monotonic()
-            counts = _status_counts(trials)
-            line = " ".join(f"{v} {k}" for k, v in counts.items())
-            budgets = [t.config["trial"]["run"]["stop"].get("env_steps") for t in trials]
-            done_steps = sum(
-                budget if t.status == "TERMINATED" and budget else self.steps.get(t.trial_id, 0.0)
-                for t, budget in zip(trials, budgets, strict=True)
-            )
-            if all(budgets):
-                total = sum(budgets)
-                line += f" | env steps {done_steps:,.0f} / {total:,.0f}"
-                gained = sum(self.steps[k] - self.first_steps[k] for k in self.steps)
-                elapsed = time.monotonic() - self.started
-                if gained > 0 and counts["failed"] + counts["done"] < len(trials):
-                    left = (total - done_steps) / (gained / elapsed)
-                    line += f" | elapsed {_duration(elapsed)}, about {_duration(left)} left"
-            else:
-                line += f" | env steps {done_steps:,.0f}"
-            print(f"[benchmark] trials: {line}", flush=True)
-
-    return GridProgress()
-
-
-def _iteration_steps(result: dict[str, Any]) -> float:
-    iterations = max(1.0, float(result.get("training_iteration", 1)))
-    return float(result.get("timesteps_total", 0)) / iterations
-
-
-def _first_error_line(trial) -> str:
-    with contextlib.suppress(Exception):
-        error = trial.get_pickled_error() or trial.get_error()
-        if error is not None:
-            lines = [ln for ln in str(error).strip().splitlines() if ln.strip()]
-            return lines[-1] if lines else type(error).__name__
-    return "see the trial's error.txt"
-
-
-# ---- the experiment ------------------------------------------------------------------
 def experiment_dir(experiment: Experiment, out: str | Path) -> Path:
     return Path(out).resolve() / experiment.name
 
@@ -362,9 +277,10 @@ def run_benchmark(
     failed_names = {name for name, _ in failed}
     unfinished = [
         config["name"]
-        for config in configs
+        for config, (trial, _) in zip(configs, checked, strict=True)
         if config["name"] not in failed_names
         and not (Path(config["run_dir"]) / "checkpoint").exists()
+        and not stored_run_finished(trial.run, Path(config["run_dir"]))
     ]
     summary = write_summary(experiment, root, [t for t, _ in checked], RUNS_DIR)
     print(f"summary: {summary}")

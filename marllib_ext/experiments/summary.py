@@ -15,6 +15,8 @@ from pathlib import Path
 
 import numpy as np
 
+from marllib_ext.algos.evaluation import BUDGET_POINTS_FILE
+from marllib_ext.configs.run_file import RunSpec
 from marllib_ext.experiments.spec import Experiment, Trial
 from marllib_ext.ops.statistics import student_t_interval
 from marllib_ext.report import METRICS_FILE, run_steps, single_run
@@ -45,6 +47,32 @@ def run_score(run_dir: Path) -> tuple[float, str, float] | None:
     if rows:
         return float(rows[-1]["episode_return_mean"]), TRAINING_RETURN, steps
     return None
+
+
+def stored_run_finished(run: RunSpec, run_dir: Path) -> bool:
+    """Whether ``run_dir`` holds ``run`` finished as stored results keep it (without its
+    checkpoint): the last progress row reached a stop criterion and the end-of-run
+    evaluations asked for are written (the best policy re-evaluated, EFX's budget
+    points)."""
+    progress = run_dir / "progress.csv"
+    if not progress.exists():
+        return False
+    with open(progress, newline="") as f:
+        rows = list(csv.DictReader(f))
+    if not rows or not any(
+        float(rows[-1].get(column) or "nan") >= float(limit) for column, limit in run.stop.items()
+    ):
+        return False
+    evaluation = run.evaluation
+    if evaluation.get("evaluation_budgets") and not (run_dir / BUDGET_POINTS_FILE).exists():
+        return False
+    metrics = run_dir / METRICS_FILE
+    if evaluation.get("evaluation_interval") and evaluation.get("evaluation_final_episodes") != 0:
+        if not metrics.exists():
+            return False
+        run_record = single_run(json.loads(metrics.read_text()))
+        return bool(run_record.get("absolute_metrics")) or not run_steps(run_record)
+    return True
 
 
 def summary_table(experiment: Experiment, trials: list[Trial], runs_root: Path) -> str:

@@ -1,7 +1,9 @@
 """``marllib-ext benchmark``: a 2 x 2 x 2 grid end to end, run again without training
-anything, and stopped in the middle then continued from the trials' checkpoints."""
+anything (with and without Tune's state), and stopped in the middle then continued
+from the trials' checkpoints."""
 
 import csv
+import shutil
 import signal
 import subprocess
 import sys
@@ -70,6 +72,23 @@ def test_a_grid_runs_to_the_end_and_running_it_again_trains_nothing(tmp_path):
     assert "continuing experiment grid" in again.stdout
     assert "trial done:" not in again.stdout
     assert {run: (run / "progress.csv").stat().st_mtime_ns for run in runs} == written
+
+    # Stored results checked out elsewhere: no Tune state, no checkpoints. The finished
+    # runs are kept; a run cut short trains again from its start.
+    shutil.rmtree(root / "tune")
+    for run in runs:
+        shutil.rmtree(run / "checkpoint")
+    cut = root / "runs/toy-coordination/mappo/seed_1"
+    lines = (cut / "progress.csv").read_text().splitlines(keepends=True)
+    (cut / "progress.csv").write_text("".join(lines[:2]))
+    fresh = benchmark(file)
+    assert fresh.returncode == 0, fresh.stdout[-3000:] + fresh.stderr[-3000:]
+    assert fresh.stdout.count("trial kept:") == 7
+    assert fresh.stdout.count("trial done:") == 1
+    assert "trial done: toy:coordination/mappo/seed_1" in fresh.stdout
+    assert iterations(cut) == [1, 2]
+    kept = {run: t for run, t in written.items() if run != cut}
+    assert {run: (run / "progress.csv").stat().st_mtime_ns for run in kept} == kept
 
     changed = write(tmp_path, {**GRID, "seeds": [0, 1, 2]})
     refused = benchmark(changed)

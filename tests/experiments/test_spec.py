@@ -198,3 +198,35 @@ def test_a_trial_whose_worker_never_started_is_named_from_its_folder():
     assert _trial_name(never, configs) == configs[0]["name"]
     unknown = SimpleNamespace(config={}, path="/x/tune/other")
     assert _trial_name(unknown, configs) == "other"
+
+
+def test_a_stored_run_counts_as_finished_only_with_its_stop_and_final_evaluations(tmp_path):
+    """What a checkout of stored results keeps when the experiment runs again without
+    Tune's state: a run that reached its stop and wrote the end-of-run evaluations."""
+    import json
+
+    from marllib_ext.experiments.summary import stored_run_finished
+
+    experiment = parse_experiment(
+        small(
+            algorithms=["efx_mappo"],
+            stop={"env_steps": 1000},
+            evaluation={"every": 1, "episodes": 2, "budgets": [0, 1]},
+        )
+    )
+    run = expand(experiment)[0].run
+    run_dir = tmp_path / "seed_0"
+    run_dir.mkdir()
+    assert not stored_run_finished(run, run_dir)
+    (run_dir / "progress.csv").write_text("training_iteration,timesteps_total\n1,500\n")
+    assert not stored_run_finished(run, run_dir)  # short of its stop
+    (run_dir / "progress.csv").write_text("training_iteration,timesteps_total\n1,500\n2,1000\n")
+    step = {"step_count": 1000, "return": [1.0, 0.0]}
+    record = {"absolute_metrics": {}, "step_0": step}
+    (run_dir / "metrics.json").write_text(json.dumps({"e": {"t": {"a": {"seed_0": record}}}}))
+    assert not stored_run_finished(run, run_dir)  # stopped before its final evaluation
+    record["absolute_metrics"] = {"return": [1.0] * 20}
+    (run_dir / "metrics.json").write_text(json.dumps({"e": {"t": {"a": {"seed_0": record}}}}))
+    assert not stored_run_finished(run, run_dir)  # budget points asked, not written
+    (run_dir / "budget_points.json").write_text("{}")
+    assert stored_run_finished(run, run_dir)
