@@ -18,6 +18,7 @@ from marllib_ext.algos import (
     efx,
     happo,
     joint_q,
+    masac,
     ppo,
     roer,
     safe,
@@ -274,6 +275,12 @@ TEAM_REPLAY = {
 }
 JOINT_Q = {"capabilities": JOINT_Q_CAPABILITIES, **TEAM_REPLAY}
 DDPG = {"capabilities": DDPG_CAPABILITIES, **TEAM_REPLAY}
+SOFT_AC_CAPABILITIES = Capabilities(off_policy=True, data_parallel=False)
+SOFT_AC = {"capabilities": SOFT_AC_CAPABILITIES, **TEAM_REPLAY}
+SOFT_AC_SEQUENTIAL = {
+    **SOFT_AC,
+    "capabilities": dataclasses.replace(SOFT_AC_CAPABILITIES, sequential=True),
+}
 SAC_CAPABILITIES = Capabilities(multi_agent_only=False, single_agent_only=True, off_policy=True)
 # fmt: off
 ALGORITHMS: dict[str, AlgoSpec] = {
@@ -320,6 +327,8 @@ ALGORITHMS: dict[str, AlgoSpec] = {
             **DDPG, "capabilities": dataclasses.replace(DDPG_CAPABILITIES, **INDEPENDENT_REPLAY)}),
         AlgoSpec("maddpg", "CC", ddpg.DDPGSettings, ddpg.build_maddpg, **DDPG),
         AlgoSpec("facmac", "VD", ddpg.FACMACSettings, ddpg.build_facmac, **DDPG),
+        AlgoSpec("masac", "CC", masac.MASACSettings, masac.build_masac, **SOFT_AC),
+        AlgoSpec("hasac", "CC", masac.MASACSettings, masac.build_hasac, **SOFT_AC_SEQUENTIAL),
     )
 }
 # fmt: on

@@ -63,7 +63,9 @@ class TeamReplayLearner(ObservesBatchBeforeLoss, TorchLearner):
             mid: list(index) for mid, index in layout["teams"].items()
         }
         self.policies = sorted(set(self.policy_of.values()))
-        for policy in self.policies:
+        # Policies with a target copy (DDPG's actors, joint-Q agents; not soft actors).
+        self.targeted_policies = [p for p in self.policies if target_module_id(p) in self.module]
+        for policy in self.targeted_policies:
             target = self.module[target_module_id(policy)]
             target.load_state_dict(self.module[policy].state_dict())
             target.requires_grad_(False)
@@ -156,7 +158,7 @@ class TeamReplayLearner(ObservesBatchBeforeLoss, TorchLearner):
     def sync_targets(self, tau: float) -> None:
         """``target <- tau * online + (1 - tau) * target`` for every target (``tau = 1``:
         a hard copy)."""
-        for policy in self.policies:
+        for policy in self.targeted_policies:
             polyak_update(self.module[target_module_id(policy)], self.module[policy], tau)
         for module_id in self.module.keys():  # noqa: SIM118 - MultiRLModule has no __iter__
             module = self.module[module_id]
