@@ -25,6 +25,8 @@ CASES = {
     "coma": ({}, A2C),
     "iql": ({}, JOINT_Q),
     "vdn": ({}, JOINT_Q),
+    "masac": ({}, JOINT_Q),
+    "hasac": ({"share_policy": "individual"}, JOINT_Q),
 }
 DEFAULT_TIER = ("mappo", "qmix")
 

@@ -203,7 +203,13 @@ class MASACLearner(TeamReplayLearner):
             loss=critic_term + actor_term + temperature_term,
             td_errors=((targets - values) * view.mask).detach()[:, None, None],  # (B, 1, 1)
             valid=view.mask.bool()[:, None],
-            terms={"values": values, "twin_values": twins, "targets": targets},
+            terms={
+                "values": values,
+                "twin_values": twins,
+                "targets": targets,
+                "critic_loss": critic_term,
+                "actor_loss": actor_term,
+            },
             metrics={
                 "critic_loss": critic_term.detach(),
                 "q_mean": values.detach()[view.mask.bool()].mean(),
