@@ -1,16 +1,17 @@
 """Seconds per gradient update of ``sac_roer``, ``isac_roer``, ``qmix`` (feed-forward,
-and GRU agents with TD(lambda) targets) and ``maddpg``
+and GRU agents with TD(lambda) targets), ``maddpg``, ``masac`` and ``hasac``
 against the same update as a plain torch loop, measured in one run on one thread::
 
     python benchmarks/offpolicy_speed.py --updates 256 --team-updates 40
 
-Every row includes the env steps its update earns (SAC: one; ``qmix``/``maddpg``: one
+Every row includes the env steps its update earns (SAC: one; the team algorithms: one
 25-step episode). Each plain loop uses the algorithm's nets and settings with numpy
 transitions and uniform draws (``PlainSAC``, ``qmix_plain_loop_seconds``,
-``maddpg_plain_loop_seconds``). ``sac_roer`` runs on Pendulum-v1 with ``fast_replay``
-(K = ``--fragment`` minibatches per learner call, and K = 1) for ``per_type`` uniform
-and JS, and on RLlib's episode buffers (``fast_replay=false``); ``isac_roer`` and
-``maddpg`` on continuous ``mpe:simple_spread``, ``qmix`` on the discrete one.
+``maddpg_plain_loop_seconds``, ``soft_team_plain_loop_seconds``). ``sac_roer`` runs
+on Pendulum-v1 with ``fast_replay`` (K = ``--fragment`` minibatches per learner call,
+and K = 1) for ``per_type`` uniform and JS, and on RLlib's episode buffers
+(``fast_replay=false``); ``isac_roer``, ``maddpg``, ``masac`` and ``hasac`` on
+continuous ``mpe:simple_spread``, ``qmix`` on the discrete one.
 
 Also env steps per second of each path and the peak resident memory of the process
 (``ru_maxrss``).
@@ -455,10 +456,125 @@ def maddpg_plain_loop_seconds(updates: int, seed: int = 0) -> float:
     return (time.perf_counter() - start) / updates
 
 
+def soft_team_plain_loop_seconds(updates: int, *, sequential: bool, seed: int = 0) -> float:
+    """Seconds per update of a plain torch MASAC (``sequential``: HASAC) loop on
+    continuous mpe:simple_spread, each with the episode it earns: squashed-Gaussian
+    actors (one shared; HASAC one per agent, stepped one after another in a random order
+    on the joint action of the agents already stepped), one twin soft critic
+    ``Q(s, a_1..a_n)`` on the team reward, tuned temperatures (HASAC's team one in the
+    target), numpy transitions, ``batch_episode`` x 25 uniform draws, Adam, a gradient
+    clip of 10 and Polyak targets."""
+    torch.manual_seed(seed)
+    name = "hasac" if sequential else "masac"
+    settings = algos.get(name).settings(make_env("mpe:simple_spread", continuous_actions=True))
+    env, agents, obs_dim, state_dim = spread_env(continuous=True)
+    n, space = len(agents), env.action_space(agents[0])
+    act_dim = space.shape[0]
+    low, high = torch.as_tensor(space.low), torch.as_tensor(space.high)
+    hiddens, activation = settings.actor_hiddens, settings.activation
+    actors = [
+        mlp_net(obs_dim, hiddens, 2 * act_dim, activation) for _ in range(n if sequential else 1)
+    ]
+    critics = [
+        mlp_net(state_dim + n * act_dim, settings.critic_hiddens, 1, activation) for _ in range(2)
+    ]
+    targets = copy.deepcopy(critics)
+    log_alphas = [torch.zeros((), requires_grad=True) for _ in range(len(actors) + sequential)]
+    actor_opts = [torch.optim.Adam(a.parameters(), settings.actor_lr) for a in actors]
+    critic_opt = torch.optim.Adam([p for c in critics for p in c.parameters()], settings.critic_lr)
+    alpha_opt = torch.optim.Adam(log_alphas, settings.alpha_lr)
+    store = TeamTransitions(settings.buffer_size * 25, n, obs_dim, state_dim, (act_dim,))
+    rng = np.random.default_rng(seed)
+    half = 0.5 * (high - low)
+
+    def policy(i, obs):  # (B, d) -> action (B, a), log pi (B,)
+        mean, log_std = actors[i % len(actors)](obs).chunk(2, -1)
+        std = log_std.clamp(-20, 2).exp()
+        u = mean + std * torch.randn_like(mean)
+        logp = torch.distributions.Normal(mean, std).log_prob(u)
+        logp = logp - 2 * (np.log(2) - u - torch.nn.functional.softplus(-2 * u)) - half.log()
+        return low + (torch.tanh(u) + 1) * half, logp.sum(-1)
+
+    def sample(stacked: np.ndarray) -> np.ndarray:
+        with torch.no_grad():
+            obs = torch.from_numpy(stacked)
+            return torch.stack([policy(i, obs[i : i + 1])[0][0] for i in range(n)]).numpy()
+
+    def q_min(nets, state, joint):
+        x = torch.cat([state, joint.flatten(1)], -1)
+        return torch.minimum(nets[0](x), nets[1](x)).squeeze(-1)
+
+    for _ in range(settings.learning_starts):
+        store.play_episode(env, agents, sample, rng)
+    start = time.perf_counter()
+    for _ in range(updates):
+        store.play_episode(env, agents, sample, rng)
+        o, nx, st, nst, a, r, d = store.sample(settings.batch_episode * 25, rng)
+        with torch.no_grad():
+            drawn = [policy(i, nx[:, i]) for i in range(n)]
+            joint_next = torch.stack([x for x, _ in drawn], 1)
+            alphas = [log_alphas[-1 if sequential else i % len(actors)].exp() for i in range(n)]
+            penalty = sum(alphas[i] * drawn[i][1] for i in range(n))
+            y = r + settings.gamma * (1 - d) * (q_min(targets, nst, joint_next) - penalty)
+        x = torch.cat([st, a.flatten(1)], -1)
+        critic_loss = 0.5 * sum((c(x).squeeze(-1) - y).pow(2).mean() for c in critics)
+        critic_opt.zero_grad()
+        critic_loss.backward()
+        torch.nn.utils.clip_grad_norm_([p for c in critics for p in c.parameters()], 10.0)
+        critic_opt.step()
+        for c in critics:
+            c.requires_grad_(False)
+        entropy_terms = []
+        if sequential:
+            with torch.no_grad():
+                joint = [policy(i, o[:, i])[0] for i in range(n)]
+            for i in rng.permutation(n):
+                action, logp = policy(i, o[:, i])
+                together = torch.stack([*joint[:i], action, *joint[i + 1 :]], 1)
+                loss = (log_alphas[i].exp().detach() * logp - q_min(critics, st, together)).mean()
+                actor_opts[i].zero_grad()
+                loss.backward()
+                torch.nn.utils.clip_grad_norm_(actors[i].parameters(), 10.0)
+                actor_opts[i].step()
+                entropy_terms.append((i, logp.detach()))
+                with torch.no_grad():
+                    joint[i] = policy(i, o[:, i])[0]
+        else:
+            drawn = [policy(i, o[:, i]) for i in range(n)]
+            q = q_min(critics, st, torch.stack([x for x, _ in drawn], 1))
+            loss = -q.mean() + sum(log_alphas[0].exp().detach() * lp.mean() for _, lp in drawn)
+            actor_opts[0].zero_grad()
+            loss.backward()
+            torch.nn.utils.clip_grad_norm_(actors[0].parameters(), 10.0)
+            actor_opts[0].step()
+            entropy_terms = [(i, lp.detach()) for i, (_, lp) in enumerate(drawn)]
+        for c in critics:
+            c.requires_grad_(True)
+        alpha_loss = sum(
+            -(log_alphas[i % len(actors)] * (lp + settings.target_entropy_of(True, act_dim))).mean()
+            for i, lp in entropy_terms
+        )
+        if sequential:
+            joint_logp = sum(lp for _, lp in entropy_terms)
+            entropy = n * settings.target_entropy_of(True, act_dim)
+            alpha_loss = alpha_loss - (log_alphas[-1] * (joint_logp + entropy)).mean()
+        alpha_opt.zero_grad()
+        alpha_loss.backward()
+        alpha_opt.step()
+        with torch.no_grad():
+            for main, target_net in zip(critics, targets, strict=True):
+                for p, tp in zip(main.parameters(), target_net.parameters(), strict=True):
+                    tp.lerp_(p, settings.tau)
+    return (time.perf_counter() - start) / updates
+
+
 def team_replay_seconds(name: str, updates: int, env, **settings) -> float:
     """Seconds per update of a team-replay algorithm (its training steps, with the
     episodes they sample: one update per sampled episode)."""
-    algorithm = algos.get(name, **settings).rllib_config(env, seed=0).build_algo()
+    share = "individual" if name == "hasac" else "all"
+    algorithm = (
+        algos.get(name, **settings).rllib_config(env, share_policy=share, seed=0).build_algo()
+    )
     try:
         settings = algorithm.replay_settings
         while len(algorithm.store) < settings.episodes_before_learning + 8:
@@ -511,6 +627,14 @@ def main() -> None:
         "maddpg": lambda: (maddpg_plain_loop_seconds(args.team_updates), [
             ("team store, uniform",
              team_replay_seconds("maddpg", args.team_updates, continuous_spread)),
+        ], 25),
+        "masac": lambda: (soft_team_plain_loop_seconds(args.team_updates, sequential=False), [
+            ("team store, uniform",
+             team_replay_seconds("masac", args.team_updates, continuous_spread)),
+        ], 25),
+        "hasac": lambda: (soft_team_plain_loop_seconds(args.team_updates, sequential=True), [
+            ("team store, uniform, one actor per agent",
+             team_replay_seconds("hasac", args.team_updates, continuous_spread)),
         ], 25),
     }  # fmt: skip
     chosen = args.algorithms or list(sections)
