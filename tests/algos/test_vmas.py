@@ -107,3 +107,31 @@ def test_efx_novelty_signals_on_the_batched_simulator(ray_session, tmp_path, sig
     z = 0.25 * settings_of(restored.config).z_high
     evaluation = evaluate(str(tmp_path / "checkpoint"), episodes=2, z=z)
     assert evaluation.budget_z == pytest.approx(z)
+
+
+@pytest.mark.parametrize("name", ["masac", pytest.param("hasac", marks=pytest.mark.slow)])
+def test_soft_actor_critics_learn_from_the_batched_simulators_arrays(ray_session, name):
+    """masac / hasac on one batched VMAS world per runner: the team episodes come from
+    the rollout's arrays, and updates run on them."""
+    small = {
+        "learning_starts": 2,
+        "batch_episode": 2,
+        "actor_hiddens": [16],
+        "critic_hiddens": [16],
+    }
+    config = algos.get(name, **small).rllib_config(
+        make_env("vmas:navigation", max_steps=20),
+        seed=0,
+        num_env_runners=0,
+        num_envs_per_env_runner=4,
+        share_policy="individual" if name == "hasac" else "all",
+    )
+    algorithm = config.build_algo()
+    try:
+        assert algorithm.env_runner.sampling == "sampling: team episodes from arrays"
+        algorithm.train()
+        result = algorithm.train()
+        assert result["team_replay"]["updates"] == 4
+        assert math.isfinite(result["learners"]["soft_critic"]["critic_loss"])
+    finally:
+        algorithm.stop()
