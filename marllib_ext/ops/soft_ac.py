@@ -16,6 +16,9 @@ policies::
 
     y = r + gamma (1 - d) [min(Q'_1, Q'_2)(s', a'_1..a'_n) - sum_i alpha_i log pi_i(a'_i|o'_i)]
 
+(with ``n_step`` HARL's n-step form: ``r`` the discounted sum of the window's rewards,
+``gamma (1 - d)`` its ``gamma^m (1 - d)``, ``s'`` the state ``m`` steps on.)
+
 (HARL's HASAC takes one team temperature on the joint log-probability, ``alpha_i =
 alpha`` for every i.) Actor objective (minimized; the critic held fixed), continuous
 with the reparameterized action ``a~_i``, discrete as the expectation over the agent's
@@ -71,20 +74,17 @@ def entropy_penalty(log_probs: torch.Tensor, alphas: torch.Tensor, present: torc
 
 
 def soft_td_target(
-    rewards: torch.Tensor,
-    terminateds: torch.Tensor,
+    returns: torch.Tensor,
+    discounts: torch.Tensor,
     next_q: torch.Tensor,
     next_q_twin: torch.Tensor,
     penalty: torch.Tensor,
-    gamma: float,
 ) -> torch.Tensor:
-    """``y = r + gamma (1 - d) (min(Q'_1, Q'_2) - penalty)``, all ``(B,)``, no gradient
-    (``penalty``: ``entropy_penalty`` of the next actions)."""
-    if not 0.0 <= gamma <= 1.0:
-        raise ValueError(f"gamma must be in [0, 1], got {gamma}")
+    """``y = G + disc (min(Q'_1, Q'_2) - penalty)``, all ``(B,)``, no gradient:
+    ``G = r`` and ``disc = gamma (1 - d)`` after one step, ``ops.td.n_step_returns``
+    after n (``penalty``: ``entropy_penalty`` of the actions at the bootstrap state)."""
     with torch.no_grad():
-        soft_value = torch.minimum(next_q, next_q_twin) - penalty
-        return rewards + gamma * (1.0 - terminateds.float()) * soft_value
+        return returns + discounts * (torch.minimum(next_q, next_q_twin) - penalty)
 
 
 def discrete_soft_objective(

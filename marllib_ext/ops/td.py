@@ -21,6 +21,37 @@ def td_targets(
         return rewards + gamma * (1.0 - terminateds.float()) * next_values
 
 
+def n_step_returns(
+    rewards: torch.Tensor, terminateds: torch.Tensor, mask: torch.Tensor, gamma: float
+) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """The n-step return of windows of ``L`` steps from each row's first step, cut at
+    the episode's end (``mask``, a prefix of each row), no gradient::
+
+        m      = sum_k mask_k                                  real steps of the window
+        G      = sum_{k < m} gamma^k r_k
+        disc   = gamma^m (1 - terminated_{m-1})                 the bootstrap's discount
+        y      = G + disc * V(s_{t+m})
+
+    ``rewards (B, L[, n])`` (per agent where given), ``terminateds``, ``mask (B, L)``.
+    Returns ``(G (B[, n]), disc (B,), m (B,) int64)``: observation row ``m`` of the
+    window is the bootstrap state (an episode's final row where it ended). ``L = 1``
+    gives ``td_targets``'s terms."""
+    if not 0.0 <= gamma <= 1.0:
+        raise ValueError(f"gamma must be in [0, 1], got {gamma}")
+    with torch.no_grad():
+        real = mask.float()
+        powers = gamma ** torch.arange(real.shape[1], dtype=real.dtype, device=real.device)
+        weights = real * powers  # (B, L)
+        if rewards.dim() == 3:
+            returns = (rewards * weights[..., None]).sum(1)
+        else:
+            returns = (rewards * weights).sum(1)
+        steps = real.sum(1).long().clamp(min=1)
+        last_terminated = terminateds.float().gather(1, (steps - 1)[:, None])[:, 0]
+        discounts = gamma ** steps.to(real.dtype) * (1.0 - last_terminated)
+        return returns, discounts, steps
+
+
 def episode_last_steps(mask: torch.Tensor) -> torch.Tensor:
     """1 at the last real step of every row of whole episodes, else 0: the
     ``terminated`` flags of a learner that takes every episode end as terminal, a

@@ -241,8 +241,10 @@ class TeamEpisodeStore(PrioritizedRing):
         rows = 0 if self.arrays is None else self.arrays["obs"].shape[0]
         return np.arange(self.max_length)[None, :] < self.lengths[:rows, None]
 
-    def sample_transitions(self, batch_size: int) -> SampledTeamBatch:
-        """``batch_size`` team transitions ``(k, t)`` (sequences of length 1)."""
+    def sample_transitions(self, batch_size: int, length: int = 1) -> SampledTeamBatch:
+        """``batch_size`` team transitions ``(k, t)``: sequences of ``length`` steps from
+        each drawn step (1: single transitions; more: n-step windows, cut at the
+        episode's end by their ``mask``)."""
         self._require_data()
         flat = np.flatnonzero(self.valid_steps().reshape(-1))
         if self.prioritized:
@@ -254,7 +256,7 @@ class TeamEpisodeStore(PrioritizedRing):
             pick = self.rng.integers(0, len(flat), size=batch_size)
             importance = np.ones(batch_size, np.float32)
         slots, starts = np.divmod(flat[pick], self.max_length)
-        return self._gather(slots, starts, 1, importance)
+        return self._gather(slots, starts, length, importance)
 
     def sample_episodes(self, batch_size: int) -> SampledTeamBatch:
         """``batch_size`` whole episodes, padded to the longest of them."""

@@ -73,10 +73,8 @@ def test_soft_td_target_literals():
     rewards, done = torch.tensor([1.0, 1.0]), torch.tensor([0.0, 1.0])
     q, twin = torch.tensor([2.0, 2.0]), torch.tensor([3.0, 1.0])
     penalty = torch.tensor([0.5, 0.5])
-    targets = soft_td_target(rewards, done, q, twin, penalty, 0.9)
+    targets = soft_td_target(rewards, 0.9 * (1 - done), q, twin, penalty)
     assert targets.tolist() == pytest.approx([1.0 + 0.9 * (2.0 - 0.5), 1.0])
-    with pytest.raises(ValueError, match="gamma"):
-        soft_td_target(rewards, done, q, twin, penalty, 1.5)
 
 
 def test_soft_td_target_against_a_loop_and_holds_no_gradient():
@@ -86,7 +84,7 @@ def test_soft_td_target_against_a_loop_and_holds_no_gradient():
     log_probs, present = torch.randn(16, 3), (torch.rand(16, 3) < 0.8).float()
     alphas = torch.tensor([0.1, 0.2, 0.3])
     penalty = entropy_penalty(log_probs, alphas, present)
-    targets = soft_td_target(r, d, q, twin, penalty, 0.99)
+    targets = soft_td_target(r, 0.99 * (1 - d), q, twin, penalty)
     assert not targets.requires_grad
     for b in range(16):
         soft = min(q[b].item(), twin[b].item()) - sum(

@@ -277,3 +277,29 @@ def test_common_rewards_literal_and_against_a_loop():
                 for i in team:
                     slow[b, t, i] = total
     torch.testing.assert_close(common_rewards(rewards, teams), slow)
+
+
+def test_n_step_returns_literal_and_against_a_loop():
+    from marllib_ext.ops.td import n_step_returns
+
+    rewards = torch.tensor([[1.0, 2.0, 4.0], [1.0, 2.0, 0.0]])
+    terminated = torch.tensor([[0.0, 0.0, 0.0], [0.0, 1.0, 0.0]])
+    mask = torch.tensor([[1.0, 1.0, 1.0], [1.0, 1.0, 0.0]])
+    returns, discounts, steps = n_step_returns(rewards, terminated, mask, 0.5)
+    assert returns.tolist() == [1.0 + 0.5 * 2.0 + 0.25 * 4.0, 1.0 + 0.5 * 2.0]
+    assert discounts.tolist() == [0.125, 0.0] and steps.tolist() == [3, 2]
+
+    torch.manual_seed(0)
+    lengths = torch.randint(1, 6, (32,))
+    mask = (torch.arange(5)[None] < lengths[:, None]).float()
+    rewards = torch.randn(32, 5, 3) * mask[..., None]
+    terminated = torch.zeros(32, 5)
+    ended = torch.rand(32) < 0.5
+    terminated[torch.arange(32), lengths - 1] = ended.float()
+    returns, discounts, steps = n_step_returns(rewards, terminated, mask, 0.9)
+    for b in range(32):
+        m = int(lengths[b])
+        expected = sum(0.9**k * rewards[b, k] for k in range(m))
+        torch.testing.assert_close(returns[b], expected)
+        assert discounts[b].item() == pytest.approx(0.9**m * (1 - float(ended[b])))
+        assert steps[b].item() == m

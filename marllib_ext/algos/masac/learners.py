@@ -39,7 +39,7 @@ from marllib_ext.ops.soft_ac import (
     soft_td_target,
     temperature_loss,
 )
-from marllib_ext.ops.td import team_sum
+from marllib_ext.ops.td import n_step_returns, team_sum
 from marllib_ext.policies.soft_actor import SoftActorRLModule, SoftTeamCritic
 
 ACTOR_OPTIMIZER, CRITIC_OPTIMIZER, TEMPERATURE_OPTIMIZER = "actor", "critic", "temperature"
@@ -49,9 +49,11 @@ ACTOR_OPTIMIZER, CRITIC_OPTIMIZER, TEMPERATURE_OPTIMIZER = "actor", "critic", "t
 class SoftBatch:
     """One replayed batch of team transitions: ``(B, n, d)`` observations now and next,
     ``(B, s)`` states, ``(B, n, k)`` taken actions (continuous, or one-hot of the
-    discrete action), ``(B, n)`` rewards, presence now and next, ``(B,)`` terminated,
-    mask and importance weights, ``(B, n, A)`` legal actions now and next (or
-    ``None``). An absent agent's action is zeros."""
+    discrete action), ``(B, n)`` rewards, presence now and next, ``(B,)`` the
+    bootstrap's discount, mask and importance weights, ``(B, n, A)`` legal actions now
+    and next (or ``None``). An absent agent's action is zeros. With ``n_step`` windows
+    "next" is the state ``m`` steps on, ``rewards`` the window's discounted sums and
+    ``discount`` ``gamma^m (1 - d)`` (``ops.td.n_step_returns``)."""
 
     obs: torch.Tensor
     next_obs: torch.Tensor
@@ -59,7 +61,7 @@ class SoftBatch:
     next_state: torch.Tensor
     actions: torch.Tensor
     rewards: torch.Tensor
-    done: torch.Tensor
+    discount: torch.Tensor
     mask: torch.Tensor
     weights: torch.Tensor
     present: torch.Tensor
@@ -149,27 +151,35 @@ class MASACLearner(TeamReplayLearner):
     # ---- the batch --------------------------------------------------------------------
     @override(TeamReplayLearner)
     def batch_view(self, columns: dict[str, torch.Tensor]) -> SoftBatch:
-        present, next_present = columns["present"][:, 0], columns["present"][:, 1]
+        present = columns["present"][:, 0]
         actions = columns["actions"][:, 0]
         if self.continuous:
             actions = actions.float()
         else:
             actions = torch.nn.functional.one_hot(actions.long(), self.action_width).float()
         legal = columns.get("action_mask")
+        returns, discount, steps = n_step_returns(
+            columns["rewards"], columns["terminated"], columns["mask"], self.settings.gamma
+        )
+
+        def at_bootstrap(column: torch.Tensor) -> torch.Tensor:  # row m of each window
+            index = steps.view(-1, *[1] * (column.dim() - 1)).expand(-1, 1, *column.shape[2:])
+            return column.gather(1, index)[:, 0]
+
         return SoftBatch(
             obs=columns["obs"][:, 0],
-            next_obs=columns["obs"][:, 1],
+            next_obs=at_bootstrap(columns["obs"]),
             state=columns["state"][:, 0],
-            next_state=columns["state"][:, 1],
+            next_state=at_bootstrap(columns["state"]),
             actions=actions * present[..., None],
-            rewards=columns["rewards"][:, 0],
-            done=columns["terminated"][:, 0],
+            rewards=returns,
+            discount=discount,
             mask=columns["mask"][:, 0],
             weights=columns["weights"],
             present=present,
-            next_present=next_present,
+            next_present=at_bootstrap(columns["present"]),
             legal=None if legal is None else legal[:, 0],
-            next_legal=None if legal is None else legal[:, 1],
+            next_legal=None if legal is None else at_bootstrap(legal),
         )
 
     # ---- the team's loss --------------------------------------------------------------
@@ -191,11 +201,10 @@ class MASACLearner(TeamReplayLearner):
             )
             targets = soft_td_target(
                 team_sum(view.rewards, index),
-                view.done,
+                view.discount,
                 critic.value(next_input, target=True),
                 critic.value(next_input, target=True, twin=True),
                 penalty,
-                self.settings.gamma,
             )
         critic_term = critic_loss_with_twin(values[:, None], twins[:, None], targets[:, None], view)
         actor_term, temperature_term, metrics = self.actor_terms(module_id, critic, index, view)

@@ -27,6 +27,7 @@ class MASACSettings(TeamReplaySettings):
     auto_alpha: bool
     target_entropy: float | None
     discrete_target_entropy_scale: float
+    n_step: int
 
     def checks(self) -> list[Check]:
         return [
@@ -41,7 +42,18 @@ class MASACSettings(TeamReplaySettings):
                 "must be in [0, 1] (a share of log |A|)",
             ),
             (self.activation in ACTIVATION_NAMES, "activation", f"one of {ACTIVATION_NAMES}"),
+            (self.n_step >= 1, "n_step", "must be >= 1"),
+            (
+                self.n_step == 1 or self.per_type == "uniform",
+                "n_step",
+                "n-step windows sample uniformly (per_type: uniform): priorities rank "
+                "single transitions",
+            ),
         ]
+
+    @property
+    def transition_steps(self) -> int:
+        return self.n_step
 
     def target_entropy_of(self, continuous: bool, action_dim: int) -> float:
         """``target_entropy`` where set; else ``-|A|`` for a Box of ``action_dim``

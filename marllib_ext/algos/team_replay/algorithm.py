@@ -164,7 +164,9 @@ class TeamReplayAlgorithm(ReplayInCheckpoints, Algorithm):
             return self.store.sample_episodes(settings.batch_episode)
         # Feed-forward agents: as many single transitions as batch_episode episodes hold.
         mean_length = self.store.num_transitions / max(1, len(self.store))
-        return self.store.sample_transitions(max(1, round(settings.batch_episode * mean_length)))
+        return self.store.sample_transitions(
+            max(1, round(settings.batch_episode * mean_length)), settings.transition_steps
+        )
 
     @override(Algorithm)
     def get_checkpointable_components(self) -> list[tuple[str, Checkpointable]]:

@@ -70,6 +70,11 @@ class TeamReplaySettings(Settings, PrioritizedReplayFields):
             return self.whole_episodes
         return bool(getattr(self, "use_rnn", False))
 
+    @property
+    def transition_steps(self) -> int:
+        """Steps per sampled transition (n-step windows where an algorithm has them)."""
+        return 1
+
     def exploration_at(self, env_steps: int) -> float:
         """The exploration level at ``env_steps`` (epsilon, or the action-noise scale)."""
         raise NotImplementedError

@@ -93,8 +93,34 @@ def test_the_soft_target_per_sample(trained):
         penalty = sum(
             alphas[i] * drawn[i][1][b].item() * view.next_present[b, i].item() for i in index
         )
-        y = view.rewards[b].sum() + gamma * (1 - view.done[b]) * (q - penalty)
+        assert view.discount[b].item() in (0.0, pytest.approx(gamma))
+        y = view.rewards[b].sum() + view.discount[b] * (q - penalty)
         assert targets[b].item() == pytest.approx(y.item(), rel=1e-4, abs=1e-5)
+
+
+def test_n_step_windows_bootstrap_m_steps_on(ray_session):
+    """With ``n_step`` 3 each sampled window gives the discounted sum of its real
+    rewards (summed over the team) and bootstraps on the state m steps on with
+    gamma^m, none after a terminal step; written out from the raw columns."""
+    algo = build("masac", n_step=3, gamma=0.9)
+    try:
+        algo.train()
+        learner = local_learner(algo)
+        sampled = algo.store.sample_transitions(64, 3)
+        columns = {k: torch.as_tensor(v) for k, v in sampled.columns().items()}
+        assert columns["mask"].shape == (64, 3)
+        view = learner.batch_view(columns)
+        for b in range(64):
+            m = int(columns["mask"][b].sum())
+            g = sum(0.9**k * columns["rewards"][b, k].sum().item() for k in range(m))
+            assert view.rewards[b].sum().item() == pytest.approx(g, rel=1e-5, abs=1e-6)
+            ended = columns["terminated"][b, m - 1].item()
+            assert view.discount[b].item() == pytest.approx(0.9**m * (1 - ended))
+            torch.testing.assert_close(view.next_state[b], columns["state"][b, m])
+            torch.testing.assert_close(view.next_obs[b], columns["obs"][b, m])
+        assert (columns["mask"].sum(1) < 3).any()  # some windows reach an episode's end
+    finally:
+        algo.stop()
 
 
 def test_the_target_is_held_fixed_and_the_actor_loss_leaves_the_critic(ray_session):
@@ -221,6 +247,8 @@ def test_hasac_steps_each_actor_on_the_updated_actions_of_the_agents_before_it(r
 
 
 def test_refusals_name_the_field(ray_session):
+    with pytest.raises(ConfigError, match="n_step"):
+        algos.get("masac", n_step=3, per_type="PER").rllib_config(spread())
     with pytest.raises(ConfigError, match="discrete_target_entropy_scale"):
         algos.get("masac", discrete_target_entropy_scale=2.0).rllib_config(spread())
     with pytest.raises(ConfigError, match="num_learners"):
