@@ -23,6 +23,8 @@ from __future__ import annotations
 
 import torch
 
+from marllib_ext.ops.masks import masked_mean
+
 
 def squash_to_bounds(raw: torch.Tensor, low: torch.Tensor, high: torch.Tensor) -> torch.Tensor:
     """``low + (tanh(raw) + 1) / 2 * (high - low)``: an unbounded output into the box."""
@@ -80,7 +82,6 @@ def joint_actions_with_own(
 def deterministic_policy_loss(values: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
     """``-mean(values)`` over real steps: ascent on the critic's value of the actions.
     ``values (B[, n])``, ``mask (B,)``."""
-    mask = mask.float()
     if values.dim() == mask.dim() + 1:
         mask = mask.unsqueeze(-1).expand_as(values)
-    return -(values * mask).sum() / mask.sum().clamp(min=1.0)
+    return -masked_mean(values, mask)

@@ -16,6 +16,13 @@ import torch
 MASKED_LOGIT = -1.0e9
 
 
+def masked_mean(values: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
+    """``sum(values * mask) / max(1, sum(mask))``: the mean over the rows that count
+    (``values`` and ``mask`` of one shape; no row gives 0)."""
+    mask = mask.float()
+    return (values * mask).sum() / mask.sum().clamp(min=1.0)
+
+
 def masked_logits(logits: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
     """``logits (..., A)`` with ``MASKED_LOGIT`` where ``mask (..., A)`` is 0.
 

@@ -42,6 +42,8 @@ import math
 import torch
 from torch.nn import functional as F
 
+from marllib_ext.ops.masks import masked_mean
+
 LOG_STD_MIN, LOG_STD_MAX = -20.0, 2.0  # SAC's (and HARL's) bounds on the log std
 LOG_2 = math.log(2.0)
 
@@ -121,9 +123,3 @@ def temperature_loss(
     (a discrete policy's ``discrete_log_prob_mean``), ``log_alpha`` a scalar. Its
     gradient lowers ``alpha`` while the policy's entropy is above the target."""
     return masked_mean(-log_alpha * (log_probs + target_entropy).detach(), mask)
-
-
-def masked_mean(values: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
-    """``sum(values * mask) / max(1, sum(mask))``."""
-    mask = mask.float()
-    return (values * mask).sum() / mask.sum().clamp(min=1.0)

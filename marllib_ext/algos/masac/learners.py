@@ -30,12 +30,12 @@ from ray.rllib.utils.annotations import override
 
 from marllib_ext.algos.ddpg.learners import critic_loss_with_twin, held_fixed
 from marllib_ext.algos.team_replay.learner import TeamLoss, TeamReplayLearner
+from marllib_ext.ops.masks import masked_mean
 from marllib_ext.ops.soft_ac import (
     continuous_actor_loss,
     discrete_log_prob_mean,
     discrete_soft_objective,
     entropy_penalty,
-    masked_mean,
     soft_td_target,
     temperature_loss,
 )
@@ -122,6 +122,13 @@ class MASACLearner(TeamReplayLearner):
     def agent_obs(self, obs: torch.Tensor, index: int) -> torch.Tensor:
         return obs[:, index, : self.obs_dim_of[self.agents[index]]]
 
+    @staticmethod
+    def critic_input(state, actions, present) -> torch.Tensor:
+        """The team critic's input ``[s, a_1..a_m]``: ``state (..., s)``, ``actions
+        (..., m, width)``, ``present (..., m)`` -> ``(..., s + m width)``; an absent
+        agent's action enters as zeros."""
+        return torch.cat([state, (actions * present[..., None]).flatten(-2)], -1)
+
     def target_entropy(self, index: int) -> float:
         actor = self.actor(index)
         return self.settings.target_entropy_of(actor.continuous, actor.action_dim)
@@ -187,15 +194,16 @@ class MASACLearner(TeamReplayLearner):
     def team_loss(self, *, module_id, agent_index, view: SoftBatch) -> TeamLoss:
         critic: SoftTeamCritic = self.module[module_id]
         index = list(agent_index)
-        taken = torch.cat([view.state, view.actions[:, index].flatten(1)], -1)
+        taken = self.critic_input(view.state, view.actions[:, index], view.present[:, index])
         values, twins = critic.value(taken), critic.value(taken, twin=True)
         with torch.no_grad():
             next_actions, next_log_probs = zip(
                 *(self.sample(view.next_obs, view.next_legal, i) for i in index), strict=True
             )
             next_present = view.next_present[:, index]
-            next_joint = torch.stack(next_actions, 1) * next_present[..., None]
-            next_input = torch.cat([view.next_state, next_joint.flatten(1)], -1)
+            next_input = self.critic_input(
+                view.next_state, torch.stack(next_actions, 1), next_present
+            )
             penalty = self.next_soft_penalty(
                 module_id, index, torch.stack(next_log_probs, 1), next_present
             )
@@ -236,8 +244,8 @@ class MASACLearner(TeamReplayLearner):
                 actions, log_probs = zip(
                     *(self.sample(view.obs, None, i) for i in index), strict=True
                 )
-                joint = torch.stack(actions, 1) * view.present[:, index, None]
-                q = critic.min_value(torch.cat([view.state, joint.flatten(1)], -1))
+                joint = torch.stack(actions, 1)
+                q = critic.min_value(self.critic_input(view.state, joint, view.present[:, index]))
                 actor_term = -masked_mean(q, view.mask) + sum(
                     masked_mean(self.actor(i).alpha.detach() * lp, m)
                     for i, lp, m in zip(index, log_probs, acted, strict=True)
@@ -261,12 +269,12 @@ class MASACLearner(TeamReplayLearner):
         i = index[k]
         log_probs = self.discrete_log_probs(view.obs, view.legal, i)
         n_actions = log_probs.shape[-1]
-        others = torch.stack(joint, 1) * view.present[:, index, None]  # (B, m, width)
+        others = torch.stack(joint, 1)  # (B, m, width)
         every = others[:, None].repeat(1, n_actions, 1, 1)  # (B, A, m, width): own = a
-        own = torch.eye(n_actions, self.action_width, device=others.device)
-        every[:, :, k] = own[None] * view.present[:, i, None, None]
+        every[:, :, k] = torch.eye(n_actions, self.action_width, device=others.device)
         state = view.state[:, None].expand(-1, n_actions, -1)
-        q = critic.min_value(torch.cat([state, every.flatten(2)], -1))  # (B, A)
+        present = view.present[:, None, index].expand(-1, n_actions, -1)
+        q = critic.min_value(self.critic_input(state, every, present))  # (B, A)
         probs = log_probs.exp()
         alpha = self.actor(i).alpha.detach()
         loss = masked_mean(discrete_soft_objective(probs, log_probs, q, alpha), view.acted(i))
@@ -316,8 +324,9 @@ class HASACLearner(MASACLearner):
                 if self.continuous:
                     action, log_prob = self.sample(view.obs, None, i)
                     actions = [*joint[:k], action, *joint[k + 1 :]]
-                    together = torch.stack(actions, 1) * view.present[:, index, None]
-                    q = critic.min_value(torch.cat([view.state, together.flatten(1)], -1))
+                    together = torch.stack(actions, 1)
+                    present = view.present[:, index]
+                    q = critic.min_value(self.critic_input(view.state, together, present))
                     alpha = self.actor(i).alpha.detach()
                     loss = continuous_actor_loss(log_prob, q, alpha, acted[k])
                 else:
