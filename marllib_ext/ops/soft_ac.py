@@ -113,6 +113,22 @@ def continuous_actor_loss(
     return masked_mean(alpha * log_probs - q_values, mask)
 
 
+def team_actor_loss(
+    q_values: torch.Tensor,
+    mask: torch.Tensor,
+    log_probs: torch.Tensor,
+    alphas: torch.Tensor,
+    acted: torch.Tensor,
+) -> torch.Tensor:
+    """``masac``'s continuous actors together: ``-mean(min Q(s, a~_1..a~_m))`` over
+    ``mask (B,)`` plus ``sum_i mean(alpha_i log pi_i(a~_i|o_i))`` over the rows where
+    agent i acted. ``q_values (B,)``, ``log_probs``, ``acted (B, m)``, ``alphas (m,)``
+    (held fixed by the caller). The value enters once, so each actor's gradient through
+    it is its own action's."""
+    own = (alphas * log_probs * acted).sum(0) / acted.float().sum(0).clamp(min=1.0)
+    return -masked_mean(q_values, mask) + own.sum()
+
+
 def temperature_loss(
     log_alpha: torch.Tensor,
     log_probs: torch.Tensor,

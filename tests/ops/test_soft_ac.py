@@ -13,6 +13,7 @@ from marllib_ext.ops.soft_ac import (
     entropy_penalty,
     soft_td_target,
     squashed_gaussian_sample,
+    team_actor_loss,
     temperature_loss,
 )
 
@@ -138,3 +139,23 @@ def test_the_temperature_loss_sends_no_gradient_into_the_policy():
     loss = temperature_loss(torch.tensor(0.3, requires_grad=True), log_probs, -2.0, torch.ones(6))
     loss.backward()
     assert log_probs.grad is None
+
+
+def test_team_actor_loss_literal_and_against_a_loop():
+    q, mask = torch.tensor([2.0, 4.0, 100.0]), torch.tensor([1.0, 1.0, 0.0])
+    log_probs = torch.tensor([[1.0, -1.0], [3.0, -3.0], [50.0, 50.0]])
+    acted = torch.tensor([[1.0, 1.0], [1.0, 0.0], [0.0, 0.0]])
+    loss = team_actor_loss(q, mask, log_probs, torch.tensor([0.5, 2.0]), acted)
+    assert loss.item() == pytest.approx(-3.0 + 0.5 * 2.0 + 2.0 * -1.0)
+
+    torch.manual_seed(4)
+    q, log_probs = torch.randn(16), torch.randn(16, 3)
+    mask, acted = (torch.rand(16) < 0.8).float(), (torch.rand(16, 3) < 0.7).float()
+    alphas = torch.tensor([0.1, 0.2, 0.3])
+    expected = -sum(q[b] * mask[b] for b in range(16)) / mask.sum()
+    for i in range(3):
+        rows = [b for b in range(16) if acted[b, i] > 0]
+        expected += sum(alphas[i] * log_probs[b, i] for b in rows) / max(1, len(rows))
+    assert team_actor_loss(q, mask, log_probs, alphas, acted).item() == pytest.approx(
+        float(expected), rel=1e-5
+    )

@@ -37,6 +37,7 @@ from marllib_ext.ops.soft_ac import (
     discrete_soft_objective,
     entropy_penalty,
     soft_td_target,
+    team_actor_loss,
     temperature_loss,
 )
 from marllib_ext.ops.td import n_step_returns, team_sum
@@ -246,9 +247,9 @@ class MASACLearner(TeamReplayLearner):
                 )
                 joint = torch.stack(actions, 1)
                 q = critic.min_value(self.critic_input(view.state, joint, view.present[:, index]))
-                actor_term = -masked_mean(q, view.mask) + sum(
-                    masked_mean(self.actor(i).alpha.detach() * lp, m)
-                    for i, lp, m in zip(index, log_probs, acted, strict=True)
+                alphas = torch.stack([self.actor(i).alpha for i in index]).detach()
+                actor_term = team_actor_loss(
+                    q, view.mask, torch.stack(log_probs, 1), alphas, torch.stack(acted, 1)
                 )
                 expected = list(log_probs)
             else:
