@@ -131,6 +131,11 @@ def restored_algorithm(path: Path, *, render: str | None = None):
         num_envs_per_env_runner=1,
         rollout_fragment_length="auto",
     )
+    from marllib_ext.algos.evaluation import evaluation_env_config
+
+    env_config = evaluation_env_config(config)  # no training-only reward shaping
+    if env_config is not None:
+        config.environment(env_config=env_config)
     if render is not None:
         config.environment(env_config={**config.env_config, "render_mode": render})
         config.callbacks(on_episode_start=record_frame, on_episode_step=record_frame)

@@ -27,6 +27,9 @@ ACTION_MASK_KEY = "action_mask"
 # An env's report that the episode reached its goal (a won battle, a solved task), in
 # the infos of the episode's last step.
 SUCCESS_KEY = "success"
+# Env arguments that shape the training reward only, and their values for evaluation
+# (Overcooked's shaped reward): evaluations report the env's own return.
+TRAINING_ONLY_ENV_ARGS = {"shaped_reward": 0.0}
 MASK_SOURCES = ("auto", "observation", "info", "none")
 
 

@@ -5,6 +5,7 @@ ParallelEnv), ``lbf:<gymnasium id>``, ``rware:<gymnasium id>``,
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 import importlib
 import importlib.util
@@ -290,6 +291,37 @@ def smax_spec(name: str) -> EnvSpec:
     )
 
 
+def jaxmarl_spec(name: str) -> EnvSpec:
+    """``jaxmarl:<env>[:<layout>]``: a JaxMARL env on its own batching (``envs.jaxmarl``),
+    one simulator of ``num_envs_per_env_runner`` worlds per env runner;
+    ``jaxmarl:smax:<map>`` is ``smax:<map>``."""
+    from marllib_ext.envs.jaxmarl import FAMILIES, jaxmarl_env, jaxmarl_world, parse_name
+
+    rest = name.partition(":")[2]
+    if rest.startswith("smax:"):
+        return dataclasses.replace(smax_spec(rest), name=name)
+    env, layout = parse_name(rest)
+    family = FAMILIES[env]
+    full = f"{env}:{layout}" if layout else env
+    overcooked = family.shaped
+    return EnvSpec(
+        name=name,
+        creator=functools.partial(jaxmarl_env, full),
+        batched_creator=functools.partial(jaxmarl_world, full),
+        policy_mapping=PolicyMappingInfo(
+            team_prefix=("",),
+            all_agents_one_policy=True,
+            one_agent_one_policy=True,
+            description=f"JaxMARL {full}: {family.description}",
+        ),
+        hyperparam_source="overcooked" if overcooked else "jaxmarl",
+        state_source="observations",
+        # JaxMARL's IPPO on Overcooked: the shaped reward at full weight, annealed to 0
+        # over 2.5M env steps (REW_SHAPING_HORIZON, baselines/IPPO/config).
+        env_args={"shaped_reward": 1.0, "shaped_reward_horizon": 2_500_000} if overcooked else {},
+    )
+
+
 def spec_by_name(name: str) -> EnvSpec | None:
     """The spec for a by-name env, ``None`` for any other name."""
     for family in ENV_FAMILIES:
@@ -366,6 +398,16 @@ ENV_FAMILIES = (
         "6h_vs_8z, 10m_vs_11m, 27m_vs_30m, 3s5z_vs_3s6z and SMAX's own",
         ("jaxmarl", "jax"),
         build=smax_spec,
+    ),
+    EnvFamily(
+        "jaxmarl:<env>[:<layout>]",
+        "jaxmarl:overcooked:cramped_room",
+        "smax",
+        "JaxMARL's envs on their own batching: overcooked (layouts cramped_room, "
+        "asymm_advantages, coord_ring, forced_coord, counter_circuit), overcooked_v2:<layout>, "
+        "coin_game, switch_riddle, smax:<map>",
+        ("jaxmarl", "jax"),
+        build=jaxmarl_spec,
     ),
     EnvFamily(
         "grf:<scenario>",
