@@ -117,9 +117,10 @@ def checkpoint_algorithm(path: Path) -> tuple[type, Any]:
 
 
 @contextlib.contextmanager
-def restored_algorithm(path: Path, *, render: str | None = None):
+def restored_algorithm(path: Path, *, render: str | None = None, configure=None):
     """The checkpoint's algorithm rebuilt with one local env runner of a single env and
-    restored without its replay store (``rllib_compat.checkpoints``); stopped on exit. One env:
+    restored without its replay store (``rllib_compat.checkpoints``); stopped on exit.
+    ``configure(config)`` edits the config before the build (cross-play adds modules). One env:
     RLlib's ``sample(num_episodes=N)`` over several envs keeps the first N episodes to
     end and drops the rest, which over-represents short episodes (on tasks where success
     ends an episode, successes)."""
@@ -139,6 +140,8 @@ def restored_algorithm(path: Path, *, render: str | None = None):
     if render is not None:
         config.environment(env_config={**config.env_config, "render_mode": render})
         config.callbacks(on_episode_start=record_frame, on_episode_step=record_frame)
+    if configure is not None:
+        configure(config)
     algorithm = algorithm_class(config)
     try:
         with without_replay(algorithm):

@@ -64,26 +64,43 @@ def cmd_evaluate(args: argparse.Namespace) -> int:
         raise ConfigError("--z-sweep and --z are exclusive")
     if args.z_sweep is not None and args.render:
         raise ConfigError("--z-sweep does not render; drop --render")
+    partner = getattr(args, "partner", None)
+    if partner is not None and (args.z is not None or args.z_sweep is not None or args.render):
+        raise ConfigError("--partner plays two runs together; drop --z, --z-sweep and --render")
+    if partner is None and getattr(args, "partner_agents", None):
+        raise ConfigError("--partner-agents needs --partner")
     init_ray(args)
     try:
         if args.z_sweep is not None or args.z == "auto":
             return _evaluate_budgets(args)
-        result = evaluate(
-            args.checkpoint,
-            episodes=args.episodes,
-            z=args.z,
-            explore=not args.deterministic,
-            render=args.render,
-            out=args.out,
-            video=args.video,
-        )
+        if partner is not None:
+            from marllib_ext.algos.evaluation.crossplay import crossplay
+
+            result = crossplay(
+                args.checkpoint,
+                partner,
+                partner_agents=args.partner_agents,
+                episodes=args.episodes,
+                explore=not args.deterministic,
+            )
+        else:
+            result = evaluate(
+                args.checkpoint,
+                episodes=args.episodes,
+                z=args.z,
+                explore=not args.deterministic,
+                render=args.render,
+                out=args.out,
+                video=args.video,
+            )
     finally:
         ray.shutdown()
     budget = "" if result.budget_z is None else f" at budget z={result.budget_z:g}"
     actions = (
         "greedy actions" if args.deterministic else "sampled actions (--deterministic: greedy)"
     )
-    print(f"evaluated {len(result.team_returns)} episodes{budget}, actions {actions}")
+    partnered = "" if partner is None else f" with {partner} playing the partner slots"
+    print(f"evaluated {len(result.team_returns)} episodes{budget}{partnered}, actions {actions}")
     print(f"team return mean {result.team_return_mean:.3f}")
     for agent_id, returns in sorted(result.agent_returns.items()):
         print(f"  {agent_id}: return mean {np.mean(returns):.3f}")

@@ -272,6 +272,20 @@ def build_parser() -> argparse.ArgumentParser:
     evaluate.add_argument(
         "--video", default=None, metavar="FILE.gif", help="write the rendered episodes as a GIF"
     )
+    evaluate.add_argument(
+        "--partner",
+        default=None,
+        metavar="CHECKPOINT",
+        help="cross-play: another run's checkpoint whose policies play --partner-agents",
+    )
+    evaluate.add_argument(
+        "--partner-agents",
+        nargs="+",
+        default=None,
+        metavar="AGENT",
+        help="--partner: the slots its policies play (default: the second half of the "
+        "sorted agents, agent_1 of two)",
+    )
     _add_ray_arguments(evaluate)
     evaluate.set_defaults(func=evaluate_command.cmd_evaluate)
 
@@ -318,6 +332,25 @@ def build_parser() -> argparse.ArgumentParser:
     )
     report.add_argument("--reps", type=int, default=2000, help="bootstrap replicates")
     report.add_argument("--seed", type=int, default=0, help="bootstrap seed")
+    report.add_argument(
+        "--crossplay",
+        action="store_true",
+        help="instead: the runs x runs matrix of team returns, each row's team with the "
+        "column's policies in the partner slots (crossplay.md and crossplay.png; the "
+        "diagonal is self-play); RUN_DIRs are runs with a checkpoint",
+    )
+    report.add_argument(
+        "--episodes", type=int, default=10, help="--crossplay: episodes per pair (default 10)"
+    )
+    report.add_argument(
+        "--partner-agents",
+        nargs="+",
+        default=None,
+        metavar="AGENT",
+        help="--crossplay: the partner's slots (default: the second half of the sorted agents)",
+    )
+    report.add_argument("--deterministic", action="store_true", help="--crossplay: greedy actions")
+    _add_ray_arguments(report)
     report.set_defaults(func=report_command.cmd_report)
 
     list_cmd = commands.add_parser("list", help="list algorithms and envs")
