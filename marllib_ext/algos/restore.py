@@ -11,10 +11,12 @@ from typing import Any
 
 import numpy as np
 
+from marllib_ext.envs.adapter import TRAINING_ONLY_ENV_ARGS
 from marllib_ext.envs.handle import EnvHandle
 from marllib_ext.envs.registry import list_envs
 from marllib_ext.errors import ConfigError
 from marllib_ext.rllib_compat.checkpoints import without_replay
+from marllib_ext.rllib_compat.env_runners import registered_env_creator
 
 FRAMES_ATTRIBUTE = "_marllib_ext_frames"
 
@@ -132,8 +134,6 @@ def restored_algorithm(path: Path, *, render: str | None = None, configure=None)
         num_envs_per_env_runner=1,
         rollout_fragment_length="auto",
     )
-    from marllib_ext.algos.evaluation import evaluation_env_config
-
     env_config = evaluation_env_config(config)  # no training-only reward shaping
     if env_config is not None:
         config.environment(env_config=env_config)
@@ -149,3 +149,15 @@ def restored_algorithm(path: Path, *, render: str | None = None, configure=None)
         yield algorithm
     finally:
         algorithm.stop()
+
+
+def evaluation_env_config(config) -> dict[str, Any] | None:
+    """The env config evaluations run with: the training one without its reward shaping
+    (``TRAINING_ONLY_ENV_ARGS``, where the env takes them), or ``None`` where nothing
+    differs."""
+    spec = getattr(registered_env_creator(config.env), "spec", None)
+    takes = {**getattr(spec, "env_args", {}), **config.env_config}
+    evaluation = {k: v for k, v in TRAINING_ONLY_ENV_ARGS.items() if k in takes}
+    if not evaluation:
+        return None
+    return {**config.env_config, **evaluation}

@@ -5,7 +5,6 @@ ParallelEnv), ``lbf:<gymnasium id>``, ``rware:<gymnasium id>``,
 
 from __future__ import annotations
 
-import dataclasses
 import functools
 import importlib
 import importlib.util
@@ -14,6 +13,7 @@ from dataclasses import dataclass
 
 from marllib_ext.configs import ENV_PRESET_DIR, load_yaml
 from marllib_ext.envs.grf import GRF_SCENARIOS, grf_spec
+from marllib_ext.envs.jaxmarl_specs import jaxmarl_spec, smax_spec
 from marllib_ext.envs.spec import EnvSpec, PolicyMappingInfo
 from marllib_ext.errors import ConfigError, install_hint
 
@@ -262,63 +262,6 @@ def vmas_spec(name: str) -> EnvSpec:
         state_source="observations",
         max_episode_steps="max_steps",
         env_args=dict(VMAS_TASKS[task]),
-    )
-
-
-def smax_spec(name: str) -> EnvSpec:
-    """``smax:<scenario>``: SMAX battles against the heuristic enemy, one batched
-    simulator of ``num_envs_per_env_runner`` battles per env runner; action masks, dead
-    units absent, SMAX's world state for the critics, the episode limit ``max_steps``."""
-    from marllib_ext.envs.smax import SMAX_SCENARIOS, smax_env, smax_world
-
-    scenario = name.partition(":")[2]
-    if scenario not in SMAX_SCENARIOS:
-        raise ConfigError(f"unknown SMAX scenario {scenario!r}; scenarios: {SMAX_SCENARIOS}")
-    return EnvSpec(
-        name=name,
-        creator=functools.partial(smax_env, scenario),
-        batched_creator=functools.partial(smax_world, scenario),
-        policy_mapping=PolicyMappingInfo(
-            team_prefix=("ally_",),
-            all_agents_one_policy=True,
-            one_agent_one_policy=True,
-            description=f"SMAX {scenario} against the heuristic enemy, units die",
-        ),
-        hyperparam_source="smax",
-        state_source="env",
-        max_episode_steps="max_steps",
-        env_args={"max_steps": 100},
-    )
-
-
-def jaxmarl_spec(name: str) -> EnvSpec:
-    """``jaxmarl:<env>[:<layout>]``: a JaxMARL env on its own batching (``envs.jaxmarl``),
-    one simulator of ``num_envs_per_env_runner`` worlds per env runner;
-    ``jaxmarl:smax:<map>`` is ``smax:<map>``."""
-    from marllib_ext.envs.jaxmarl import FAMILIES, jaxmarl_env, jaxmarl_world, parse_name
-
-    rest = name.partition(":")[2]
-    if rest.startswith("smax:"):
-        return dataclasses.replace(smax_spec(rest), name=name)
-    env, layout = parse_name(rest)
-    family = FAMILIES[env]
-    full = f"{env}:{layout}" if layout else env
-    overcooked = family.shaped
-    return EnvSpec(
-        name=name,
-        creator=functools.partial(jaxmarl_env, full),
-        batched_creator=functools.partial(jaxmarl_world, full),
-        policy_mapping=PolicyMappingInfo(
-            team_prefix=("",),
-            all_agents_one_policy=True,
-            one_agent_one_policy=True,
-            description=f"JaxMARL {full}: {family.description}",
-        ),
-        hyperparam_source="overcooked" if overcooked else "jaxmarl",
-        state_source="observations",
-        # JaxMARL's IPPO on Overcooked: the shaped reward at full weight, annealed to 0
-        # over 2.5M env steps (REW_SHAPING_HORIZON, baselines/IPPO/config).
-        env_args={"shaped_reward": 1.0, "shaped_reward_horizon": 2_500_000} if overcooked else {},
     )
 
 

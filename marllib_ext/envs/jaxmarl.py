@@ -26,145 +26,17 @@ world state.
 from __future__ import annotations
 
 import functools
-from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from collections.abc import Sequence
 from typing import Any
 
 import gymnasium as gym
 import numpy as np
-from pettingzoo.utils.env import ParallelEnv
 
 from marllib_ext.envs.adapter import ACTION_MASK_KEY, OBSERVATION_KEY
 from marllib_ext.envs.arrays import WorldArrays
 from marllib_ext.envs.batched import WorldSlot
-from marllib_ext.errors import ConfigError, install_hint
-
-OVERCOOKED_LAYOUTS = (
-    "cramped_room", "asymm_advantages", "coord_ring", "forced_coord", "counter_circuit",
-)  # fmt: skip
-
-
-@dataclass(frozen=True)
-class JaxMarlFamily:
-    """How one JaxMARL env is built and read.
-
-    Attributes:
-        jaxmarl_id: the name ``jaxmarl.make`` knows.
-        layouts: the accepted ``<layout>`` parts (empty: the name takes none).
-        default_layout: the layout of a name without one.
-        layout_args: ``layout -> make's keyword arguments``.
-        time_limit: ``env -> T`` where an episode that reaches ``T`` steps is cut by
-            time (truncated), or ``None`` where every end is a terminal one.
-        shaped: the env reports ``info["shaped_reward"]`` per agent.
-        description: one line for ``marllib-ext envs``.
-    """
-
-    jaxmarl_id: str
-    layouts: tuple[str, ...] = ()
-    default_layout: str | None = None
-    layout_args: Callable[[str], dict[str, Any]] | None = None
-    time_limit: Callable[[Any], int | None] = lambda env: None
-    shaped: bool = False
-    description: str = ""
-
-
-def _overcooked_v1_layout(layout: str) -> dict[str, Any]:
-    from jaxmarl.environments.overcooked import overcooked_layouts
-
-    return {"layout": overcooked_layouts[layout]}
-
-
-def _overcooked_v2_layouts() -> tuple[str, ...]:
-    try:
-        from jaxmarl.environments.overcooked_v2.layouts import overcooked_v2_layouts
-    except ImportError:  # JaxMARL is missing: the names are checked when it is there
-        return ()
-    return tuple(overcooked_v2_layouts)
-
-
-FAMILIES: dict[str, JaxMarlFamily] = {
-    "overcooked": JaxMarlFamily(
-        "overcooked",
-        layouts=OVERCOOKED_LAYOUTS,
-        default_layout="cramped_room",
-        layout_args=_overcooked_v1_layout,
-        time_limit=lambda env: int(env.max_steps),
-        shaped=True,
-        description="Overcooked (Carroll et al. 2019), 2 cooks, 400 steps, 20 per soup served",
-    ),
-    "overcooked_v2": JaxMarlFamily(
-        "overcooked_v2",
-        layouts=("*",),  # checked against JaxMARL's own list when built
-        default_layout="cramped_room",
-        layout_args=lambda layout: {"layout": layout},
-        time_limit=lambda env: int(env.max_steps),
-        shaped=True,
-        description="Overcooked-V2 (Gessler et al. 2025), recipes and partial observability",
-    ),
-    "coin_game": JaxMarlFamily(
-        "coin_game",
-        time_limit=lambda env: int(env.num_inner_steps) * int(env.num_outer_steps),
-        description="Coin Game, 2 agents, each its own reward (general-sum)",
-    ),
-    "switch_riddle": JaxMarlFamily(
-        "switch_riddle",
-        description="Switch Riddle (Foerster et al. 2016), team reward at the end",
-    ),
-}
-
-# Envs JaxMARL ships that this adapter does not serve, and why.
-REFUSED = {
-    "storm": "STORM hands out one stacked observation array and a shared inventory table "
-    "instead of one observation per agent",
-    "storm_2p": "STORM hands out one stacked observation array and a shared inventory table "
-    "instead of one observation per agent",
-    "storm_np": "STORM hands out one stacked observation array and a shared inventory table "
-    "instead of one observation per agent",
-    "jaxnav": "JaxNav's agents act in continuous velocities on their own clocks; the adapter "
-    "serves discrete actions",
-    "hanabi": "use hanabi:<preset> (OpenSpiel's Hanabi through PettingZoo, turn-based)",
-    "ant_4x2": "MABrax needs brax; use mamujoco:<scenario> (gymnasium-robotics)",
-    "halfcheetah_6x1": "MABrax needs brax; use mamujoco:<scenario> (gymnasium-robotics)",
-    "hopper_3x1": "MABrax needs brax; use mamujoco:<scenario> (gymnasium-robotics)",
-    "humanoid_9|8": "MABrax needs brax; use mamujoco:<scenario> (gymnasium-robotics)",
-    "walker2d_2x3": "MABrax needs brax; use mamujoco:<scenario> (gymnasium-robotics)",
-}
-
-
-def parse_name(name: str) -> tuple[str, str | None]:
-    """``"overcooked:cramped_room"`` -> ``("overcooked", "cramped_room")`` (the part after
-    ``jaxmarl:``); a name without a layout gets its family's default. Raises
-    ``ConfigError`` naming the env or the layout."""
-    env, _, layout = name.partition(":")
-    if env in REFUSED:
-        raise ConfigError(f"jaxmarl:{env} is not served: {REFUSED[env]}")
-    if env not in FAMILIES:
-        raise ConfigError(f"unknown JaxMARL env {env!r}; served: {sorted(FAMILIES)} and smax:<map>")
-    family = FAMILIES[env]
-    if not layout:
-        return env, family.default_layout
-    if not family.layouts:
-        raise ConfigError(f"jaxmarl:{env} takes no layout, got {layout!r}")
-    known = _overcooked_v2_layouts() if family.layouts == ("*",) else family.layouts
-    if known and layout not in known:
-        raise ConfigError(f"unknown layout {layout!r} of jaxmarl:{env}; layouts: {known}")
-    return env, layout
-
-
-def make_jaxmarl_env(env: str, layout: str | None, env_args: dict[str, Any]) -> Any:
-    """The JaxMARL env of ``env`` / ``layout`` with ``env_args`` (make's keyword
-    arguments); ``ConfigError`` names what JaxMARL rejected."""
-    try:
-        import jaxmarl
-    except ImportError as e:
-        raise ConfigError(f"jaxmarl:{env} needs JaxMARL: {install_hint('smax')} ({e})") from e
-    family = FAMILIES[env]
-    kwargs = dict(family.layout_args(layout)) if layout is not None else {}
-    kwargs.update(env_args)
-    try:
-        return jaxmarl.make(family.jaxmarl_id, **kwargs)
-    except TypeError as e:
-        raise ConfigError(f"env 'jaxmarl:{env}' rejected {env_args}: {e}") from e
+from marllib_ext.envs.jaxmarl_calls import replace_where, reset_worlds, step_worlds
+from marllib_ext.errors import ConfigError
 
 
 def has_own_avail_actions(env: Any) -> bool:
@@ -223,9 +95,9 @@ class JaxMarlWorld:
         self._episode = np.zeros(num_envs, np.uint32)
         self._t = np.zeros(num_envs, np.uint32)
         # One compiled call per reset and per step: keys, simulation, packing.
-        self._reset = jax.jit(functools.partial(_reset_worlds, self))
-        self._step = jax.jit(functools.partial(_step_worlds, self))
-        self._replace = jax.jit(_replace_where)
+        self._reset = jax.jit(functools.partial(reset_worlds, self))
+        self._step = jax.jit(functools.partial(step_worlds, self))
+        self._replace = jax.jit(replace_where)
         self._worlds = np.arange(num_envs, dtype=np.uint32)
         self.states = None
         self.slots = [self.slot_class(self, i) for i in range(num_envs)]
@@ -425,52 +297,6 @@ class JaxMarlWorld:
         self._pending_step.clear()
 
 
-def _keys(key, worlds, episodes, ticks):
-    """Every world's key: its index, episode number and step (0: its reset) folded
-    into ``key``."""
-    import jax
-
-    return jax.vmap(_world_key, in_axes=(None, 0, 0, 0))(key, worlds, episodes, ticks)
-
-
-def _world_key(key, world, episode, tick):
-    """``key`` with a world's index, episode number and step (0: its reset) folded in."""
-    import jax
-
-    return jax.random.fold_in(jax.random.fold_in(jax.random.fold_in(key, world), episode), tick)
-
-
-def _reset_worlds(world: JaxMarlWorld, key, worlds, episodes, ticks):
-    import jax
-
-    observations, states = jax.vmap(world.env.reset)(_keys(key, worlds, episodes, ticks))
-    return states, world._pack(observations, states)
-
-
-def _step_worlds(world: JaxMarlWorld, key, worlds, episodes, ticks, states, actions):
-    import jax
-
-    keys = _keys(key, worlds, episodes, ticks)
-    observations, states, rewards, dones, infos = jax.vmap(world.env.step_env)(
-        keys, states, actions
-    )
-    extras = world._step_extras(states, rewards, dones, infos)
-    packed = (*world._pack(observations, states), *extras)
-    return states, packed
-
-
-def _replace_where(chosen, fresh, old):
-    """``fresh`` where ``chosen`` (per world), ``old`` elsewhere, leaf by leaf."""
-    import jax
-    import jax.numpy as jnp
-
-    def pick(new, previous):
-        mask = chosen.reshape((-1,) + (1,) * (new.ndim - 1))
-        return jnp.where(mask, new, previous)
-
-    return jax.tree_util.tree_map(pick, fresh, old)
-
-
 class JaxMarlSlot(WorldSlot):
     """World ``index`` of a ``JaxMarlWorld`` as a PettingZoo ParallelEnv."""
 
@@ -518,30 +344,3 @@ class OvercookedWorld(JaxMarlWorld):
         from jaxmarl.viz.overcooked_v2_visualizer import OvercookedV2Visualizer
 
         return np.asarray(OvercookedV2Visualizer()._render_state(state), np.uint8)
-
-
-def jaxmarl_world(name: str, num_envs: int, **env_args: Any) -> JaxMarlWorld:
-    """``num_envs`` worlds of ``jaxmarl:<name>`` stepped by one batched call
-    (``env_args``: the env's own arguments, plus ``seed``, ``render_mode``,
-    ``shaped_reward`` and ``shaped_reward_horizon``)."""
-    env, layout = parse_name(name)
-    adapter_args = {
-        key: env_args.pop(key)
-        for key in ("seed", "render_mode", "shaped_reward", "shaped_reward_horizon")
-        if key in env_args
-    }
-    jax_env = make_jaxmarl_env(env, layout, env_args)
-    family = FAMILIES[env]
-    world_class = OvercookedWorld if family.shaped else JaxMarlWorld
-    return world_class(
-        jax_env,
-        num_envs,
-        time_limit=family.time_limit(jax_env),
-        name=f"jaxmarl:{name}",
-        **adapter_args,
-    )
-
-
-def jaxmarl_env(name: str, **env_args: Any) -> ParallelEnv:
-    """One world of ``jaxmarl:<name>`` as a PettingZoo ParallelEnv."""
-    return jaxmarl_world(name, 1, **env_args).slots[0]

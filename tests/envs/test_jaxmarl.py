@@ -8,10 +8,10 @@ import pytest
 from pettingzoo.test import parallel_api_test
 
 from marllib_ext import algos, make_env
-from marllib_ext.algos.evaluation import evaluation_env_config
+from marllib_ext.algos.restore import evaluation_env_config
 from marllib_ext.envs.batched import BatchedVectorEnv
 from marllib_ext.envs.by_name import spec_by_name
-from marllib_ext.envs.jaxmarl import _world_key
+from marllib_ext.envs.jaxmarl_calls import world_key
 from marllib_ext.errors import ConfigError
 
 pytest.importorskip("jaxmarl", reason="the smax extra is not installed")
@@ -47,7 +47,7 @@ def test_overcooked_observations_are_the_flattened_grids_of_jaxmarls_env():
     step = jax.jit(env.step_env)
     arrays = world.reset_arrays(seed=3)
     key = jax.random.PRNGKey(3)
-    obs, state = env.reset(_world_key(key, 1, 0, 0))  # world 1, episode 0, its reset
+    obs, state = env.reset(world_key(key, 1, 0, 0))  # world 1, episode 0, its reset
     assert arrays.observations["agent_0"].shape == (2, 4 * 5 * 26)
     np.testing.assert_array_equal(arrays.observations["agent_1"][1], np.ravel(obs["agent_1"]))
     rng = np.random.default_rng(0)
@@ -56,7 +56,7 @@ def test_overcooked_observations_are_the_flattened_grids_of_jaxmarls_env():
         actions = {a: rng.integers(0, 6, 2) for a in world.agents}
         arrays = world.step_arrays(actions)
         obs, state, rewards, dones, info = step(
-            _world_key(key, 1, 0, t), state, {a: int(actions[a][1]) for a in world.agents}
+            world_key(key, 1, 0, t), state, {a: int(actions[a][1]) for a in world.agents}
         )
         for a in world.agents:
             np.testing.assert_array_equal(arrays.observations[a][1], np.ravel(obs[a]))
@@ -156,3 +156,13 @@ def test_mappo_samples_blocks_and_evaluates_without_shaping(ray_session):
         assert result["training_iteration"] == 1
     finally:
         algorithm.stop()
+
+
+@pytest.mark.parametrize("name", SERVED[:2])
+def test_overcooked_renders_through_jaxmarls_visualisers(name):
+    world = spec_by_name(name).make_batched(2, render_mode="rgb_array")
+    world.reset_arrays(seed=0)
+    frame = world.slots[1].render()
+    assert frame.dtype == np.uint8 and frame.ndim == 3 and frame.shape[2] == 3
+    assert frame.std() > 0  # a drawn kitchen, not a blank image
+    assert spec_by_name("jaxmarl:coin_game").make_batched(1).slots[0].render() is None

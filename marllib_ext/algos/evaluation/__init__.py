@@ -44,15 +44,15 @@ from marllib_ext.algos.env_checks import with_episode_end_callback
 from marllib_ext.algos.restore import (
     FRAMES_ATTRIBUTE,
     check_checkpoint,
+    evaluation_env_config,
     restored_algorithm,
     save_frames,
     save_video,
 )
-from marllib_ext.envs.adapter import SUCCESS_KEY, TRAINING_ONLY_ENV_ARGS
+from marllib_ext.envs.adapter import SUCCESS_KEY
 from marllib_ext.errors import ConfigError
 from marllib_ext.report import run_steps, single_run
 from marllib_ext.rllib_compat.checkpoints import save_policy_snapshot
-from marllib_ext.rllib_compat.env_runners import registered_env_creator
 from marllib_ext.rollout.direct import needs_no_episode_objects
 from marllib_ext.rollout.episode_steps import episode_coverage
 
@@ -189,18 +189,6 @@ def with_evaluation(config: AlgorithmConfig, settings: Any) -> AlgorithmConfig:
         ),
     )
     return with_episode_end_callback(config, record_evaluation_episode)
-
-
-def evaluation_env_config(config: AlgorithmConfig) -> dict[str, Any] | None:
-    """The env config evaluations run with: the training one without its reward shaping
-    (``TRAINING_ONLY_ENV_ARGS``, where the env takes them), or ``None`` where nothing
-    differs."""
-    spec = getattr(registered_env_creator(config.env), "spec", None)
-    takes = {**getattr(spec, "env_args", {}), **config.env_config}
-    evaluation = {k: v for k, v in TRAINING_ONLY_ENV_ARGS.items() if k in takes}
-    if not evaluation:
-        return None
-    return {**config.env_config, **evaluation}
 
 
 @needs_no_episode_objects  # it records evaluation episodes only, never training ones
