@@ -14,6 +14,7 @@ from typing import Any
 
 import gymnasium as gym
 
+from marllib_ext.algos.encoders import encoder_checks
 from marllib_ext.errors import ConfigError
 from marllib_ext.policies.joint_critic import ACTIVATIONS
 from marllib_ext.policies.vd_critic import MIXERS
@@ -175,6 +176,10 @@ class PPOSettings(Settings):
     # RLlib's std = exp(p), unbounded.
     std_bound: float | None
     feature_norm: bool  # HARL's use_feature_normalization: LayerNorm on the inputs
+    # The actors' encoder: mlp (actor_hiddens on the flat observation) or cnn (conv
+    # layers [channels, kernel, stride] on grid observations, then actor_hiddens heads).
+    encoder: str
+    conv_filters: list[list[int]]
     # Recurrent actors (rMAPPO): a GRU or LSTM layer of rnn_hidden_dim units after the
     # MLP, trained on sequences of at most max_seq_len steps (the data chunks).
     use_rnn: bool
@@ -225,6 +230,7 @@ class PPOSettings(Settings):
                 f"one of {ACTIVATION_NAMES}",
             ),
             (self.action_head_gain > 0, "action_head_gain", "must be > 0"),
+            *encoder_checks(self.encoder, self.conv_filters, self.use_rnn),
             (
                 self.initial_std is None or (self.initial_std > 0 and self.free_log_std),
                 "initial_std",

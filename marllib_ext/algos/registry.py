@@ -205,6 +205,8 @@ class AlgoSpec:
             )
         except ValueError as e:
             raise ConfigError(str(e)) from None
+        if getattr(settings, "encoder", "mlp") == "cnn":
+            config = with_grid_encoder_checked(config, self.name, settings, env)
         if env.is_multi_agent and env.layout.has_action_masks:
             try:
                 config = with_masked_actors(config, self.name)
@@ -361,3 +363,29 @@ def get_algo_spec(name: str) -> AlgoSpec:
     close = difflib.get_close_matches(name, list(ALGORITHMS), n=1)
     hint = f" Did you mean {close[0]!r}?" if close else ""
     raise ConfigError(f"unknown algorithm {name!r}.{hint} Available: {', '.join(ALGORITHMS)}")
+
+
+def with_grid_encoder_checked(config, algorithm: str, settings: Any, env: EnvHandle):
+    """``config`` with CNN actors (``policies.grid_actor``); ``ConfigError`` where the
+    env's observations are not grids or an actor cannot take the encoder."""
+    from marllib_ext.envs.adapter import plain_observation_space
+    from marllib_ext.envs.grid_space import grid_shape_of
+    from marllib_ext.policies.grid_actor import with_grid_encoders
+
+    spaces = env.layout.observation_spaces if env.is_multi_agent else {}
+    flat = sorted(a for a, s in spaces.items() if grid_shape_of(plain_observation_space(s)) is None)
+    if not spaces or flat:
+        raise ConfigError(
+            f"encoder: cnn needs grid observations (a GridBox, as jaxmarl:overcooked hands "
+            f"out); env {env.name!r} gives {', '.join(flat) or 'its agent'} flat vectors"
+        )
+    try:
+        return with_grid_encoders(
+            config,
+            algorithm,
+            conv_filters=settings.conv_filters,
+            activation=settings.actor_activation,
+            hiddens=settings.actor_hiddens,
+        )
+    except ValueError as e:
+        raise ConfigError(str(e)) from None

@@ -6,7 +6,8 @@ host copy hands the arrays to the samplers (``WorldArrays``), and each world's s
 PettingZoo ``ParallelEnv``. What the adapter does for every env:
 
 - **Observations** are flattened to one ``float32`` vector per agent (Overcooked's
-  ``(H, W, C)`` feature grids too, as JaxMARL's feed-forward IPPO baseline reads them).
+  ``(H, W, C)`` feature grids too, as JaxMARL's feed-forward IPPO baseline reads them;
+  their space is a ``GridBox``, from which ``encoder: cnn`` rebuilds the grid).
 - **Action masks** come from ``get_avail_actions`` where the env defines it (SMAX,
   Hanabi), as PettingZoo's ``{"observation", "action_mask"}``.
 - **Rewards** are the env's, per agent: shared where the env shares them (Overcooked,
@@ -35,6 +36,7 @@ import numpy as np
 from marllib_ext.envs.adapter import ACTION_MASK_KEY, OBSERVATION_KEY
 from marllib_ext.envs.arrays import WorldArrays
 from marllib_ext.envs.batched import WorldSlot
+from marllib_ext.envs.grid_space import GridBox
 from marllib_ext.envs.jaxmarl_calls import replace_where, reset_worlds, step_worlds
 from marllib_ext.errors import ConfigError
 
@@ -116,8 +118,15 @@ class JaxMarlWorld:
                 f"env {self.name!r} has {type(action_space).__name__} actions; the JaxMARL "
                 "adapter serves discrete actions"
             )
-        self.observation_shape = tuple(int(d) for d in self.env.observation_space(first).shape)
-        flat = gym.spaces.Box(-np.inf, np.inf, (int(np.prod(self.observation_shape)),), np.float32)
+        # The shape reset gives: Overcooked's observation_space swaps height and width.
+        observations, _ = self.jax.eval_shape(self.env.reset, self.jax.random.PRNGKey(0))
+        self.observation_shape = tuple(int(d) for d in observations[first].shape)
+        if len(self.observation_shape) == 3:  # a feature grid: encoder=cnn can rebuild it
+            flat = GridBox(self.observation_shape)
+        else:
+            flat = gym.spaces.Box(
+                -np.inf, np.inf, (int(np.prod(self.observation_shape)),), np.float32
+            )
         n_actions = int(action_space.n)
         self.provides_action_masks = has_own_avail_actions(self.env)
         if self.provides_action_masks:

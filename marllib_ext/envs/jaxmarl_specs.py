@@ -192,7 +192,12 @@ def jaxmarl_spec(name: str) -> EnvSpec:
         state_source="observations",
         # JaxMARL's IPPO on Overcooked: the shaped reward at full weight, annealed to 0
         # over 2.5M env steps (REW_SHAPING_HORIZON, baselines/IPPO/config).
-        env_args={"shaped_reward": 1.0, "shaped_reward_horizon": 2_500_000} if overcooked else {},
+        env_args=(
+            {"max_steps": 400, "shaped_reward": 1.0, "shaped_reward_horizon": 2_500_000}
+            if overcooked
+            else {}
+        ),
+        max_episode_steps="max_steps" if overcooked else None,
     )
 
 

@@ -87,6 +87,8 @@ def masked_actor_class(base: type) -> type:
     """The masked variant of a PPO actor class."""
     if base in MASKED_ACTOR_OF.values() or getattr(base, "handles_action_masks", False):
         return base
+    if getattr(base, "masked_variant", None) is not None:  # declared by the class itself
+        return base.masked_variant
     try:
         return MASKED_ACTOR_OF[base]
     except KeyError:

@@ -166,3 +166,24 @@ def test_overcooked_renders_through_jaxmarls_visualisers(name):
     assert frame.dtype == np.uint8 and frame.ndim == 3 and frame.shape[2] == 3
     assert frame.std() > 0  # a drawn kitchen, not a blank image
     assert spec_by_name("jaxmarl:coin_game").make_batched(1).slots[0].render() is None
+
+
+def test_overcooked_hands_out_grids_a_cnn_actor_trains_on(ray_session):
+    from torch import nn
+
+    from marllib_ext.envs.grid_space import grid_shape_of
+
+    env = make_env("jaxmarl:overcooked:cramped_room", max_steps=20)
+    assert grid_shape_of(env.layout.observation_spaces["agent_0"]) == (4, 5, 26)
+    config = algos.ippo(
+        encoder="cnn", train_batch_size=160, minibatch_size=80, num_epochs=1
+    ).rllib_config(env, seed=0, num_env_runners=0, num_envs_per_env_runner=4)
+    algorithm = config.build_algo()
+    try:
+        module = next(iter(algorithm.env_runner.module.values()))
+        assert any(isinstance(m, nn.Conv2d) for m in module.modules())
+        assert algorithm.train()["training_iteration"] == 1
+    finally:
+        algorithm.stop()
+    with pytest.raises(ConfigError, match="does not support encoder=cnn"):
+        algos.efx_mappo(encoder="cnn").rllib_config(env, seed=0)

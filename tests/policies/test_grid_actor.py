@@ -1,0 +1,128 @@
+"""CNN actors on grid observations (``encoder: cnn``): the flat observation rebuilt as
+its grid, the forward pass against a slow loop-by-loop reference, masks, and the
+settings and envs the encoder refuses."""
+
+import gymnasium as gym
+import numpy as np
+import pytest
+import torch
+from ray.rllib.algorithms.ppo.ppo_catalog import PPOCatalog
+from ray.rllib.core.columns import Columns
+from ray.rllib.core.rl_module.rl_module import RLModuleSpec
+from torch import nn
+
+from marllib_ext import algos, make_env
+from marllib_ext.envs.adapter import ACTION_MASK_KEY, OBSERVATION_KEY
+from marllib_ext.envs.grid_space import GridBox, grid_shape_of
+from marllib_ext.errors import ConfigError
+from marllib_ext.ops.masks import MASKED_LOGIT
+from marllib_ext.policies.grid_actor import GridPPOActor, MaskedGridPPOActor
+from marllib_ext.policies.masked_actor import masked_actor_class
+
+pytestmark = pytest.mark.filterwarnings("ignore::DeprecationWarning")
+
+GRID = (4, 5, 3)
+MODEL = {
+    "conv_filters": [[4, 3, 1], [6, 3, 2]],
+    "conv_activation": "relu",
+    "head_fcnet_hiddens": [8],
+    "head_fcnet_activation": "relu",
+    "vf_share_layers": False,  # as the package's actors: the value head has its own CNN
+}
+
+
+def _actor(cls=GridPPOActor, space=None):
+    return RLModuleSpec(
+        module_class=cls,
+        observation_space=space or GridBox(GRID),
+        action_space=gym.spaces.Discrete(5),
+        model_config=dict(MODEL),
+        catalog_class=PPOCatalog,
+    ).build()
+
+
+def _slow_logits(actor, grid: np.ndarray) -> np.ndarray:
+    """The pi head's logits by loops: zero padding, each convolution as sums over
+    channels and kernel cells, ReLU, flatten in (H, W, C) order (RLlib's CNN returns
+    channels last), then the head."""
+    x = grid.transpose(2, 0, 1).astype(np.float64)  # (C, H, W)
+    for layer in actor.encoder.actor_encoder.net[0].cnn:
+        if isinstance(layer, nn.ZeroPad2d):
+            left, right, top, bottom = layer.padding
+            x = np.pad(x, ((0, 0), (top, bottom), (left, right)))
+        elif isinstance(layer, nn.Conv2d):
+            w = layer.weight.detach().double().numpy()
+            b = layer.bias.detach().double().numpy()
+            (kh, kw), (sh, sw) = layer.kernel_size, layer.stride
+            rows, cols = (x.shape[1] - kh) // sh + 1, (x.shape[2] - kw) // sw + 1
+            out = np.zeros((w.shape[0], rows, cols))
+            for o in range(w.shape[0]):
+                for i in range(rows):
+                    for j in range(cols):
+                        patch = x[:, i * sh : i * sh + kh, j * sw : j * sw + kw]
+                        out[o, i, j] = float((patch * w[o]).sum()) + b[o]
+            x = out
+        elif isinstance(layer, nn.ReLU):
+            x = np.maximum(x, 0.0)
+    h = x.transpose(1, 2, 0).reshape(-1)
+    for layer in actor.pi.net.mlp:
+        if isinstance(layer, nn.Linear):
+            h = layer.weight.detach().double().numpy() @ h + layer.bias.detach().double().numpy()
+        elif isinstance(layer, nn.ReLU):
+            h = np.maximum(h, 0.0)
+    return h
+
+
+def test_a_gridbox_is_a_flat_box_that_knows_its_grid():
+    space = GridBox(GRID)
+    assert space.shape == (60,) and space.dtype == np.float32
+    assert grid_shape_of(space) == GRID
+    assert grid_shape_of(gym.spaces.Box(0, 1, (60,))) is None
+    with pytest.raises(ValueError, match="grid shape"):
+        GridBox((4, 5))
+
+
+def test_the_cnn_reads_the_flattened_grid_as_the_slow_reference_does():
+    torch.manual_seed(0)
+    actor = _actor()
+    assert any(isinstance(m, nn.Conv2d) for m in actor.modules())
+    grids = np.random.default_rng(0).normal(size=(3, *GRID)).astype(np.float32)
+    flat = torch.from_numpy(grids.reshape(3, -1))  # the env's np.ravel order
+    logits = actor.forward_inference({Columns.OBS: flat})[Columns.ACTION_DIST_INPUTS]
+    for k in range(3):
+        np.testing.assert_allclose(logits[k].detach().numpy(), _slow_logits(actor, grids[k]),
+                                   rtol=1e-5, atol=1e-6)  # fmt: skip
+    # Read in another order the same numbers are another image: the reference disagrees.
+    shuffled = grids.transpose(0, 2, 1, 3).reshape(3, -1)
+    other = actor.forward_inference({Columns.OBS: torch.from_numpy(shuffled.copy())})
+    assert not np.allclose(other[Columns.ACTION_DIST_INPUTS][0].detach().numpy(),
+                           _slow_logits(actor, grids[0]), atol=1e-4)  # fmt: skip
+    values = actor.compute_values({Columns.OBS: flat})
+    assert values.shape == (3,)
+
+
+def test_masks_still_hold_on_the_grid_actor():
+    assert masked_actor_class(GridPPOActor) is MaskedGridPPOActor
+    space = gym.spaces.Dict(
+        {OBSERVATION_KEY: GridBox(GRID), ACTION_MASK_KEY: gym.spaces.Box(0, 1, (5,))}
+    )
+    actor = _actor(MaskedGridPPOActor, space)
+    mask = torch.tensor([[1.0, 0, 1, 0, 0], [0, 0, 0, 0, 1]])
+    obs = {OBSERVATION_KEY: torch.randn(2, 60), ACTION_MASK_KEY: mask}
+    logits = actor.forward_inference({Columns.OBS: obs})[Columns.ACTION_DIST_INPUTS]
+    assert torch.all(logits[mask == 0] == MASKED_LOGIT)
+    assert torch.all(logits[mask == 1] > MASKED_LOGIT)
+
+
+@pytest.mark.parametrize(
+    ("algo", "env", "settings", "message"),
+    [
+        ("ippo", "mpe:simple_spread", {"encoder": "cnn"}, "needs grid observations"),
+        ("ippo", "mpe:simple_spread", {"encoder": "vit"}, "encoder"),
+        ("mappo", "mpe:simple_spread", {"encoder": "cnn", "use_rnn": True}, "use_rnn"),
+        ("ippo", "mpe:simple_spread", {"conv_filters": [[32, 3]]}, "conv_filters"),
+    ],
+)
+def test_settings_and_envs_the_encoder_refuses(algo, env, settings, message):
+    with pytest.raises(ConfigError, match=message):
+        algos.get(algo, **settings).rllib_config(make_env(env), seed=0)
