@@ -194,14 +194,21 @@ def write_crossplay(matrix: CrossplayMatrix, out: Path) -> Path:
     figure = Figure(figsize=(1.2 * n + 2, 1.2 * n + 1))
     FigureCanvasAgg(figure)
     axis = figure.add_subplot()
-    image = axis.imshow(matrix.returns, cmap="viridis")
+    # The scale starts at 0 (or below): a small gap between self- and cross-play
+    # should look small.
+    low, high = min(0.0, float(matrix.returns.min())), float(matrix.returns.max())
+    image = axis.imshow(matrix.returns, cmap="viridis", vmin=low, vmax=max(high, low + 1e-9))
     axis.set_xticks(range(n), matrix.labels, rotation=45, ha="right")
     axis.set_yticks(range(n), matrix.labels)
     axis.set_xlabel(f"partner (plays {', '.join(matrix.partner_agents)})")
     axis.set_ylabel("team")
     for i in range(n):
         for j in range(n):
-            axis.text(j, i, f"{matrix.returns[i, j]:.0f}", ha="center", va="center", color="w")
+            bright = matrix.returns[i, j] - low > 0.6 * (high - low)
+            axis.text(
+                j, i, f"{matrix.returns[i, j]:.0f}", ha="center", va="center",
+                color="k" if bright else "w",
+            )  # fmt: skip
     figure.colorbar(image, ax=axis, label="team return")
     figure.tight_layout()
     figure.savefig(out / "crossplay.png", dpi=100)
