@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import math
+from collections.abc import Sequence
 from typing import Any
 
 import torch
@@ -64,6 +66,61 @@ def mlp(
     return nn.Sequential(*layers)
 
 
+def same_padding(size: int, kernel: int, stride: int) -> tuple[int, int, int]:
+    """``(before, after, out_size)``: "same" padding of one spatial axis, the extra
+    cell after (TensorFlow's and RLlib's convention)."""
+    out = math.ceil(size / stride)
+    total = max((out - 1) * stride + kernel - size, 0)
+    return total // 2, total - total // 2, out
+
+
+class GridStackEncoder(nn.Module):
+    """``(B, n*H*W*C)`` states -> ``(B, out_dim)`` features."""
+
+    def __init__(
+        self, grid_stack: Sequence[int], conv_filters: Sequence[Sequence[int]], activation: str
+    ) -> None:
+        super().__init__()
+        n, height, width, channels = (int(d) for d in grid_stack)
+        self.grid_stack = (n, height, width, channels)
+        layers: list[nn.Module] = []
+        depth = n * channels
+        for out_depth, kernel, stride in conv_filters:
+            top, bottom, height = same_padding(height, kernel, stride)
+            left, right, width = same_padding(width, kernel, stride)
+            layers += [
+                nn.ZeroPad2d((left, right, top, bottom)),
+                nn.Conv2d(depth, out_depth, kernel, stride),
+                ACTIVATIONS[activation](),
+            ]
+            depth = out_depth
+        self.cnn = nn.Sequential(*layers)
+        self.out_dim = height * width * depth
+
+    def forward(self, state: torch.Tensor) -> torch.Tensor:
+        n, height, width, channels = self.grid_stack
+        lead = state.shape[:-1]
+        grids = state.reshape(-1, n, height, width, channels)
+        image = grids.permute(0, 1, 4, 2, 3).reshape(-1, n * channels, height, width)
+        features = self.cnn(image).permute(0, 2, 3, 1)  # channels last, as RLlib's CNN
+        return features.reshape(*lead, self.out_dim)
+
+
+def grid_value_net(
+    grid_stack: Sequence[int],
+    conv_filters: Sequence[Sequence[int]],
+    hiddens: list[int],
+    activation: str,
+) -> nn.Sequential:
+    """A CNN on the state when the state is every agent's grid (``encoder: cnn``): the
+    ``n`` flattened ``(H, W, C)`` grids stacked along the channels into one
+    ``(H, W, n*C)`` image, conv layers ``[channels, kernel, stride]`` with "same" zero
+    padding (as RLlib's CNN encoder pads), flattened channels last; then ``hiddens``
+    and a linear value output."""
+    encoder = GridStackEncoder(grid_stack, conv_filters, activation)
+    return nn.Sequential(encoder, mlp(encoder.out_dim, hiddens, 1, activation))
+
+
 def recurrent_value_net(
     in_dim: int, hiddens: list[int], activation: str, rnn_type: str, rnn_hidden: int, *,
     input_norm: bool = False,
@@ -90,6 +147,8 @@ class CentralValueCritic(TorchRLModule, ValueFunctionAPI):
     learns standardized targets: ``forward_train``'s ``vf_preds`` are in that space,
     ``compute_values`` de-normalizes them (GAE and value targets see returns), and the
     running moments are a buffer (``value_moments``), so they live in checkpoints.
+    ``grid_stack`` ``[n, H, W, C]`` and ``conv_filters``: a CNN on the state when it is
+    every agent's grid (``grid_value_net``).
     ``rnn_type`` (``gru`` | ``lstm``; absent or None: feed-forward), ``rnn_hidden_dim``
     and ``max_seq_len``: a recurrent critic (rMAPPO's, ``recurrent_critic``); its batch
     is then ``[N, L]`` sequences with ``Columns.STATE_IN``, and ``block_values`` gives
@@ -109,6 +168,10 @@ class CentralValueCritic(TorchRLModule, ValueFunctionAPI):
                 *network[:2], network[3], self.rnn_type, int(config["rnn_hidden_dim"]),
                 input_norm=input_norm,
             )  # fmt: skip
+        elif config.get("grid_stack") is not None:
+            self.value_net = grid_value_net(
+                config["grid_stack"], config["conv_filters"], *network[1:2], network[3]
+            )
         else:
             self.value_net = mlp(*network, input_norm=input_norm)
         self.cost_value_net = (

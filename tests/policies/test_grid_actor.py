@@ -126,3 +126,24 @@ def test_masks_still_hold_on_the_grid_actor():
 def test_settings_and_envs_the_encoder_refuses(algo, env, settings, message):
     with pytest.raises(ConfigError, match=message):
         algos.get(algo, **settings).rllib_config(make_env(env), seed=0)
+
+
+def test_the_joint_critic_stacks_every_agents_grid_along_the_channels():
+    """A 1x1 convolution with the identity as its kernel hands the stacked image back:
+    at each cell, agent 0's C channels, then agent 1's."""
+    from marllib_ext.policies.joint_critic import GridStackEncoder, same_padding
+
+    n, (h, w, c) = 2, GRID
+    encoder = GridStackEncoder((n, h, w, c), [[n * c, 1, 1]], "relu")
+    conv = encoder.cnn[1]
+    with torch.no_grad():
+        conv.weight.copy_(torch.eye(n * c).reshape(n * c, n * c, 1, 1))
+        conv.bias.zero_()
+    grids = np.random.default_rng(1).uniform(size=(3, n, h, w, c)).astype(np.float32)
+    state = torch.from_numpy(grids.reshape(3, -1))  # agent 0's flat grid, then agent 1's
+    stacked = np.concatenate([grids[:, 0], grids[:, 1]], axis=-1)  # (3, H, W, 2C)
+    np.testing.assert_allclose(encoder(state).detach().numpy(), stacked.reshape(3, -1), rtol=1e-6)
+    assert encoder.out_dim == h * w * n * c
+    # "Same" padding: the output keeps ceil(size / stride) cells, the odd cell after.
+    assert same_padding(5, 3, 1) == (1, 1, 5) and same_padding(5, 3, 2) == (1, 1, 3)
+    assert same_padding(4, 3, 2) == (0, 1, 2) and same_padding(4, 4, 1) == (1, 2, 4)

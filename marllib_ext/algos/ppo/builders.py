@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import dataclasses
 import functools
+import math
 from collections.abc import Callable
 
 import gymnasium as gym
@@ -21,6 +22,7 @@ from marllib_ext.algos.config import (
 from marllib_ext.algos.policy_sharing import PolicyMappingFn, policy_mapping
 from marllib_ext.algos.ppo.learners import JointCriticPPOLearner, PPOLearner, VDPPOLearner
 from marllib_ext.algos.ppo.novelty import with_rnd_module
+from marllib_ext.envs.grid_space import grid_shape_of
 from marllib_ext.envs.handle import EnvHandle
 from marllib_ext.errors import ConfigError
 from marllib_ext.policies.joint_critic import (
@@ -157,6 +159,7 @@ def central_critic_spec(
         raise ConfigError(
             "critic_use_rnn: the safe-MARL critics (with a cost head) are feed-forward yet: false"
         )
+    grid = critic_grid_stack(settings, env, extra_inputs) if settings.encoder == "cnn" else {}
     return RLModuleSpec(
         module_class=CentralValueCritic,
         learner_only=True,
@@ -171,8 +174,29 @@ def central_critic_spec(
             VALUE_NORM_BETA: settings.value_norm_beta if settings.value_norm else None,
             "feature_norm": settings.feature_norm,
             **recurrent_critic_config(settings),
+            **grid,
         },
     )
+
+
+def critic_grid_stack(settings: CentralCriticSettings, env: EnvHandle, extra_inputs: int) -> dict:
+    """The joint critic's CNN entries (``grid_stack``, ``conv_filters``) under
+    ``encoder: cnn``: its state must be every agent's grid, of one shape, and nothing
+    else (``ConfigError`` otherwise)."""
+    layout = env.layout
+    grids = {grid_shape_of(layout.plain_observation_space(a)) for a in layout.agents}
+    state_dim = int(layout.state_space.shape[0]) + extra_inputs
+    grid = next(iter(grids)) if len(grids) == 1 else None
+    if grid is None or settings.critic_use_rnn or state_dim != len(layout.agents) * math.prod(grid):
+        raise ConfigError(
+            f"encoder: cnn on the joint critic needs its state to be every agent's grid of "
+            f"one shape, feed-forward (env {env.name!r}: grids {sorted(map(str, grids))}, "
+            f"state of {state_dim} values for {len(layout.agents)} agents)"
+        )
+    return {
+        "grid_stack": [len(layout.agents), *grid],
+        "conv_filters": [list(layer) for layer in settings.conv_filters],
+    }
 
 
 def vd_critic_spec(
