@@ -95,14 +95,26 @@ def with_actor_options(config, algorithm: str, *, feature_norm: bool, std_bound:
     class carrying the options asked for (``std_bound`` goes into its model_config);
     learner-only modules keep theirs. Raises ``ValueError`` naming ``algorithm`` and the
     options asked for on a single-agent env or when an actor is another class."""
-    from ray.rllib.core.rl_module.multi_rl_module import MultiRLModuleSpec
-
     options = (feature_norm, std_bound is not None)
     if not any(options):
         return config
     asked = " and ".join(
         n for n, on in zip(("feature_norm", "std_bound"), options, strict=True) if on
     )
+    return with_actor_class(
+        config, algorithm, asked, ACTOR_CLASSES[options], {STD_BOUND_KEY: std_bound}
+    )
+
+
+def with_actor_class(
+    config, algorithm: str, asked: str, module_class: type, model_config: dict[str, Any]
+):
+    """``config`` with every actor module (RLlib's default PPO module) replaced by
+    ``module_class``, ``model_config`` added to its model config; learner-only modules
+    (critics, mixers) keep theirs. Raises ``ValueError`` naming ``algorithm`` and
+    ``asked`` on a single-agent env or when an actor is another class."""
+    from ray.rllib.core.rl_module.multi_rl_module import MultiRLModuleSpec
+
     if not isinstance(config.rl_module_spec, MultiRLModuleSpec):
         raise ValueError(f"{asked} on a single-agent env: not yet ({algorithm})")
     specs = dict(config.rl_module_spec.rl_module_specs)
@@ -114,12 +126,10 @@ def with_actor_options(config, algorithm: str, *, feature_norm: bool, std_bound:
                 f"{algorithm} does not support {asked} yet (its actor module "
                 f"{module_id!r} is a {spec.module_class.__name__})"
             )
-        model_config = spec.model_config
-        if dataclasses.is_dataclass(model_config):
-            model_config = dataclasses.asdict(model_config)
+        own = spec.model_config
+        if dataclasses.is_dataclass(own):
+            own = dataclasses.asdict(own)
         specs[module_id] = dataclasses.replace(
-            spec,
-            module_class=ACTOR_CLASSES[options],
-            model_config={**(model_config or {}), STD_BOUND_KEY: std_bound},
+            spec, module_class=module_class, model_config={**(own or {}), **model_config}
         )
     return config.rl_module(rl_module_spec=MultiRLModuleSpec(rl_module_specs=specs))

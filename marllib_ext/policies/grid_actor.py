@@ -9,7 +9,6 @@ the forward pass."""
 
 from __future__ import annotations
 
-import dataclasses
 from typing import Any
 
 import gymnasium as gym
@@ -18,6 +17,7 @@ from ray.rllib.algorithms.ppo.torch.default_ppo_torch_rl_module import DefaultPP
 from ray.rllib.core.columns import Columns
 
 from marllib_ext.envs.grid_space import grid_shape_of
+from marllib_ext.policies.actor_options import with_actor_class
 from marllib_ext.policies.masked_actor import ActionMaskMixin
 
 
@@ -75,31 +75,11 @@ class GridPPOActor(GridObservationMixin, DefaultPPOTorchRLModule):
 def with_grid_encoders(config, algorithm: str, *, conv_filters, activation: str, hiddens):
     """``config`` with every actor module (RLlib's default PPO module) replaced by
     ``GridPPOActor`` with the conv layers ``conv_filters`` and heads of ``hiddens``
-    units; learner-only modules (critics, mixers) keep theirs. Raises ``ValueError``
-    naming ``algorithm`` where an actor is another class."""
-    from ray.rllib.core.rl_module.multi_rl_module import MultiRLModuleSpec
-
-    if not isinstance(config.rl_module_spec, MultiRLModuleSpec):
-        raise ValueError(f"encoder=cnn on a single-agent env: not yet ({algorithm})")
-    specs = dict(config.rl_module_spec.rl_module_specs)
-    for module_id, spec in specs.items():
-        if spec.learner_only:
-            continue
-        if spec.module_class not in (None, DefaultPPOTorchRLModule):
-            raise ValueError(
-                f"{algorithm} does not support encoder=cnn yet (its actor module "
-                f"{module_id!r} is a {spec.module_class.__name__})"
-            )
-        model_config = spec.model_config
-        if dataclasses.is_dataclass(model_config):
-            model_config = dataclasses.asdict(model_config)
-        grid_config = {
-            "conv_filters": [list(layer) for layer in conv_filters],
-            "conv_activation": activation,
-            "head_fcnet_hiddens": list(hiddens),
-            "head_fcnet_activation": activation,
-        }
-        specs[module_id] = dataclasses.replace(
-            spec, module_class=GridPPOActor, model_config={**(model_config or {}), **grid_config}
-        )
-    return config.rl_module(rl_module_spec=MultiRLModuleSpec(rl_module_specs=specs))
+    units (``actor_options.with_actor_class``)."""
+    grid_config = {
+        "conv_filters": [list(layer) for layer in conv_filters],
+        "conv_activation": activation,
+        "head_fcnet_hiddens": list(hiddens),
+        "head_fcnet_activation": activation,
+    }
+    return with_actor_class(config, algorithm, "encoder=cnn", GridPPOActor, grid_config)
