@@ -2,19 +2,21 @@
 PettingZoo's contract, the batched world against JaxMARL's own env, time limits,
 Overcooked's reward shaping and evaluation without it, names that are refused."""
 
-import jax
 import numpy as np
 import pytest
 from pettingzoo.test import parallel_api_test
 
-from marllib_ext import algos, make_env
-from marllib_ext.algos.restore import evaluation_env_config
-from marllib_ext.envs.batched import BatchedVectorEnv
-from marllib_ext.envs.by_name import spec_by_name
-from marllib_ext.envs.jaxmarl_calls import world_key
-from marllib_ext.errors import ConfigError
-
 pytest.importorskip("jaxmarl", reason="the smax extra is not installed")
+
+import jax  # noqa: E402
+
+from marllib_ext import algos, make_env  # noqa: E402
+from marllib_ext.algos.restore import evaluation_env_config  # noqa: E402
+from marllib_ext.envs.batched import BatchedVectorEnv  # noqa: E402
+from marllib_ext.envs.by_name import spec_by_name  # noqa: E402
+from marllib_ext.envs.jaxmarl_calls import world_key  # noqa: E402
+from marllib_ext.errors import ConfigError  # noqa: E402
+
 pytestmark = pytest.mark.filterwarnings(
     "ignore::DeprecationWarning", "ignore::UserWarning", "ignore::FutureWarning"
 )
