@@ -7,7 +7,8 @@ What goes on the page is ``benchmarks/results/page.yaml``: one table per task fa
 one metric, its columns the tasks (each header names its env-step budget), its rows the
 algorithms. Each table is backed by an experiment file, ``benchmarks/experiments/<name>.yaml``,
 whose one ``marllib-ext benchmark`` line reproduces it; a row names the file's algorithm
-label (``algorithm``; ``experiment``: a row rerun by a file of its own) and a column the
+label (``algorithm``; ``experiment``: a row rerun by a file of its own; ``more_seeds``:
+files that run the same label on further seeds, their runs added to the cell) and a column the
 file's task label (``tasks``). A cell reads the runs that command stored under
 ``benchmarks/results/<name>/runs/`` (``runs``: the last
 evaluation's ``metric``, or a progress column at ``at`` env steps; a row with ``budget: f``
@@ -86,15 +87,24 @@ def read_runs(table: dict, row: dict, column: str, results: Path = RESULTS) -> C
     reader = {**table["runs"], **{k: v for k, v in task.items() if k != "task"}}
     if "budget" in row:
         reader["budget"] = row["budget"]
-    experiment = row.get("experiment", table["experiment"])
-    folder = results / experiment / "runs" / slug(task["task"]) / slug(label)
-    values, seeds = [], []
-    for run in sorted(folder.glob("seed_*"), key=lambda p: int(p.name.removeprefix("seed_"))):
-        value = run_value(run, reader)
-        if value is not None:
-            values.append(value)
-            seeds.append(int(run.name.removeprefix("seed_")))
-    return Cell(values, seeds) if values else None
+    found = {}
+    for experiment in row_experiments(table, row):
+        folder = results / experiment / "runs" / slug(task["task"]) / slug(label)
+        for run in folder.glob("seed_*"):
+            seed = int(run.name.removeprefix("seed_"))
+            if seed in found:
+                raise ValueError(f"seed {seed} of {label} is in two files: {experiment}")
+            value = run_value(run, reader)
+            if value is not None:
+                found[seed] = value
+    seeds = sorted(found)
+    return Cell([found[s] for s in seeds], seeds) if seeds else None
+
+
+def row_experiments(table: dict, row: dict) -> list[str]:
+    """The experiment files whose runs fill ``row``: its own (or the table's), then
+    those that add seeds (``more_seeds``)."""
+    return [row.get("experiment", table["experiment"]), *row.get("more_seeds", [])]
 
 
 def run_value(run: Path, reader: dict) -> float | None:
@@ -248,7 +258,7 @@ def render_table(table: dict, results: Path = RESULTS) -> str:
             "",
         ]
     experiments = dict.fromkeys(
-        [table["experiment"], *(r["experiment"] for r in table["rows"] if "experiment" in r)]
+        [table["experiment"], *(e for r in table["rows"] for e in row_experiments(table, r))]
     )
     lines += ["Reproduce:", "", "```bash"]
     lines += [

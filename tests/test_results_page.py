@@ -92,6 +92,11 @@ def test_every_table_is_reproduced_by_one_experiment_file(page):
                 assert f"benchmarks/experiments/{row['experiment']}.yaml" in text
             for column in table["columns"]:
                 assert page.row_algorithm(row, column) in labels, (table["slug"], row)
+            for more in row.get("more_seeds", []):  # files that add seeds to the row
+                own = ROOT / "benchmarks" / "experiments" / f"{more}.yaml"
+                more_labels = {a.label for a in load_experiment(own).algorithms}
+                assert {page.row_algorithm(row, c) for c in table["columns"]} <= more_labels
+                assert f"benchmarks/experiments/{more}.yaml" in text
         line = f"marllib-ext benchmark benchmarks/experiments/{table['experiment']}.yaml"
         assert line in text
 
@@ -120,6 +125,19 @@ def test_a_cell_reads_the_experiment_runs_that_reached_their_budget(page, tmp_pa
     assert cell.values == [0.5, 1.0] and cell.seeds == [0, 1]  # seed 2 stopped at 500
     assert not cell.earlier
     assert page.read_runs(table, {"algorithm": "vdn"}, "col", tmp_path) is None
+
+    more = tmp_path / "exp_seeds" / "runs" / "smax-3m" / "qmix@pymarl2" / "seed_3"
+    write_run(more, 1000, {"step_1": {"step_count": 1000, "win_rate": [0.25]}})
+    row = {"algorithm": "qmix@pymarl2", "more_seeds": ["exp_seeds"]}
+    cell = page.read_runs(table, row, "col", tmp_path)
+    assert cell.values == [0.5, 1.0, 0.25] and cell.seeds == [0, 1, 3]
+    write_run(
+        tmp_path / "exp_seeds" / more.relative_to(tmp_path / "exp_seeds").parent / "seed_1",
+        1000,
+        {"step_1": {"step_count": 1000, "win_rate": [0.0]}},
+    )
+    with pytest.raises(ValueError, match="seed 1 of qmix@pymarl2 is in two files"):
+        page.read_runs(table, row, "col", tmp_path)
 
 
 def test_budget_rows_read_efx_budget_points_and_solved_seeds_are_counted(page, tmp_path):
