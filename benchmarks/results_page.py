@@ -26,8 +26,8 @@ replaced (same algorithm settings, budget and evaluation), marked †, named by
   ``earlier_runs.csv`` (``onpolicy_table.py``), added to the CSVs' values.
 
 A cell is ``mean [min, max]`` over its seeds, with the seed count where it differs from
-the table's, and with a table's ``solved_at: x`` the seeds at or above ``x``. Each row
-carries the fenced command that reproduces it, and each table a plot of every seed's
+the table's, and with a table's (or a column's) ``solved_at: x`` the seeds at or above
+``x``. Each row carries the fenced command that reproduces it, and each table a plot of every seed's
 value (``plot_range``: one x range for every panel; ``--check`` and ``--no-plots``
 draw none).
 """
@@ -84,7 +84,7 @@ def read_runs(table: dict, row: dict, column: str, results: Path = RESULTS) -> C
     if label is None or row.get("older") or row.get("reference"):
         return None
     task = table["tasks"][column]
-    reader = {**table["runs"], **{k: v for k, v in task.items() if k != "task"}}
+    reader = {**table["runs"], **{k: v for k, v in task.items() if k not in ("task", "solved_at")}}
     if "budget" in row:
         reader["budget"] = row["budget"]
     found = {}
@@ -234,7 +234,11 @@ def render_table(table: dict, results: Path = RESULTS) -> str:
     for row in table["rows"]:
         texts = [
             cell_text(
-                cells[row["label"], task], digits, seeds, random.get(task), table.get("solved_at")
+                cells[row["label"], task],
+                digits,
+                seeds,
+                random.get(task),
+                table["tasks"][task].get("solved_at", table.get("solved_at")),
             )
             if (row["label"], task) in cells
             else "–"
