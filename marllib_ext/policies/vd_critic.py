@@ -12,7 +12,7 @@ from ray.rllib.utils.annotations import override
 from torch import nn
 
 from marllib_ext.ops.mixers import qmix_mix, vdn_mix
-from marllib_ext.policies.joint_critic import STATE, mlp, recurrent_value_net
+from marllib_ext.policies.joint_critic import STATE, grid_value_net, mlp, recurrent_value_net
 
 # Critic batch column: (rows, n_agents, max_obs_dim) each agent's own observation,
 # zero-padded, agents in sorted id order.
@@ -80,6 +80,8 @@ class ValueDecompositionCritic(TorchRLModule, ValueFunctionAPI):
     absent or None: feed-forward), ``rnn_hidden_dim``, ``max_seq_len``: recurrent heads
     (``policies.recurrent_critic``), each agent with its own state over the episode (an
     absent agent's head reads zeros), the batch then ``[N, L]`` sequences.
+    ``agent_grids`` (``[H, W, C]`` per agent) and ``conv_filters`` (``encoder: cnn``):
+    each head a CNN on its agent's flattened grid (``joint_critic.grid_value_net``).
     """
 
     @override(TorchRLModule)
@@ -95,7 +97,14 @@ class ValueDecompositionCritic(TorchRLModule, ValueFunctionAPI):
             dim_of_head.setdefault(head, dim)
         self.rnn_type = config.get("rnn_type")
         hiddens, activation = list(config["hiddens"]), config["activation"]
-        if self.rnn_type is None:
+        grids = config.get("agent_grids")
+        if grids is not None:
+            grid_of_head = dict(zip(self.head_of_agent, grids, strict=True))
+            heads = {
+                head: grid_value_net([1, *grid], config["conv_filters"], hiddens, activation)
+                for head, grid in grid_of_head.items()
+            }
+        elif self.rnn_type is None:
             heads = {head: mlp(dim, hiddens, 1, activation) for head, dim in dim_of_head.items()}
         else:
             hidden = int(config["rnn_hidden_dim"])

@@ -198,5 +198,18 @@ def test_overcooked_hands_out_grids_a_cnn_actor_trains_on(ray_session):
         assert algorithm.train()["training_iteration"] == 1
     finally:
         algorithm.stop()
+    # vdppo: each value head of the VD critic a CNN on its cook's own grid.
+    config = algos.vdppo(
+        encoder="cnn", train_batch_size=160, minibatch_size=80, num_epochs=1
+    ).rllib_config(env, seed=0, num_env_runners=0, num_envs_per_env_runner=4)
+    critic = config.rl_module_spec.rl_module_specs["joint_critic"]
+    assert critic.model_config["agent_grids"] == [[4, 5, 26]] * 2
+    algorithm = config.build_algo()
+    try:
+        assert algorithm.train()["training_iteration"] == 1
+    finally:
+        algorithm.stop()
+    with pytest.raises(ConfigError, match="feed-forward heads"):
+        algos.vdppo(encoder="cnn", critic_use_rnn=True).rllib_config(env, seed=0)
     with pytest.raises(ConfigError, match="encoder=cnn|encoder: cnn"):
         algos.efx_mappo(encoder="cnn").rllib_config(env, seed=0)

@@ -41,12 +41,12 @@ def _actor(cls=GridPPOActor, space=None):
     ).build()
 
 
-def _slow_logits(actor, grid: np.ndarray) -> np.ndarray:
-    """The pi head's logits by loops: zero padding, each convolution as sums over
-    channels and kernel cells, ReLU, flatten in (H, W, C) order (RLlib's CNN returns
-    channels last), then the head."""
+def _slow_cnn(layers, grid: np.ndarray) -> np.ndarray:
+    """Conv layers by loops: zero padding, each convolution as sums over channels and
+    kernel cells, ReLU, then flattened in (H, W, C) order (RLlib's CNN returns channels
+    last)."""
     x = grid.transpose(2, 0, 1).astype(np.float64)  # (C, H, W)
-    for layer in actor.encoder.actor_encoder.net[0].cnn:
+    for layer in layers:
         if isinstance(layer, nn.ZeroPad2d):
             left, right, top, bottom = layer.padding
             x = np.pad(x, ((0, 0), (top, bottom), (left, right)))
@@ -64,13 +64,21 @@ def _slow_logits(actor, grid: np.ndarray) -> np.ndarray:
             x = out
         elif isinstance(layer, nn.ReLU):
             x = np.maximum(x, 0.0)
-    h = x.transpose(1, 2, 0).reshape(-1)
-    for layer in actor.pi.net.mlp:
+    return x.transpose(1, 2, 0).reshape(-1)
+
+
+def _slow_mlp(layers, h: np.ndarray) -> np.ndarray:
+    for layer in layers:
         if isinstance(layer, nn.Linear):
             h = layer.weight.detach().double().numpy() @ h + layer.bias.detach().double().numpy()
         elif isinstance(layer, nn.ReLU):
             h = np.maximum(h, 0.0)
     return h
+
+
+def _slow_logits(actor, grid: np.ndarray) -> np.ndarray:
+    """The pi head's logits by loops: the actor's CNN, then its head."""
+    return _slow_mlp(actor.pi.net.mlp, _slow_cnn(actor.encoder.actor_encoder.net[0].cnn, grid))
 
 
 def test_a_gridbox_is_a_flat_box_that_knows_its_grid():
@@ -147,3 +155,50 @@ def test_the_joint_critic_stacks_every_agents_grid_along_the_channels():
     # "Same" padding: the output keeps ceil(size / stride) cells, the odd cell after.
     assert same_padding(5, 3, 1) == (1, 1, 5) and same_padding(5, 3, 2) == (1, 1, 3)
     assert same_padding(4, 3, 2) == (0, 1, 2) and same_padding(4, 4, 1) == (1, 2, 4)
+
+
+def _slow_cnn_value(net, grid: np.ndarray) -> float:
+    """A grid value net (``joint_critic.grid_value_net`` on one agent's grid) by loops."""
+    return float(_slow_mlp(net[1], _slow_cnn(net[0].cnn, grid))[0])
+
+
+def test_the_vd_critic_heads_read_each_agents_grid_as_the_slow_reference_does():
+    """``encoder: cnn`` on the value-decomposition critic: each head a CNN on its
+    agent's own grid; VDN's V_tot is the sum of the loop-by-loop values."""
+    from marllib_ext.policies.vd_critic import AGENT_OBS, ValueDecompositionCritic
+
+    h, w, c = GRID
+    critic = RLModuleSpec(
+        module_class=ValueDecompositionCritic,
+        learner_only=True,
+        observation_space=gym.spaces.Box(-1, 1, (2 * h * w * c,)),
+        action_space=gym.spaces.Discrete(5),
+        model_config={
+            "head_of_agent": ["agent_0", "agent_1"],
+            "obs_dims": [h * w * c] * 2,
+            "state_dim": 2 * h * w * c,
+            "hiddens": [8],
+            "activation": "relu",
+            "mixer": "vdn",
+            "mixer_embed_dim": 4,
+            "hypernet_embed_dim": 4,
+            "agent_grids": [list(GRID)] * 2,
+            "conv_filters": MODEL["conv_filters"],
+        },
+    ).build()
+    assert all(
+        any(isinstance(m, nn.Conv2d) for m in head.modules()) for head in critic.heads.values()
+    )
+    grids = np.random.default_rng(3).uniform(size=(3, 2, h, w, c)).astype(np.float32)
+    batch = {AGENT_OBS: torch.from_numpy(grids.reshape(3, 2, -1))}
+    values = critic.agent_values(batch).detach().numpy()
+    slow = np.array(
+        [
+            [_slow_cnn_value(critic.heads[f"agent_{i}"], grids[r, i]) for i in range(2)]
+            for r in range(3)
+        ]
+    )
+    np.testing.assert_allclose(values, slow, rtol=1e-4, atol=1e-5)
+    np.testing.assert_allclose(
+        critic.compute_values(batch).detach().numpy(), slow.sum(1), rtol=1e-4, atol=1e-5
+    )

@@ -213,6 +213,7 @@ def vd_critic_spec(
     ``extra_inputs`` widens the state and every agent's observation (EFX's z)."""
     layout = env.layout
     agents = layout.agents if agents is None else agents
+    grids = vd_head_grids(settings, env, agents, extra_inputs) if settings.encoder == "cnn" else {}
     return RLModuleSpec(
         module_class=ValueDecompositionCritic,
         learner_only=True,
@@ -231,8 +232,27 @@ def vd_critic_spec(
             "mixer_embed_dim": settings.mixer_embed_dim,
             "hypernet_embed_dim": settings.hypernet_embed_dim,
             **recurrent_critic_config(settings),
+            **grids,
         },
     )
+
+
+def vd_head_grids(
+    settings: VDSettings, env: EnvHandle, agents: tuple[str, ...], extra_inputs: int
+) -> dict:
+    """The VD critic's CNN entries (``agent_grids``, ``conv_filters``) under ``encoder:
+    cnn``: every agent's observation a grid, nothing appended, heads feed-forward."""
+    grids = [grid_shape_of(env.layout.plain_observation_space(a)) for a in agents]
+    if any(g is None for g in grids) or extra_inputs or settings.critic_use_rnn:
+        raise ConfigError(
+            f"encoder: cnn on the value-decomposition critic needs every agent's "
+            f"observation to be a grid, nothing appended to it, and feed-forward heads "
+            f"(env {env.name!r}, critic_use_rnn {settings.critic_use_rnn})"
+        )
+    return {
+        "agent_grids": [list(g) for g in grids],
+        "conv_filters": [list(layer) for layer in settings.conv_filters],
+    }
 
 
 def build_joint_critic_ppo(
