@@ -205,7 +205,9 @@ class AlgoSpec:
             )
         except ValueError as e:
             raise ConfigError(str(e)) from None
-        if getattr(settings, "encoder", "mlp") == "cnn":
+        if getattr(settings, "encoder", "mlp") == "cnn" and not getattr(
+            settings, "builds_own_encoder", False
+        ):
             config = with_grid_encoder_checked(config, self.name, settings, env)
         if env.is_multi_agent and env.layout.has_action_masks:
             try:

@@ -26,7 +26,7 @@ from marllib_ext.ops.masks import masked_argmax
 from marllib_ext.ops.mixers import vdn_mix
 from marllib_ext.ops.sequences import unroll_segments
 from marllib_ext.ops.td import merge_moments
-from marllib_ext.policies.joint_critic import ACTIVATIONS, mlp
+from marllib_ext.policies.joint_critic import ACTIVATIONS, GridStackEncoder, mlp
 from marllib_ext.policies.vd_critic import QMixHypernetworks
 
 JOINT_Q_MIXERS = ("none", "vdn", "qmix")
@@ -48,7 +48,9 @@ class QAgentRLModule(TorchRLModule):
 
     ``model_config``: ``hiddens``, ``activation``, ``use_rnn`` (GRU agent with
     ``rnn_hidden_dim`` units), ``epsilon_start``, ``epsilon_end``,
-    ``epsilon_timesteps``. With action masks it acts over the legal actions only."""
+    ``epsilon_timesteps``; ``grid`` ``[H, W, C]`` and ``conv_filters`` (``encoder: cnn``):
+    conv layers on the observation's grid first (``joint_critic.GridStackEncoder``).
+    With action masks it acts over the legal actions only."""
 
     handles_action_masks = True
 
@@ -59,17 +61,25 @@ class QAgentRLModule(TorchRLModule):
         obs_dim = int(torch.tensor(plain_observation_space(self.observation_space).shape).prod())
         n_actions = int(self.action_space.n)
         self.use_rnn = bool(config.get("use_rnn", False))
+        # encoder: cnn: conv layers on the agent's grid first, their features flattened.
+        conv = (
+            [GridStackEncoder([1, *config["grid"]], config["conv_filters"], config["activation"])]
+            if config.get("grid")
+            else []
+        )
+        in_dim = conv[0].out_dim if conv else obs_dim
         if self.use_rnn:
             hidden = int(config["rnn_hidden_dim"])
             self.encoder = nn.Sequential(
-                nn.Linear(obs_dim, hidden), ACTIVATIONS[config["activation"]]()
+                *conv, nn.Linear(in_dim, hidden), ACTIVATIONS[config["activation"]]()
             )
             self.gru = nn.GRUCell(hidden, hidden)
             self.head = nn.Linear(hidden, n_actions)
             # Not a submodule: no second set of weights in the state dict (q_sequence).
             self.__dict__["sequence_gru"] = nn.GRU(hidden, hidden, batch_first=True)
         else:
-            self.net = mlp(obs_dim, list(config["hiddens"]), n_actions, config["activation"])
+            net = mlp(in_dim, list(config["hiddens"]), n_actions, config["activation"])
+            self.net = nn.Sequential(*conv, net) if conv else net  # the MLP's keys unchanged
 
     @override(TorchRLModule)
     def get_initial_state(self) -> dict[str, torch.Tensor]:

@@ -213,3 +213,21 @@ def test_overcooked_hands_out_grids_a_cnn_actor_trains_on(ray_session):
         algos.vdppo(encoder="cnn", critic_use_rnn=True).rllib_config(env, seed=0)
     with pytest.raises(ConfigError, match="encoder=cnn|encoder: cnn"):
         algos.efx_mappo(encoder="cnn").rllib_config(env, seed=0)
+
+
+def test_joint_q_gru_agents_train_on_overcooked_grids_through_a_cnn(ray_session):
+    from torch import nn
+
+    env = make_env("jaxmarl:overcooked:cramped_room", max_steps=20)
+    config = algos.qmix(
+        encoder="cnn", conv_filters=[[8, 3, 1]], use_rnn=True, batch_episode=2
+    ).rllib_config(env, seed=0, num_env_runners=0, num_envs_per_env_runner=2)
+    algorithm = config.build_algo()
+    try:
+        module = next(iter(algorithm.env_runner.module.values()))
+        assert any(isinstance(m, nn.Conv2d) for m in module.modules())
+        for _ in range(2):
+            result = algorithm.train()
+        assert result["training_iteration"] == 2
+    finally:
+        algorithm.stop()

@@ -202,3 +202,56 @@ def test_the_vd_critic_heads_read_each_agents_grid_as_the_slow_reference_does():
     np.testing.assert_allclose(
         critic.compute_values(batch).detach().numpy(), slow.sum(1), rtol=1e-4, atol=1e-5
     )
+
+
+@pytest.mark.parametrize("use_rnn", [False, True])
+def test_joint_q_agents_read_the_grid_through_conv_layers(use_rnn):
+    """``encoder: cnn`` on a joint-Q agent: its Q-values are the loop-by-loop CNN, then
+    its layers (feed-forward), or the CNN then its GRU input layer (GRU agent)."""
+    from marllib_ext.policies.q_agent import QAgentRLModule
+
+    agent = RLModuleSpec(
+        module_class=QAgentRLModule,
+        observation_space=GridBox(GRID),
+        action_space=gym.spaces.Discrete(5),
+        model_config={
+            "hiddens": [8],
+            "activation": "relu",
+            "use_rnn": use_rnn,
+            "rnn_hidden_dim": 6,
+            "epsilon_start": 1.0,
+            "epsilon_end": 0.05,
+            "epsilon_timesteps": 10,
+            "grid": list(GRID),
+            "conv_filters": MODEL["conv_filters"],
+        },
+    ).build()
+    grids = np.random.default_rng(4).uniform(size=(2, 3, *GRID)).astype(np.float32)
+    obs = torch.from_numpy(grids.reshape(2, 3, -1))
+    if not use_rnn:
+        q = agent.q_sequence(obs).detach().numpy()
+        slow = [
+            [_slow_mlp(agent.net[1], _slow_cnn(agent.net[0].cnn, g)) for g in row] for row in grids
+        ]
+        np.testing.assert_allclose(q, np.array(slow), rtol=1e-4, atol=1e-5)
+        return
+    features = agent.encoder(obs).detach().numpy()  # the GRU's inputs, step by step
+    slow = [
+        [_slow_mlp(agent.encoder[1:], _slow_cnn(agent.encoder[0].cnn, g)) for g in row]
+        for row in grids
+    ]
+    np.testing.assert_allclose(features, np.array(slow), rtol=1e-4, atol=1e-5)
+    assert agent.q_sequence(obs).shape == (2, 3, 5)
+
+
+@pytest.mark.parametrize(
+    ("settings", "message"),
+    [
+        ({"encoder": "cnn"}, "needs grid observations"),
+        ({"encoder": "cnn", "obs_agent_id": True}, "obs_agent_id"),
+        ({"encoder": "cnn", "conv_filters": [[8, 3]]}, "conv_filters"),
+    ],
+)
+def test_joint_q_refuses_what_the_encoder_cannot_read(settings, message):
+    with pytest.raises(ConfigError, match=message):
+        algos.qmix(**settings).rllib_config(make_env("mpe:simple_spread"), seed=0)

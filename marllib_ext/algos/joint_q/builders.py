@@ -20,6 +20,7 @@ from marllib_ext.algos.team_replay.specs import (
     team_replay_config,
 )
 from marllib_ext.envs.agent_inputs import AGENT_ID_ARG, LAST_ACTION_ARG
+from marllib_ext.envs.grid_space import grid_shape_of
 from marllib_ext.envs.handle import EnvHandle
 from marllib_ext.errors import ConfigError
 from marllib_ext.policies.q_agent import MIXER_MODULE_ID, QAgentRLModule, target_module_id
@@ -51,6 +52,20 @@ def with_agent_inputs(env: EnvHandle, settings: JointQSettings) -> EnvHandle:
     if not extra:
         return env
     return dataclasses.replace(env, env_args={**env.env_args, **extra})
+
+
+def agent_grid(settings: JointQSettings, env: EnvHandle, agent: str) -> dict:
+    """An agent network's CNN entries under ``encoder: cnn`` (``grid``, ``conv_filters``);
+    ``ConfigError`` where the agent's observation is not a grid."""
+    if settings.encoder != "cnn":
+        return {}
+    grid = grid_shape_of(env.layout.plain_observation_space(agent))
+    if grid is None:
+        raise ConfigError(
+            f"encoder: cnn needs grid observations (a GridBox, as jaxmarl:overcooked hands "
+            f"out); env {env.name!r} gives {agent} a flat vector"
+        )
+    return {"grid": list(grid), "conv_filters": [list(layer) for layer in settings.conv_filters]}
 
 
 def build_joint_q(
@@ -85,11 +100,10 @@ def build_joint_q(
             "observation_space": layout.observation_spaces[first],
             "action_space": layout.action_spaces[first],
         }
-        specs[policy] = RLModuleSpec(
-            module_class=QAgentRLModule, model_config=agent_model, **spaces
-        )
+        model = {**agent_model, **agent_grid(settings, env, first)}
+        specs[policy] = RLModuleSpec(module_class=QAgentRLModule, model_config=model, **spaces)
         specs[target_module_id(policy)] = RLModuleSpec(
-            module_class=QAgentRLModule, model_config=agent_model, learner_only=True, **spaces
+            module_class=QAgentRLModule, model_config=model, learner_only=True, **spaces
         )
     team_ids = team_module_ids(env, MIXER_MODULE_ID)
     specs.update(

@@ -3,8 +3,10 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import ClassVar
 
 from marllib_ext.algos.config import ACTIVATION_NAMES, Check
+from marllib_ext.algos.encoders import encoder_checks
 from marllib_ext.algos.team_replay.settings import TeamReplaySettings
 from marllib_ext.ops.joint_q import linear_schedule
 
@@ -34,6 +36,10 @@ class JointQSettings(TeamReplaySettings):
     segmented_unroll: bool
     hiddens: list[int]
     activation: str
+    encoder: str
+    conv_filters: list[list[int]]
+    # The agent networks build their own CNN (q_agent), not the on-policy actors' one.
+    builds_own_encoder: ClassVar[bool] = True
     mixer_embed_dim: int
     hypernet_embed_dim: int
     state_normalize: bool
@@ -70,6 +76,12 @@ class JointQSettings(TeamReplaySettings):
             ),
             (self.rnn_hidden_dim > 0, "rnn_hidden_dim", "must be > 0"),
             (self.activation in ACTIVATION_NAMES, "activation", f"one of {ACTIVATION_NAMES}"),
+            *encoder_checks(self.encoder, self.conv_filters, use_rnn=False),
+            (
+                self.encoder == "mlp" or not (self.obs_agent_id or self.obs_last_action),
+                "encoder",
+                "cnn reads the grid alone: set obs_agent_id and obs_last_action false",
+            ),
             (
                 self.td_lambda is None or 0.0 <= self.td_lambda <= 1.0,
                 "td_lambda",
