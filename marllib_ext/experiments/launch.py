@@ -10,6 +10,7 @@ The experiment's folder ``<out>/<name>/`` holds::
                              tb/, metrics.json, checkpoint/
     summary.md               per task: mean and 95% interval per algorithm at the budget
     report/                  ``marllib-ext report`` over the runs (IQM, ...)
+    .running                 locked by the process running the experiment
 
 Running the command again continues the experiment with Tune's own restore
 (``Tuner.restore``): finished trials are kept, unfinished and failed ones resume from
@@ -22,6 +23,7 @@ from __future__ import annotations
 import contextlib
 import os
 import shutil
+import socket
 import sys
 from pathlib import Path
 from typing import Any
@@ -37,6 +39,7 @@ from marllib_ext.experiments.spec import Experiment, Trial, parse_experiment, sl
 from marllib_ext.experiments.summary import stored_run_finished, write_summary
 
 EXPERIMENT_FILE = "experiment.yaml"
+LOCK_FILE = ".running"
 TUNE_DIR = "tune"
 RUNS_DIR = "runs"
 REPORT_DIR = "report"
@@ -214,6 +217,38 @@ def check_same_experiment(root: Path, experiment: Experiment) -> None:
         )
 
 
+@contextlib.contextmanager
+def held_experiment(root: Path):
+    """Holds ``root/.running`` locked while this process runs the experiment, so that a
+    second ``benchmark`` on the same folder is refused before it writes into the trials
+    the first one is writing. The lock (``flock``) ends with the process, so a killed
+    run leaves nothing to clean up."""
+    try:
+        import fcntl
+    except ImportError:  # no flock (Windows): unguarded, as Tune itself is
+        yield
+        return
+    handle = open(root / LOCK_FILE, "a+")  # noqa: SIM115 - held until the block ends
+    try:
+        fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except BlockingIOError:
+        handle.seek(0)
+        holder = handle.read().strip() or "another process"
+        handle.close()
+        raise ConfigError(
+            f"{root} is being run by {holder}; two runs of one experiment would write the "
+            "same trials' files. Wait for it to end (or stop it), then run the command again"
+        ) from None
+    try:
+        handle.seek(0)
+        handle.truncate()
+        handle.write(f"process {os.getpid()} on {socket.gethostname()}")
+        handle.flush()
+        yield
+    finally:
+        handle.close()
+
+
 def run_benchmark(
     experiment: Experiment,
     *,
@@ -226,7 +261,6 @@ def run_benchmark(
     """Runs (or continues) ``experiment``; returns 0 when every trial finished, 1 when
     any failed, 130 when stopped (Ctrl-C) with trials unfinished. Ray must be
     initialized unless ``dry_run``."""
-    from ray import tune
 
     checked = checked_trials(experiment)
     if dry_run:
@@ -237,6 +271,14 @@ def run_benchmark(
     root = experiment_dir(experiment, out)
     check_same_experiment(root, experiment)
     root.mkdir(parents=True, exist_ok=True)
+    with held_experiment(root):
+        return _run_held(experiment, root, checked, max_concurrent, imports, progress_every_s)
+
+
+def _run_held(experiment, root, checked, max_concurrent, imports, progress_every_s) -> int:
+    """:func:`run_benchmark` once its folder is held."""
+    from ray import tune
+
     (root / EXPERIMENT_FILE).write_text(yaml.safe_dump(experiment.to_mapping(), sort_keys=False))
     configs = _trial_configs(experiment, root, checked, imports or [])
     # Tune's note on frequent state snapshots is about its own bookkeeping, not the runs.
