@@ -15,16 +15,30 @@ the update:
 
     python benchmarks/efx_signal.py --checkpoint runs/.../checkpoint --task grid:pass \
         --env-arg size=5 max_steps=125 --forms hinge demand_push
+
+With ``--runs`` it reads the same demand over training instead, from the TensorBoard
+scalars of an experiment's stored runs (``marllib-ext benchmark`` writes them under
+``runs/<task>/<label>/seed_k/tb``). For every run: the training episodes that reached
+the goal (each iteration's ``episode_success_mean`` times its episodes, summed) and the
+first iteration with one, the policy's entropy, and for EFX runs, in the first and the
+last quarter of training, the share of rows short of their budget, the share where the
+cap binds, the push weight and its term's size, the intrinsic return of episodes
+started at ``z_low`` and at ``z_high`` (how far the knob moves behaviour) and the
+deployment budget. One Markdown table per experiment:
+
+    python benchmarks/efx_signal.py --runs benchmarks/results/efx_secret_room*
 """
 
 from __future__ import annotations
 
+import warnings
 from pathlib import Path
 
 import common
 import numpy as np
 import ray
 import torch
+from critic_fit import scalars
 from ray.rllib.core.columns import Columns
 
 from marllib_ext import algos, make_env
@@ -157,17 +171,85 @@ def measure(task, env_args, checkpoint, form, kappa, seed) -> dict:
     return result
 
 
+EFX_TAGS = {
+    "unmet": "learners/joint_critic/efx_unmet_row_fraction",
+    "binding": "learners/joint_critic/efx_binding_fraction",
+    "weight": "learners/joint_critic/efx_push_weight_mean",
+    "|push|": "learners/joint_critic/efx_push_term_abs_mean",
+    "J_int(z_low)": "efx/intrinsic_return_at_z_low",
+    "J_int(z_high)": "efx/intrinsic_return_at_z_high",
+    "z deploy": "efx/budget_z",
+}
+
+
+def quarters(values: list[float]) -> str:
+    """``first-quarter mean -> last-quarter mean`` of a scalar's series."""
+    series = np.asarray(values, dtype=float)
+    if series.size == 0:
+        return "-"
+    q = max(1, series.size // 4)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", RuntimeWarning)
+        first, last = np.nanmean(series[:q]), np.nanmean(series[-q:])
+    return f"{first:.3g} -> {last:.3g}"
+
+
+def run_over_training(run: Path) -> dict[str, str]:
+    """One stored run's demand over training (its events file's scalars)."""
+    events = sorted(run.glob("tb/events.out.tfevents.*"))
+    if not events:
+        return {}
+    s = scalars(events[-1])
+    success = np.nan_to_num(np.asarray(s.get("env_runners/episode_success_mean", [])))
+    episodes = np.asarray(s.get("env_runners/num_episodes", []))[: success.size]
+    found = success[: episodes.size] * episodes
+    hits = np.flatnonzero(found > 0)
+    row = {
+        "goal reached (train)": f"{found.sum():.0f}",
+        "first at iter": str(int(hits[0]) + 1) if hits.size else "-",
+        "entropy": quarters(s.get("learners/shared/entropy", [])),
+    }
+    for name, tag in EFX_TAGS.items():
+        if tag in s:
+            row[name] = quarters(s[tag])
+    return row
+
+
+def print_over_training(experiments: list[Path]) -> None:
+    for root in experiments:
+        rows = []
+        for run in sorted(root.glob("runs/*/*/seed_*")):
+            figures = run_over_training(run)
+            if figures:
+                rows.append((f"{run.parent.name} {run.name}", figures))
+        if not rows:
+            print(f"\n{root}: no run with TensorBoard scalars (git keeps no tb/)")
+            continue
+        columns = list(dict.fromkeys(k for _, figures in rows for k in figures))
+        print(f"\n## {root.name}\n")
+        print("| run | " + " | ".join(columns) + " |")
+        print("|---" * (len(columns) + 1) + "|")
+        for name, figures in rows:
+            print(f"| {name} | " + " | ".join(figures.get(c, "") for c in columns) + " |")
+
+
 def main() -> None:
     from marllib_ext.cli import parse_assignments
 
     parser = common.parser(__doc__)
-    parser.add_argument("--checkpoint", required=True)
+    parser.add_argument("--runs", nargs="+", type=Path, help="experiment folders: over training")
+    parser.add_argument("--checkpoint")
     parser.add_argument("--task", default="mpe:simple_spread")
     parser.add_argument("--env-arg", nargs="*", default=[], metavar="KEY=VALUE")
     parser.add_argument("--forms", nargs="+", default=["hinge", "demand_push"])
     parser.add_argument("--kappa", type=float, default=1.0)
     parser.add_argument("--seed", type=int, default=0)
     args = parser.parse_args()
+    if args.runs:
+        print_over_training(args.runs)
+        return
+    if not args.checkpoint:
+        parser.error("--checkpoint (one batch) or --runs (over training) is required")
     env_args = parse_assignments(args.env_arg, "--env-arg")
     common.start_ray(num_cpus=2)
     results = {
