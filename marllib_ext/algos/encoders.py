@@ -1,7 +1,15 @@
-"""The PPO-family actors' encoder settings (``encoder``, ``conv_filters``) and their
-checks; the modules are ``policies.grid_actor``."""
+"""The encoder settings (``encoder``, ``conv_filters``), their checks and the agents'
+grids they read; the modules are ``policies.grid_actor``, ``joint_critic``, ``q_agent``."""
 
 from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from marllib_ext.envs.grid_space import grid_shape_of
+from marllib_ext.errors import ConfigError
+
+if TYPE_CHECKING:
+    from marllib_ext.envs.handle import EnvHandle
 
 ENCODERS = ("mlp", "cnn")
 
@@ -18,3 +26,16 @@ def encoder_checks(encoder: str, conv_filters, use_rnn: bool) -> list[tuple[bool
         (encoder != "cnn" or not use_rnn, "encoder", "cnn with use_rnn is not there yet"),
         (layers_ok, "conv_filters", "a list of [channels, kernel, stride] of positive ints"),
     ]
+
+
+def agent_grid_shapes(env: EnvHandle, agents) -> list[tuple[int, ...]]:
+    """Each of ``agents``' observation grid ``(H, W, C)`` for ``encoder: cnn``;
+    ``ConfigError`` naming the agents whose observations are flat vectors."""
+    grids = {a: grid_shape_of(env.layout.plain_observation_space(a)) for a in agents}
+    flat = sorted(a for a, grid in grids.items() if grid is None)
+    if not grids or flat:
+        raise ConfigError(
+            f"encoder: cnn needs grid observations (a GridBox, as jaxmarl:overcooked hands "
+            f"out); env {env.name!r} gives {', '.join(flat) or 'its agent'} flat vectors"
+        )
+    return [grids[a] for a in agents]

@@ -370,17 +370,10 @@ def get_algo_spec(name: str) -> AlgoSpec:
 def with_grid_encoder_checked(config, algorithm: str, settings: Any, env: EnvHandle):
     """``config`` with CNN actors (``policies.grid_actor``); ``ConfigError`` where the
     env's observations are not grids or an actor cannot take the encoder."""
-    from marllib_ext.envs.adapter import plain_observation_space
-    from marllib_ext.envs.grid_space import grid_shape_of
+    from marllib_ext.algos.encoders import agent_grid_shapes
     from marllib_ext.policies.grid_actor import with_grid_encoders
 
-    spaces = env.layout.observation_spaces if env.is_multi_agent else {}
-    flat = sorted(a for a, s in spaces.items() if grid_shape_of(plain_observation_space(s)) is None)
-    if not spaces or flat:
-        raise ConfigError(
-            f"encoder: cnn needs grid observations (a GridBox, as jaxmarl:overcooked hands "
-            f"out); env {env.name!r} gives {', '.join(flat) or 'its agent'} flat vectors"
-        )
+    agent_grid_shapes(env, list(env.layout.observation_spaces) if env.is_multi_agent else [])
     try:
         return with_grid_encoders(
             config,

@@ -10,6 +10,7 @@ import functools
 import gymnasium as gym
 from ray.rllib.core.rl_module.rl_module import RLModuleSpec
 
+from marllib_ext.algos.encoders import agent_grid_shapes
 from marllib_ext.algos.joint_q.learners import IQLLearner, JointQLearner, QMIXLearner, VDNLearner
 from marllib_ext.algos.joint_q.settings import JointQSettings
 from marllib_ext.algos.policy_sharing import policy_mapping
@@ -20,7 +21,6 @@ from marllib_ext.algos.team_replay.specs import (
     team_replay_config,
 )
 from marllib_ext.envs.agent_inputs import AGENT_ID_ARG, LAST_ACTION_ARG
-from marllib_ext.envs.grid_space import grid_shape_of
 from marllib_ext.envs.handle import EnvHandle
 from marllib_ext.errors import ConfigError
 from marllib_ext.policies.q_agent import MIXER_MODULE_ID, QAgentRLModule, target_module_id
@@ -59,12 +59,7 @@ def agent_grid(settings: JointQSettings, env: EnvHandle, agent: str) -> dict:
     ``ConfigError`` where the agent's observation is not a grid."""
     if settings.encoder != "cnn":
         return {}
-    grid = grid_shape_of(env.layout.plain_observation_space(agent))
-    if grid is None:
-        raise ConfigError(
-            f"encoder: cnn needs grid observations (a GridBox, as jaxmarl:overcooked hands "
-            f"out); env {env.name!r} gives {agent} a flat vector"
-        )
+    (grid,) = agent_grid_shapes(env, [agent])
     return {"grid": list(grid), "conv_filters": [list(layer) for layer in settings.conv_filters]}
 
 
