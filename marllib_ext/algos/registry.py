@@ -28,14 +28,13 @@ from marllib_ext.algos import (
 from marllib_ext.algos.config import (
     CentralCriticSettings,
     PPOSettings,
-    VDSettings,
     build_settings,
     gaussian_only_settings,
 )
 from marllib_ext.algos.efx.budget_range import with_resolved_budget
 from marllib_ext.algos.env_checks import log_contract_breaches, with_episode_end_callback
 from marllib_ext.algos.evaluation import with_evaluation
-from marllib_ext.algos.ppo.novelty import MAPPOSettings
+from marllib_ext.algos.ppo.novelty import MAPPOSettings, VDPPOSettings
 from marllib_ext.algos.ppo.phased import with_schedule
 from marllib_ext.algos.ppo.schedule import (
     A2C,
@@ -293,7 +292,7 @@ ALGORITHMS: dict[str, AlgoSpec] = {
         AlgoSpec("ippo", "IL", PPOSettings, ppo.build_ippo, ANY_ENV, schedule=PPO),
         AlgoSpec("mappo", "CC", MAPPOSettings, ppo.build_mappo, schedule=PPO),
         AlgoSpec("efx_mappo", "CC", efx.EFXSettings, efx.build_efx_mappo, schedule=PPO, **EFX),
-        AlgoSpec("vdppo", "VD", VDSettings, ppo.build_vdppo, schedule=PPO),
+        AlgoSpec("vdppo", "VD", VDPPOSettings, ppo.build_vdppo, schedule=PPO),
         AlgoSpec("efx_vdppo", "VD", efx.EFXVDSettings, efx.build_efx_vdppo, schedule=PPO, **EFX),
         AlgoSpec("ia2c", "IL", ppo.A2CSettings, ppo.build_ia2c, ANY_ENV, schedule=A2C),
         AlgoSpec("ipg", "IL", ppo.A2CSettings, ppo.build_ia2c, ANY_ENV, schedule=A2C),

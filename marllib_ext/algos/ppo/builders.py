@@ -341,6 +341,13 @@ def build_mappo(
             settings, env, extra_inputs=extra_inputs
         ),
     )
+    return with_novelty_bonus(config, settings, env, seed)
+
+
+def with_novelty_bonus(config: PPOConfig, settings, env: EnvHandle, seed: int | None):
+    """With ``intrinsic_bonus_coeff > 0``: the env runners record the bonus signal
+    (``NoveltyRecorder``) and RND's module joins where the signal is ``rnd``; the
+    joint-critic batch adds it to the team reward (``BlockHooks.block_reward_bonus``)."""
     if getattr(settings, "intrinsic_bonus_coeff", 0.0) > 0:
         with_rnd_module(config, settings, env, seed, [list(env.layout.agents)])
         config.env_runners(
@@ -364,8 +371,9 @@ def build_vdppo(
     learner_class: type[JointCriticPPOLearner] = VDPPOLearner,
     extra_inputs: int = 0,
 ) -> PPOConfig:
-    """VDPPO: decentralized actors, team GAE on V_tot mixed from per-agent values."""
-    return build_joint_critic_ppo(
+    """VDPPO: decentralized actors, team GAE on V_tot mixed from per-agent values (with
+    ``intrinsic_bonus_coeff > 0``, a novelty bonus added to the team reward)."""
+    config = build_joint_critic_ppo(
         settings,
         env,
         share_policy,
@@ -375,3 +383,4 @@ def build_vdppo(
             settings, env, mapping, agents, extra_inputs=extra_inputs
         ),
     )
+    return with_novelty_bonus(config, settings, env, seed)

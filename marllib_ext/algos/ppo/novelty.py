@@ -1,7 +1,8 @@
 """Settings of the novelty signals: how observations are counted (``CountFields``, for
 EFX's ``intrinsic_reward: count`` and the bonus), RND's networks and training
 (``NoveltyFields``, and the module ``with_rnd_module`` adds), and a novelty bonus added
-to the team reward (``NoveltyBonusFields``, ``mappo``'s ``intrinsic_bonus_coeff``)."""
+to the team reward (``NoveltyBonusFields``, ``mappo``'s and ``vdppo``'s
+``intrinsic_bonus_coeff``)."""
 
 from __future__ import annotations
 
@@ -13,7 +14,7 @@ import numpy as np
 from ray.rllib.core.rl_module.multi_rl_module import MultiRLModuleSpec
 from ray.rllib.core.rl_module.rl_module import RLModuleSpec
 
-from marllib_ext.algos.config import CentralCriticSettings, Check
+from marllib_ext.algos.config import CentralCriticSettings, Check, VDSettings
 from marllib_ext.ops.novelty import BONUS_SIGNALS, COUNT_HASHES, COUNT_SCOPES
 from marllib_ext.policies.rnd import (
     RND_AGENTS,
@@ -94,6 +95,11 @@ class NoveltyBonusFields(NoveltyFields):
 @dataclass(frozen=True)
 class MAPPOSettings(CentralCriticSettings, NoveltyBonusFields):
     """``mappo``: the joint-critic settings and an optional novelty bonus."""
+
+
+@dataclass(frozen=True)
+class VDPPOSettings(VDSettings, NoveltyBonusFields):
+    """``vdppo``: the value-decomposition settings and an optional novelty bonus."""
 
 
 def rnd_signal_name(settings) -> str | None:

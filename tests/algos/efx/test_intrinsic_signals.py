@@ -10,7 +10,7 @@ from ray.rllib.algorithms.algorithm import Algorithm
 from marllib_ext import algos, make_env
 from marllib_ext.algos.efx import RESULT_KEY, EFXJointCriticLearner, budget_connector
 from marllib_ext.algos.efx.budget_range import with_resolved_budget
-from marllib_ext.algos.ppo import JointCriticPPOLearner
+from marllib_ext.algos.ppo import JointCriticPPOLearner, VDPPOLearner
 from marllib_ext.errors import ConfigError
 from marllib_ext.ops.efx import budget_path
 from marllib_ext.postprocessing.budget_connector import STATE_KEY
@@ -18,6 +18,7 @@ from marllib_ext.postprocessing.efx_advantage import EFXJointAdvantageConnector
 from marllib_ext.postprocessing.intrinsic_signals import INTRINSIC_REWARD, NoveltyRecorder
 from marllib_ext.postprocessing.joint_advantage import JointAdvantageConnector
 from marllib_ext.postprocessing.novelty_signals import CountSignal
+from marllib_ext.postprocessing.vd_advantage import VDJointAdvantageConnector
 from marllib_ext.rllib_compat import connectors_of, env_to_module
 from marllib_ext.rollout.episode_blocks import after_step_column
 
@@ -210,6 +211,8 @@ def test_a_wrong_signal_is_named():
         algos.mappo(intrinsic_bonus_coeff=-1.0).settings("grid:pass")
     with pytest.raises(ConfigError, match="intrinsic_bonus"):
         algos.mappo(intrinsic_bonus="surprisal").settings("grid:pass")
+    with pytest.raises(ConfigError, match="intrinsic_bonus_coeff"):
+        algos.vdppo(intrinsic_bonus_coeff=-1.0).settings("grid:pass")
 
 
 class RecordingJointConnector(JointAdvantageConnector):
@@ -224,21 +227,36 @@ class RecordingJointLearner(JointCriticPPOLearner):
     advantage_connector_class = RecordingJointConnector
 
 
-@pytest.mark.parametrize("sampler", ["auto", "per_world"])
-def test_mappo_adds_the_novelty_bonus_to_the_team_reward(ray_session, sampler):
+class RecordingVDConnector(VDJointAdvantageConnector):
+    def adjust_block_advantages(self, teams, metrics):
+        RecordingJointConnector.recorded.append(teams)
+        return super().adjust_block_advantages(teams, metrics)
+
+
+class RecordingVDLearner(VDPPOLearner):
+    advantage_connector_class = RecordingVDConnector
+
+
+@pytest.mark.parametrize(
+    "algo, sampler",
+    [("mappo", "auto"), ("mappo", "per_world"), ("vdppo", "auto")],
+)
+def test_the_novelty_bonus_joins_the_team_reward(ray_session, algo, sampler):
     beta = 0.3
     RecordingJointConnector.recorded.clear()
     env = make_env("grid:pass", size=5, max_steps=30)
-    config = algos.mappo(
+    config = getattr(algos, algo)(
         intrinsic_bonus_coeff=beta, num_env_runners=0, num_envs_per_env_runner=2,
         train_batch_size=400, minibatch_size=200, num_epochs=1,
     ).rllib_config(env, seed=0, sampler=sampler)  # fmt: skip
-    algorithm = config.learners(learner_class=RecordingJointLearner).build_algo()
+    learner = RecordingJointLearner if algo == "mappo" else RecordingVDLearner
+    algorithm = config.learners(learner_class=learner).build_algo()
     try:
         result = algorithm.train()
     finally:
         algorithm.stop()
     assert result["num_env_steps_sampled_lifetime"] >= 400
+    assert RecordingJointConnector.recorded
     for teams in RecordingJointConnector.recorded:
         for team in teams:
             block = team.block
