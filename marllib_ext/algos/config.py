@@ -177,7 +177,8 @@ class PPOSettings(Settings):
     std_bound: float | None
     feature_norm: bool  # HARL's use_feature_normalization: LayerNorm on the inputs
     # The actors' encoder: mlp (actor_hiddens on the flat observation) or cnn (conv
-    # layers [channels, kernel, stride] on grid observations, then actor_hiddens heads).
+    # layers [channels, kernel, stride] on grid observations, then actor_hiddens heads;
+    # with use_rnn the GRU or LSTM between the conv layers and the heads).
     encoder: str
     conv_filters: list[list[int]]
     # Recurrent actors (rMAPPO): a GRU or LSTM layer of rnn_hidden_dim units after the
@@ -230,7 +231,7 @@ class PPOSettings(Settings):
                 f"one of {ACTIVATION_NAMES}",
             ),
             (self.action_head_gain > 0, "action_head_gain", "must be > 0"),
-            *encoder_checks(self.encoder, self.conv_filters, self.use_rnn),
+            *encoder_checks(self.encoder, self.conv_filters),
             (
                 self.initial_std is None or (self.initial_std > 0 and self.free_log_std),
                 "initial_std",

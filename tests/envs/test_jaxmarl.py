@@ -215,6 +215,29 @@ def test_overcooked_hands_out_grids_a_cnn_actor_trains_on(ray_session):
         algos.efx_mappo(encoder="cnn").rllib_config(env, seed=0)
 
 
+def test_recurrent_cnn_actors_train_on_overcooked(ray_session):
+    """``mappo --set encoder=cnn use_rnn=true``: each cook's actor is conv layers, then
+    a GRU, then the heads, trained on sequences from the rollout blocks."""
+    from torch import nn
+
+    env = make_env("jaxmarl:overcooked:cramped_room", max_steps=20)
+    config = algos.mappo(
+        encoder="cnn", use_rnn=True, rnn_hidden_dim=16, max_seq_len=5,
+        conv_filters=[[8, 3, 1]], train_batch_size=160, minibatch_size=80, num_epochs=1,
+    ).rllib_config(env, seed=0, num_env_runners=0, num_envs_per_env_runner=4)  # fmt: skip
+    algorithm = config.build_algo()
+    try:
+        module = next(iter(algorithm.env_runner.module.values()))
+        assert module.is_stateful()
+        assert any(isinstance(m, nn.Conv2d) for m in module.modules())
+        assert any(isinstance(m, nn.GRU) for m in module.modules())
+        result = algorithm.train()
+        assert result["training_iteration"] == 1
+        assert result["num_env_steps_sampled_lifetime"] >= 160
+    finally:
+        algorithm.stop()
+
+
 def test_joint_q_gru_agents_train_on_overcooked_grids_through_a_cnn(ray_session):
     from torch import nn
 

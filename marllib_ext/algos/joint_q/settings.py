@@ -76,7 +76,7 @@ class JointQSettings(TeamReplaySettings):
             ),
             (self.rnn_hidden_dim > 0, "rnn_hidden_dim", "must be > 0"),
             (self.activation in ACTIVATION_NAMES, "activation", f"one of {ACTIVATION_NAMES}"),
-            *encoder_checks(self.encoder, self.conv_filters, use_rnn=False),
+            *encoder_checks(self.encoder, self.conv_filters),
             (
                 self.encoder == "mlp" or not (self.obs_agent_id or self.obs_last_action),
                 "encoder",
