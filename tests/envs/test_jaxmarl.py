@@ -238,19 +238,25 @@ def test_recurrent_cnn_actors_train_on_overcooked(ray_session):
         algorithm.stop()
 
 
-def test_joint_q_gru_agents_train_on_overcooked_grids_through_a_cnn(ray_session):
+@pytest.mark.parametrize("runners", [0, 2])
+def test_joint_q_gru_agents_train_on_overcooked_grids_through_a_cnn(ray_session, runners):
+    """On the local runner and on two remote ones (their CNN weights synced from the
+    learner each iteration)."""
     from torch import nn
+
+    from marllib_ext.rllib_compat.learners import local_learner
 
     env = make_env("jaxmarl:overcooked:cramped_room", max_steps=20)
     config = algos.qmix(
         encoder="cnn", conv_filters=[[8, 3, 1]], use_rnn=True, batch_episode=2
-    ).rllib_config(env, seed=0, num_env_runners=0, num_envs_per_env_runner=2)
+    ).rllib_config(env, seed=0, num_env_runners=runners, num_envs_per_env_runner=2)
     algorithm = config.build_algo()
     try:
-        module = next(iter(algorithm.env_runner.module.values()))
-        assert any(isinstance(m, nn.Conv2d) for m in module.modules())
+        modules = local_learner(algorithm).module.values()  # the agents and the mixer
+        assert any(isinstance(m, nn.Conv2d) for module in modules for m in module.modules())
         for _ in range(2):
             result = algorithm.train()
         assert result["training_iteration"] == 2
+        assert result["num_env_steps_sampled_lifetime"] >= 40
     finally:
         algorithm.stop()
