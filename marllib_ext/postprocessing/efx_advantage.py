@@ -86,6 +86,8 @@ class EFXJointAdvantageConnector(EFXBlockHooks, JointAdvantageConnector):
         self.budget_input = self.team.input
         self.advantage_form = settings.efx_advantage
         self.kappa = float(settings.efx_kappa)
+        # settings pickled before push_scale existed read back as raw
+        self.push_scale = getattr(settings, "push_scale", "raw")
         self.budget: float | None = None  # broadcast by the outer loop, for metrics
         # z_high - floor (budget_range: tracked), broadcast by the outer loop
         self.demand_range = self.budget_input.z_range

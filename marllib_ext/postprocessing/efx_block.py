@@ -150,7 +150,12 @@ class EFXBlockHooks(BlockHooks):
                     logp = outputs[Columns.ACTION_LOGP][rows]
                     expected = dist.entropy().detach().cpu().numpy()
                 terms[(k, i)] = demand_push_term(
-                    block_slack[rows], logp, expected, kappa=self.kappa, z_range=self.demand_range
+                    block_slack[rows],
+                    logp,
+                    expected,
+                    kappa=self.kappa,
+                    z_range=self.demand_range,
+                    scale=self.push_scale,
                 )
         if metrics is not None:
             pairs = zip(slack, teams, strict=True)

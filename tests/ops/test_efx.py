@@ -479,3 +479,39 @@ def test_budget_step_literals_for_one_world_and_for_every_world_at_once():
     np.testing.assert_array_equal(worlds, [3.0, 0.0, 10.0])
     reference = [budget_step(z, d, z_low=0.0, z_high=10.0) for z, d in [(5, 2), (1, 2), (9, -4)]]
     np.testing.assert_array_equal(worlds, reference)
+
+
+def test_unit_push_scale_literal():
+    """scale='unit' divides -log p - H by its RMS over the rows: [3, -1, 1, -3] has RMS
+    sqrt(5); a signal with no spread stays 0."""
+    from marllib_ext.ops.efx import demand_push_term
+
+    slack = np.array([-10.0, -10.0, -10.0, 5.0])  # the first three fully unmet
+    logp = -np.array([4.0, 0.0, 2.0, -2.0])
+    entropy = np.ones(4)
+    raw = demand_push_term(slack, logp, entropy, kappa=0.5, z_range=10.0)
+    unit = demand_push_term(slack, logp, entropy, kappa=0.5, z_range=10.0, scale="unit")
+    np.testing.assert_allclose(raw, [1.5, -0.5, 0.5, 0.0])
+    np.testing.assert_allclose(unit, np.array([1.5, -0.5, 0.5, 0.0]) / np.sqrt(5.0))
+    flat = demand_push_term(slack, -entropy, entropy, kappa=0.5, z_range=10.0, scale="unit")
+    np.testing.assert_array_equal(flat, np.zeros(4))
+    with pytest.raises(ValueError, match="scale"):
+        demand_push_term(slack, logp, entropy, kappa=0.5, z_range=10.0, scale="std")
+
+
+@pytest.mark.parametrize("seed", range(3))
+def test_unit_push_scale_matches_slow_reference(seed):
+    """A tiny signal (a near-uniform policy's surprisal) comes out at unit RMS where the
+    budget is fully unmet, whatever its size, in the direction of the raw push."""
+    from marllib_ext.ops.efx import demand_push_term
+
+    rng = np.random.default_rng(seed)
+    horizon, agents = 40, 3
+    slack = -np.full(horizon, 100.0)  # every row fully unmet: w = kappa
+    logp = -np.log(5.0) + 1e-3 * rng.normal(size=(horizon, agents))
+    entropy = np.full((horizon, agents), np.log(5.0))
+    unit = demand_push_term(slack, logp, entropy, kappa=1.0, z_range=10.0, scale="unit")
+    centered = [[-logp[t, i] - entropy[t, i] for i in range(agents)] for t in range(horizon)]
+    rms = np.sqrt(sum(x * x for row in centered for x in row) / (horizon * agents))
+    np.testing.assert_allclose(unit, np.array(centered) / rms)
+    np.testing.assert_allclose(np.sqrt(np.mean(unit**2)), 1.0)

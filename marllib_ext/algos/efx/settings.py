@@ -10,6 +10,7 @@ from marllib_ext.algos.trust_region.settings import TrustRegionFields
 from marllib_ext.ops.efx import (
     BUDGET_RANGES,
     EFX_ADVANTAGE_FORMS,
+    PUSH_SCALES,
     Z_OPTIMIZERS,
     Z_SAMPLING_MODES,
 )
@@ -53,6 +54,7 @@ class EFXFields(NoveltyFields):
     budget_temperature: bool = field(default=False, kw_only=True)
     budget_temperature_hidden: int = field(default=16, kw_only=True)
     push_gradient: str = field(default="policy", kw_only=True)
+    push_scale: str = field(default="raw", kw_only=True)
     intrinsic_reward: str = field(default="surprisal", kw_only=True)
     z_ext_tolerance: float = field(default=0.0, kw_only=True)
     team_budgets: tuple[TeamBudget, ...] = field(
@@ -91,6 +93,7 @@ class EFXFields(NoveltyFields):
                 "push_gradient",
                 f"one of {PUSH_GRADIENTS}",
             ),
+            (self.push_scale in PUSH_SCALES, "push_scale", f"one of {PUSH_SCALES}"),
             (
                 self.push_gradient == "policy" or self.budget_temperature,
                 "push_gradient",

@@ -34,7 +34,9 @@ weighted by the shortfall: its expected policy gradient is ``w[t] * grad H_i(o_t
 push toward higher intrinsic reward at every unmet state. Rows that meet their budget
 get ``w = 0``: the conservative extrinsic advantage alone. ``floor`` is ``z_low``, or
 with ``budget_range: tracked`` the team's intrinsic return without a demand
-(:class:`BudgetController`).
+(:class:`BudgetController`). ``push_scale: unit`` divides the push's signal by its RMS
+over each agent's rows of a rollout block (:func:`unit_scale`), so that ``w = 1`` pushes
+as hard as a standardized advantage.
 """
 
 from marllib_ext.ops.efx.budget import (
@@ -50,11 +52,13 @@ from marllib_ext.ops.efx.conservative import conservative_advantage, seed_dp_bin
 from marllib_ext.ops.efx.forms import (
     EFX_ADVANTAGE_FORMS,
     PUSH_FORMS,
+    PUSH_SCALES,
     demand_push_advantage,
     demand_push_term,
     entropy_baselined_intrinsic_advantage,
     shortfall_weight,
     slack_cap_advantage,
+    unit_scale,
 )
 from marllib_ext.ops.efx.outer_loop import (
     BUDGET_RANGES,
@@ -79,6 +83,8 @@ __all__ = [
     "conservative_advantage",
     "demand_push_advantage",
     "demand_push_term",
+    "PUSH_SCALES",
+    "unit_scale",
     "entropy_baselined_intrinsic_advantage",
     "intrinsic_budget_bound",
     "intrinsic_rewards",

@@ -88,6 +88,23 @@ def entropy_baselined_intrinsic_advantage(
     return -logp - entropy
 
 
+PUSH_SCALES = ("raw", "unit")
+_UNIT_SCALE_FLOOR = 1e-8  # below this RMS the signal carries no direction: left at 0
+
+
+def unit_scale(centered: npt.ArrayLike) -> npt.NDArray[np.float64]:
+    """``x / sqrt(mean(x^2))`` over all entries: a centered signal brought to the unit
+    scale of a standardized advantage; all zeros where its RMS is below 1e-8.
+
+    Args:
+        centered: ``(T, ...)`` a signal with mean 0 under the policy (the push before
+            its weight).
+    """
+    x = np.asarray(centered, dtype=np.float64)
+    rms = float(np.sqrt(np.mean(x * x))) if x.size else 0.0
+    return x / rms if rms > _UNIT_SCALE_FLOOR else np.zeros_like(x)
+
+
 def demand_push_term(
     slack: npt.ArrayLike,
     logp: npt.ArrayLike,
@@ -95,21 +112,32 @@ def demand_push_term(
     *,
     kappa: float,
     z_range: float,
+    scale: str = "raw",
 ) -> npt.NDArray[np.float64]:
-    """The exploration push ``w[t] * (-logp[t, ...] - H[t, ...])``, ``w`` from
-    :func:`shortfall_weight`.
+    """The exploration push ``w[t] * u[t, ...]``, ``w`` from :func:`shortfall_weight` and
+    ``u = -logp - H``.
+
+    ``scale="unit"`` divides ``u`` by its RMS over the given rows (:func:`unit_scale`),
+    so that at ``w = 1`` the push has the scale of a standardized advantage whatever the
+    size of the signal: a near-uniform policy's surprisal varies by a few hundredths
+    around its entropy, and a decayed novelty bonus by less.
 
     Args:
         slack: ``(T,)`` ``S[t]`` of each row.
         logp, entropy: ``(T, ...)`` log-probs of the sampled actions and entropies of the
             sampling policy (``(T,)`` for one agent's rows, ``(T, n_agents)`` for a team).
         kappa, z_range: as in :func:`shortfall_weight`.
+        scale: ``raw`` or ``unit`` (:data:`PUSH_SCALES`).
 
     Returns:
         The push, shaped like ``logp``; 0 on rows that meet their budget.
     """
+    if scale not in PUSH_SCALES:
+        raise ValueError(f"scale must be one of {PUSH_SCALES}, got {scale!r}")
     weight = shortfall_weight(slack, kappa=kappa, z_range=z_range)
     push = entropy_baselined_intrinsic_advantage(logp, entropy)
+    if scale == "unit":
+        push = unit_scale(push)
     if push.shape[:1] != weight.shape:
         raise ValueError(f"logp has shape {push.shape}, expected ({len(weight)}, ...)")
     return weight.reshape(weight.shape + (1,) * (push.ndim - 1)) * push

@@ -417,18 +417,20 @@ class RecordingPushLearner(EFXJointCriticLearner):
 
 
 @pytest.mark.parametrize(
-    "form,push_gradient",
+    "form,push_gradient,push_scale",
     [
-        ("demand_push", "policy"),
-        ("extrinsic_push", "policy"),
-        ("extrinsic_push", "temperature"),
+        ("demand_push", "policy", "raw"),
+        ("extrinsic_push", "policy", "raw"),
+        ("extrinsic_push", "temperature", "raw"),
+        ("extrinsic_push", "policy", "unit"),
     ],
 )
-def test_demand_push_on_real_batches(ray_session, form, push_gradient):
+def test_demand_push_on_real_batches(ray_session, form, push_gradient, push_scale):
     """Met rows keep the team advantage exactly (hinge's conservative one, or with
     ``extrinsic_push`` the standardized ``A_ext`` on every row); every unmet agent row
     gets ``w * (-log pi - H)`` on top, with w the row's shortfall share of the range and
-    H the entropy of the logged action distribution. With ``push_gradient:
+    H the entropy of the logged action distribution (``push_scale: unit``: ``-log pi -
+    H`` over the RMS of the agent's rows in the block). With ``push_gradient:
     temperature`` the push goes to its own column and the advantage is the team's."""
     import torch
 
@@ -446,6 +448,7 @@ def test_demand_push_on_real_batches(ray_session, form, push_gradient):
         "individual",
         efx_advantage=form,
         push_gradient=push_gradient,
+        push_scale=push_scale,
         efx_kappa=kappa,
         z_low=0.0,
         z_high=z_high,
@@ -486,7 +489,10 @@ def test_demand_push_on_real_batches(ray_session, form, push_gradient):
                 outputs = block.outputs[block.agents[i]]
                 logits = torch.from_numpy(outputs[Columns.ACTION_DIST_INPUTS][acted]).double()
                 entropy = torch.distributions.Categorical(logits=logits).entropy().numpy()
-                push = weight[acted] * (-logps - entropy)
+                surprise = -logps - entropy
+                if push_scale == "unit":
+                    surprise = surprise / np.sqrt(np.mean(surprise**2))
+                push = weight[acted] * surprise
                 for obs, team_advantage, term in zip(
                     observations, hinge[k][acted], push, strict=True
                 ):
