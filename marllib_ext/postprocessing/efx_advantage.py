@@ -88,6 +88,7 @@ class EFXJointAdvantageConnector(EFXBlockHooks, JointAdvantageConnector):
         self.kappa = float(settings.efx_kappa)
         # settings pickled before push_scale existed read back as raw
         self.push_scale = getattr(settings, "push_scale", "raw")
+        self.push_credit = getattr(settings, "push_credit", "step")
         self.budget: float | None = None  # broadcast by the outer loop, for metrics
         # z_high - floor (budget_range: tracked), broadcast by the outer loop
         self.demand_range = self.budget_input.z_range

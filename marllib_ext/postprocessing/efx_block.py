@@ -14,6 +14,7 @@ import numpy as np
 import torch
 from ray.rllib.core.columns import Columns
 
+from marllib_ext.ops.advantages import block_gae
 from marllib_ext.ops.efx import demand_push_term
 from marllib_ext.postprocessing.block_hooks import BlockHooks
 from marllib_ext.postprocessing.intrinsic_signals import INTRINSIC_REWARD
@@ -124,11 +125,32 @@ class EFXBlockHooks(BlockHooks):
             block_slack.append(team_slack)
         return out, block_slack
 
+    def intrinsic_return_to_go(self, block, i: int) -> np.ndarray:
+        """``(T, B)`` agent ``i``'s discounted intrinsic return from each step to the end
+        of its segment, in units of ``c``: ``G[t] = r_int[t] / c + gamma * G[t + 1]``
+        (``block_gae`` with zero values and ``lambda = 1``; no bootstrap at a cut)."""
+        scale = self.intrinsic_coef if self.intrinsic_coef > 0 else 1.0
+        per_step = np.where(block.alive[:, :, i], self.agent_intrinsic(block, i) / scale, 0.0)
+        zeros = np.zeros_like(per_step)
+        returns, _ = block_gae(
+            per_step,
+            zeros,
+            zeros,
+            block.terminated,
+            block.truncated,
+            gamma=self.gamma,
+            lambda_=1.0,
+        )
+        return returns
+
     def block_agent_terms(self, rl_module, teams, slack, metrics):
         """``demand_push``: ``w[t] * (-log pi_i(a|o_t) - H_i(o_t))`` on every agent row,
         from the slack of its team row: the agent's surprisal against its expectation.
         With a recorded signal (counts) the same push takes ``r_int / c`` against its
-        mean over the agent's rows in the block (the expectation is unknown)."""
+        mean over the agent's rows in the block (the expectation is unknown). With
+        ``push_credit: return`` it takes the agent's discounted intrinsic return-to-go
+        against its mean over those rows, so a step is credited with the novelty it leads
+        to."""
         if not self.pushes:
             return {}
         terms = {}
@@ -138,7 +160,11 @@ class EFXBlockHooks(BlockHooks):
                 agent = block.agents[i]
                 rows = block.alive[:, :, i]
                 outputs = block.outputs[agent]
-                if INTRINSIC_REWARD in outputs:
+                if self.push_credit == "return":
+                    returns = self.intrinsic_return_to_go(block, i)[rows]
+                    logp = -returns
+                    expected = np.full_like(returns, returns.mean() if returns.size else 0.0)
+                elif INTRINSIC_REWARD in outputs:
                     scale = self.intrinsic_coef if self.intrinsic_coef > 0 else 1.0
                     surprise = np.asarray(outputs[INTRINSIC_REWARD][rows], np.float64) / scale
                     expected = np.full_like(surprise, surprise.mean() if surprise.size else 0.0)

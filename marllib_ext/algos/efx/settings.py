@@ -21,6 +21,9 @@ Z_BOUNDS_MODES = ("intrinsic", "reward")
 # Which parameters the push trains: every actor parameter (policy: the push is added to
 # the advantage) or the budget temperature's network only (temperature).
 PUSH_GRADIENTS = ("policy", "temperature")
+# What the push credits a step with: its own intrinsic reward against its expectation
+# (step), or the discounted intrinsic return from it to the end of its segment (return).
+PUSH_CREDITS = ("step", "return")
 
 
 @dataclass(frozen=True)
@@ -55,6 +58,7 @@ class EFXFields(NoveltyFields):
     budget_temperature_hidden: int = field(default=16, kw_only=True)
     push_gradient: str = field(default="policy", kw_only=True)
     push_scale: str = field(default="raw", kw_only=True)
+    push_credit: str = field(default="step", kw_only=True)
     intrinsic_reward: str = field(default="surprisal", kw_only=True)
     z_ext_tolerance: float = field(default=0.0, kw_only=True)
     team_budgets: tuple[TeamBudget, ...] = field(
@@ -94,6 +98,7 @@ class EFXFields(NoveltyFields):
                 f"one of {PUSH_GRADIENTS}",
             ),
             (self.push_scale in PUSH_SCALES, "push_scale", f"one of {PUSH_SCALES}"),
+            (self.push_credit in PUSH_CREDITS, "push_credit", f"one of {PUSH_CREDITS}"),
             (
                 self.push_gradient == "policy" or self.budget_temperature,
                 "push_gradient",

@@ -392,6 +392,7 @@ class RecordingPushConnector(EFXJointAdvantageConnector):
                 "a_ext": [team.advantages.copy() for team in teams],
                 "slack": [array.copy() for array in slack],
                 "coef": self.intrinsic_coef,
+                "gamma": self.gamma,
             }
         )
         return out, slack
@@ -412,25 +413,43 @@ class RecordingPushConnector(EFXJointAdvantageConnector):
         return out
 
 
+def slow_return_to_go(rewards, ended, gamma):
+    """``(T, B)`` discounted return to the end of each world's segment, step by step; a
+    segment ends where its episode ends or at the block's last step."""
+    horizon, worlds = rewards.shape
+    out = np.zeros((horizon, worlds))
+    for b in range(worlds):
+        following = 0.0
+        for t in reversed(range(horizon)):
+            if ended[t, b] or t == horizon - 1:
+                following = 0.0
+            out[t, b] = rewards[t, b] + gamma * following
+            following = out[t, b]
+    return out
+
+
 class RecordingPushLearner(EFXJointCriticLearner):
     advantage_connector_class = RecordingPushConnector
 
 
 @pytest.mark.parametrize(
-    "form,push_gradient,push_scale",
+    "form,push_gradient,push_scale,push_credit",
     [
-        ("demand_push", "policy", "raw"),
-        ("extrinsic_push", "policy", "raw"),
-        ("extrinsic_push", "temperature", "raw"),
-        ("extrinsic_push", "policy", "unit"),
+        ("demand_push", "policy", "raw", "step"),
+        ("extrinsic_push", "policy", "raw", "step"),
+        ("extrinsic_push", "temperature", "raw", "step"),
+        ("extrinsic_push", "policy", "unit", "step"),
+        ("extrinsic_push", "policy", "unit", "return"),
     ],
 )
-def test_demand_push_on_real_batches(ray_session, form, push_gradient, push_scale):
+def test_demand_push_on_real_batches(ray_session, form, push_gradient, push_scale, push_credit):
     """Met rows keep the team advantage exactly (hinge's conservative one, or with
     ``extrinsic_push`` the standardized ``A_ext`` on every row); every unmet agent row
     gets ``w * (-log pi - H)`` on top, with w the row's shortfall share of the range and
     H the entropy of the logged action distribution (``push_scale: unit``: ``-log pi -
-    H`` over the RMS of the agent's rows in the block). With ``push_gradient:
+    H`` over the RMS of the agent's rows in the block; ``push_credit: return``: the
+    agent's discounted ``-log pi`` summed to the end of its segment, less its mean over
+    those rows, in place of ``-log pi - H``). With ``push_gradient:
     temperature`` the push goes to its own column and the advantage is the team's."""
     import torch
 
@@ -449,6 +468,7 @@ def test_demand_push_on_real_batches(ray_session, form, push_gradient, push_scal
         efx_advantage=form,
         push_gradient=push_gradient,
         push_scale=push_scale,
+        push_credit=push_credit,
         efx_kappa=kappa,
         z_low=0.0,
         z_high=z_high,
@@ -490,8 +510,16 @@ def test_demand_push_on_real_batches(ray_session, form, push_gradient, push_scal
                 logits = torch.from_numpy(outputs[Columns.ACTION_DIST_INPUTS][acted]).double()
                 entropy = torch.distributions.Categorical(logits=logits).entropy().numpy()
                 surprise = -logps - entropy
+                if push_credit == "return":
+                    returns = slow_return_to_go(
+                        np.where(block.alive[:, :, i], -outputs[Columns.ACTION_LOGP], 0.0),
+                        block.terminated | block.truncated,
+                        record["gamma"],
+                    )[acted]
+                    surprise = returns - returns.mean()
                 if push_scale == "unit":
-                    surprise = surprise / np.sqrt(np.mean(surprise**2))
+                    rms = np.sqrt(np.mean(surprise**2))  # a lone row: 0, left at 0
+                    surprise = surprise / rms if rms > 1e-8 else np.zeros_like(surprise)
                 push = weight[acted] * surprise
                 for obs, team_advantage, term in zip(
                     observations, hinge[k][acted], push, strict=True
