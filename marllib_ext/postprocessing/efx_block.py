@@ -48,6 +48,12 @@ class SegmentRows:
         return cls(t=t, b=b, ends=ends, episode_ends=ends & ended[t, b], starts=began)
 
 
+def _against_its_mean(signal: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """``(-signal, its mean on every row)``: a signal whose expectation is unknown, in
+    ``demand_push_term``'s ``(logp, entropy)`` form, so the push is ``signal - mean``."""
+    return -signal, np.full_like(signal, signal.mean() if signal.size else 0.0)
+
+
 class EFXBlockHooks(BlockHooks):
     """The critic sees ``[state, z]``; the raw team advantages become the configured
     conservative form over each block's segments; ``demand_push`` adds its push to the
@@ -125,12 +131,16 @@ class EFXBlockHooks(BlockHooks):
             block_slack.append(team_slack)
         return out, block_slack
 
+    def agent_intrinsic_in_c(self, block, i: int) -> np.ndarray:
+        """``(T, B)`` :meth:`agent_intrinsic` in units of ``c`` (as it is with ``c = 0``)."""
+        scale = self.intrinsic_coef if self.intrinsic_coef > 0 else 1.0
+        return self.agent_intrinsic(block, i) / scale
+
     def intrinsic_return_to_go(self, block, i: int) -> np.ndarray:
         """``(T, B)`` agent ``i``'s discounted intrinsic return from each step to the end
         of its segment, in units of ``c``: ``G[t] = r_int[t] / c + gamma * G[t + 1]``
         (``block_gae`` with zero values and ``lambda = 1``; no bootstrap at a cut)."""
-        scale = self.intrinsic_coef if self.intrinsic_coef > 0 else 1.0
-        per_step = np.where(block.alive[:, :, i], self.agent_intrinsic(block, i) / scale, 0.0)
+        per_step = np.where(block.alive[:, :, i], self.agent_intrinsic_in_c(block, i), 0.0)
         zeros = np.zeros_like(per_step)
         returns, _ = block_gae(
             per_step,
@@ -161,14 +171,9 @@ class EFXBlockHooks(BlockHooks):
                 rows = block.alive[:, :, i]
                 outputs = block.outputs[agent]
                 if self.push_credit == "return":
-                    returns = self.intrinsic_return_to_go(block, i)[rows]
-                    logp = -returns
-                    expected = np.full_like(returns, returns.mean() if returns.size else 0.0)
+                    logp, expected = _against_its_mean(self.intrinsic_return_to_go(block, i)[rows])
                 elif INTRINSIC_REWARD in outputs:
-                    scale = self.intrinsic_coef if self.intrinsic_coef > 0 else 1.0
-                    surprise = np.asarray(outputs[INTRINSIC_REWARD][rows], np.float64) / scale
-                    expected = np.full_like(surprise, surprise.mean() if surprise.size else 0.0)
-                    logp = -surprise
+                    logp, expected = _against_its_mean(self.agent_intrinsic_in_c(block, i)[rows])
                 else:
                     module = plain_module(rl_module, block.module_of[agent])
                     dist_inputs = torch.from_numpy(outputs[Columns.ACTION_DIST_INPUTS][rows])
