@@ -11,6 +11,7 @@ from marllib_ext.ops.advantages import standardize_valid
 from marllib_ext.ops.efx import (
     EFX_ADVANTAGE_FORMS,
     PUSH_FORMS,
+    budget_capped_intrinsic,
     conservative_advantage,
     seed_dp_binding,
     segment_slack,
@@ -46,6 +47,10 @@ CAPPED_POSITIVE_FRACTION = "efx_capped_positive_fraction"
 REWARDED_ADVANTAGE_EXT = "efx_rewarded_advantage_ext"
 REWARDED_ADVANTAGE_FINAL = "efx_rewarded_advantage_final"
 ZERO_BUDGET_ROW_FRACTION = "efx_zero_budget_row_fraction"
+# budget_bonus_coeff > 0: the mean bonus added to a valid team row's reward, and the
+# valid rows whose intrinsic reward the budget cut (the episode had met its budget).
+BUDGET_BONUS_MEAN = "efx_budget_bonus_mean"
+BUDGET_BONUS_CUT_FRACTION = "efx_budget_bonus_cut_fraction"
 
 
 class EFXJointAdvantageConnector(EFXBlockHooks, JointAdvantageConnector):
@@ -89,6 +94,7 @@ class EFXJointAdvantageConnector(EFXBlockHooks, JointAdvantageConnector):
         # settings pickled before push_scale existed read back as raw
         self.push_scale = getattr(settings, "push_scale", "raw")
         self.push_credit = getattr(settings, "push_credit", "step")
+        self.budget_bonus_coeff = float(getattr(settings, "budget_bonus_coeff", 0.0))
         self.budget: float | None = None  # broadcast by the outer loop, for metrics
         # z_high - floor (budget_range: tracked), broadcast by the outer loop
         self.demand_range = self.budget_input.z_range
@@ -130,6 +136,16 @@ class EFXJointAdvantageConnector(EFXBlockHooks, JointAdvantageConnector):
             PUSH_WEIGHT_MEAN: float(weight.mean()),
             PUSH_TERM_MEAN: float(pushed.mean()),
             PUSH_TERM_ABS_MEAN: float(np.abs(pushed).mean()),
+        }
+
+    def budget_bonus_metrics(self, delta: np.ndarray, z: np.ndarray) -> dict:
+        """What ``budget_bonus_coeff`` paid over the valid team rows (none at 0)."""
+        if self.budget_bonus_coeff <= 0 or not len(delta):
+            return {}
+        paid = budget_capped_intrinsic(delta, z)
+        return {
+            BUDGET_BONUS_MEAN: float(self.budget_bonus_coeff * paid.mean()),
+            BUDGET_BONUS_CUT_FRACTION: float((paid < delta).mean()),
         }
 
     def extrinsic_metrics(self, rewards, a_ext, a_final, binding, z) -> dict:

@@ -15,7 +15,7 @@ import torch
 from ray.rllib.core.columns import Columns
 
 from marllib_ext.ops.advantages import block_gae
-from marllib_ext.ops.efx import demand_push_term
+from marllib_ext.ops.efx import budget_capped_intrinsic, demand_push_term
 from marllib_ext.postprocessing.block_hooks import BlockHooks
 from marllib_ext.postprocessing.intrinsic_signals import INTRINSIC_REWARD
 from marllib_ext.rllib_compat import plain_module
@@ -83,6 +83,18 @@ class EFXBlockHooks(BlockHooks):
             return np.asarray(outputs[INTRINSIC_REWARD], np.float64)
         return -self.intrinsic_coef * np.asarray(outputs[Columns.ACTION_LOGP], np.float64)
 
+    def block_reward_bonus(self, block, team: list[int]) -> np.ndarray | None:
+        """``(T, B)`` ``beta * min(delta, max(z, 0))`` where the team acted (``budget_bonus_coeff``
+        ``beta``; ``None`` at 0): the team intrinsic reward paid up to the budget it still
+        had to collect (``ops.efx.budget_capped_intrinsic``)."""
+        coeff = self.budget_bonus_coeff
+        if coeff <= 0:
+            return None
+        delta = self._team_intrinsic(block, team)
+        z = self.block_budget(block, team, after=False)
+        acted = block.alive[:, :, team].any(-1)
+        return coeff * np.where(acted, budget_capped_intrinsic(delta, z), 0.0)
+
     def _team_intrinsic(self, block, team: list[int]) -> np.ndarray:
         """``(T, B)`` ``delta = sum_{i in team, acted} r_int_i``."""
         total = np.zeros(block.alive.shape[:2])
@@ -114,7 +126,8 @@ class EFXBlockHooks(BlockHooks):
                 )
                 | self.extrinsic_metrics(
                     rows([tb.rewards for tb in teams]), a_ext, a_final, binding, z
-                ),
+                )
+                | self.budget_bonus_metrics(delta, z),
                 key=self.critic_module_id,
                 window=1,
             )  # fmt: skip

@@ -4,6 +4,7 @@ import numpy as np
 import pytest
 
 from marllib_ext.ops.efx import (
+    budget_capped_intrinsic,
     budget_path,
     budget_slack,
     budget_step,
@@ -52,6 +53,32 @@ def test_budget_path_matches_loop_reference():
     for t in range(50):
         assert z[t] == pytest.approx(current)
         current = min(max(current - delta[t], -2.0), 2.0)
+
+
+def test_budget_capped_intrinsic_literal():
+    # z 3 -> 1 (paid 2) -> 0 after 1.5 (paid the 1 left) -> nothing more at 0 or below
+    got = budget_capped_intrinsic([2.0, 1.5, 0.7, 0.3], [3.0, 1.0, 0.0, -0.5])
+    np.testing.assert_allclose(got, [2.0, 1.0, 0.0, 0.0])
+    # a negative delta passes through (it raises the budget)
+    np.testing.assert_allclose(budget_capped_intrinsic([-0.5], [0.0]), [-0.5])
+    with pytest.raises(ValueError, match="shape"):
+        budget_capped_intrinsic([1.0, 2.0], [1.0])
+
+
+@pytest.mark.parametrize("z0", [0.0, 0.7, 4.0, 100.0])
+def test_budget_capped_intrinsic_pays_at_most_the_budget(z0):
+    """Along a budget path (z_low <= 0, delta >= 0), the episode's bonuses sum to
+    ``min(J_int, z0)``, against a loop that pays step by step from what is left."""
+    rng = np.random.default_rng(int(z0 * 10))
+    delta = rng.exponential(0.3, size=40)
+    z = budget_path(delta, z0=z0, z_low=-1.0, z_high=200.0)
+    got = budget_capped_intrinsic(delta, z)
+    left, paid = z0, []
+    for step in delta:
+        paid.append(min(step, max(left, 0.0)))
+        left -= step
+    np.testing.assert_allclose(got, paid, atol=1e-12)
+    assert got.sum() == pytest.approx(min(delta.sum(), z0))
 
 
 def test_budget_slack_literal_and_reference():

@@ -61,6 +61,7 @@ class EFXFields(NoveltyFields):
     push_credit: str = field(default="step", kw_only=True)
     intrinsic_reward: str = field(default="surprisal", kw_only=True)
     z_ext_tolerance: float = field(default=0.0, kw_only=True)
+    budget_bonus_coeff: float = field(default=0.0, kw_only=True)
     team_budgets: tuple[TeamBudget, ...] = field(
         default=(), kw_only=True, metadata={"derived_from_env": True}
     )
@@ -79,6 +80,7 @@ class EFXFields(NoveltyFields):
             ),
             (self.lr_z >= 0, "lr_z", "must be >= 0"),
             (self.z_ext_tolerance >= 0, "z_ext_tolerance", "must be >= 0"),
+            (self.budget_bonus_coeff >= 0, "budget_bonus_coeff", "must be >= 0"),
             (self.z_optimizer in Z_OPTIMIZERS, "z_optimizer", f"one of {Z_OPTIMIZERS}"),
             (
                 self.z_ext_scale is None or self.z_ext_scale > 0,

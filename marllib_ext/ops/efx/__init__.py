@@ -11,7 +11,8 @@ end when the sampler cut the episode):
          = min(A_ext[t], ..., A_ext[T], S[T])         conservative advantage
 
 Without clipping, ``S`` is constant within a segment (seed eq. 1.3: S_t = S_{t+1}).
-No intrinsic value function is used anywhere.
+No intrinsic value function is used (``budget_bonus_coeff``, below, puts the capped
+intrinsic reward into the one critic's target instead).
 
 Budget units: z is the team intrinsic return the episode still has to collect, in
 ``[0, Z_max]`` with ``Z_max = c * T_max * sum_i H_max(i)`` (:func:`intrinsic_budget_bound`).
@@ -37,10 +38,16 @@ with ``budget_range: tracked`` the team's intrinsic return without a demand
 (:class:`BudgetController`). ``push_scale: unit`` divides the push's signal by its RMS
 over each agent's rows of a rollout block (:func:`unit_scale`), so that ``w = 1`` pushes
 as hard as a standardized advantage.
+
+``budget_bonus_coeff > 0`` adds ``beta * min(delta[t], max(z[t], 0))`` to the team
+reward before GAE (:func:`budget_capped_intrinsic`): the intrinsic reward as a reward,
+paid up to the episode's budget, so the critic values novelty until the budget is met
+and the policy at ``z = 0`` is trained on the extrinsic reward alone.
 """
 
 from marllib_ext.ops.efx.budget import (
     GAUSSIAN_ENTROPY_UNIT_STD,
+    budget_capped_intrinsic,
     budget_path,
     budget_slack,
     budget_step,
@@ -77,6 +84,7 @@ __all__ = [
     "Z_OPTIMIZERS",
     "Z_SAMPLING_MODES",
     "BudgetController",
+    "budget_capped_intrinsic",
     "budget_path",
     "budget_slack",
     "budget_step",

@@ -120,3 +120,25 @@ def budget_slack(delta: npt.ArrayLike, z: npt.ArrayLike) -> npt.NDArray[np.float
         raise ValueError(f"delta has shape {delta.shape} and z {z.shape}; expected (T,), (T, ...)")
     intrinsic_to_go = np.cumsum(delta[::-1])[::-1]
     return intrinsic_to_go.reshape((-1,) + (1,) * (z.ndim - 1)) - z
+
+
+def budget_capped_intrinsic(delta: npt.ArrayLike, z: npt.ArrayLike) -> npt.NDArray[np.float64]:
+    """``b[t] = min(delta[t], max(z[t], 0))``: the team intrinsic reward of step ``t``
+    counted only up to the budget the team still had to collect when it acted.
+
+    With ``z[t+1] = clip(z[t] - delta[t], z_low, z_high)``, ``z_low <= 0`` and
+    ``delta >= 0``, an episode's bonuses sum to ``min(sum_t delta[t], z[0])``: the team
+    is paid for exploring up to its budget and no further, and at ``z = 0`` not at all.
+    A negative ``delta`` (a continuous policy's density above 1) passes through, as it
+    raises the budget by as much. Elementwise, any shape.
+
+    Args:
+        delta: ``(...)`` team intrinsic rewards.
+        z: ``(...)`` the budget the team saw at the same steps (before ``delta`` was
+            subtracted).
+    """
+    delta = np.asarray(delta, dtype=np.float64)
+    z = np.asarray(z, dtype=np.float64)
+    if delta.shape != z.shape:
+        raise ValueError(f"delta has shape {delta.shape} and z {z.shape}")
+    return np.minimum(delta, np.maximum(z, 0.0))
