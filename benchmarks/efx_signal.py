@@ -176,6 +176,8 @@ EFX_TAGS = {
     "binding": "learners/joint_critic/efx_binding_fraction",
     "weight": "learners/joint_critic/efx_push_weight_mean",
     "|push|": "learners/joint_critic/efx_push_term_abs_mean",
+    "bonus": "learners/joint_critic/efx_budget_bonus_mean",
+    "bonus cut": "learners/joint_critic/efx_budget_bonus_cut_fraction",
     "J_int(z_low)": "efx/intrinsic_return_at_z_low",
     "J_int(z_high)": "efx/intrinsic_return_at_z_high",
     "z deploy": "efx/budget_z",
