@@ -47,6 +47,10 @@ from marllib_ext.rollout.recurrent import is_state_column
 
 TEAM_ADVANTAGE_MEAN = "team_advantage_mean"
 TEAM_VALUE_MEAN = "team_value_mean"
+# A reward bonus (``BlockHooks.block_reward_bonus``): its mean over the team's rows, and
+# its share of the team reward's magnitude there (how much of what GAE sees it is).
+REWARD_BONUS_MEAN = "reward_bonus_mean"
+REWARD_BONUS_SHARE = "reward_bonus_share"
 # Actor batch column: each row's index in its team's critic batch (HAPPO's factor M is
 # kept per team row).
 TEAM_ROW = "happo_team_row"
@@ -75,6 +79,7 @@ class TeamView:
     rewards: np.ndarray  # the team reward
     # A recurrent critic's state entered at each step, {"state_in/<key>": (T, B, h)}.
     critic_state: dict[str, np.ndarray] | None = None
+    reward_bonus: np.ndarray | None = None  # the part of ``rewards`` a hook added
 
 
 def present_rewards(block: RolloutBlock, agents: list[int]) -> np.ndarray:
@@ -195,7 +200,7 @@ def team_block(
     )  # fmt: skip
     return TeamView(
         block, team, inputs, after, values, advantages, value_targets, alive.any(-1),
-        team_rewards, critic_state,
+        team_rewards, critic_state, bonus,
     )  # fmt: skip
 
 
@@ -289,14 +294,13 @@ def joint_critic_block_batch(
     raw = np.concatenate([t.advantages[t.acting] for t in teams])
     if metrics is not None:
         values = np.concatenate([t.values[t.acting] for t in teams])
-        metrics.log_dict(
-            {
-                TEAM_VALUE_MEAN: float(values.mean()),
-                TEAM_ADVANTAGE_MEAN: float(raw.mean()),
-            },
-            key=critic_module_id,
-            window=1,
-        )
+        logged = {TEAM_VALUE_MEAN: float(values.mean()), TEAM_ADVANTAGE_MEAN: float(raw.mean())}
+        if any(t.reward_bonus is not None for t in teams):
+            paid = np.concatenate([t.reward_bonus[t.acting] for t in teams])
+            total = np.abs(np.concatenate([t.rewards[t.acting] for t in teams])).sum()
+            logged[REWARD_BONUS_MEAN] = float(paid.mean())
+            logged[REWARD_BONUS_SHARE] = float(np.abs(paid).sum() / total) if total > 0 else 0.0
+        metrics.log_dict(logged, key=critic_module_id, window=1)
     adjusted, slack = connector.adjust_block_advantages(teams, metrics)
     standardized = standardized_over_teams(adjusted, teams)
     actor_extra, critic_extra = connector.block_extra_columns(critic, teams, device, metrics)

@@ -13,6 +13,7 @@ from marllib_ext.algos.efx.budget_range import with_resolved_budget
 from marllib_ext.algos.ppo import JointCriticPPOLearner, VDPPOLearner
 from marllib_ext.errors import ConfigError
 from marllib_ext.ops.efx import budget_path
+from marllib_ext.postprocessing.block_batch import REWARD_BONUS_MEAN, REWARD_BONUS_SHARE
 from marllib_ext.postprocessing.budget_connector import STATE_KEY
 from marllib_ext.postprocessing.efx_advantage import EFXJointAdvantageConnector
 from marllib_ext.postprocessing.intrinsic_signals import INTRINSIC_REWARD, NoveltyRecorder
@@ -257,6 +258,15 @@ def test_the_novelty_bonus_joins_the_team_reward(ray_session, algo, sampler):
         algorithm.stop()
     assert result["num_env_steps_sampled_lifetime"] >= 400
     assert RecordingJointConnector.recorded
+    # The size of the bonus is logged: its mean over the team's rows, and its share of the
+    # team reward's magnitude (all of it on this task until the goal is first reached).
+    teams = RecordingJointConnector.recorded[-1]
+    paid = np.concatenate([t.reward_bonus[t.acting] for t in teams])
+    total = np.abs(np.concatenate([t.rewards[t.acting] for t in teams])).sum()
+    (logged,) = [m for m in result["learners"].values() if REWARD_BONUS_MEAN in m]
+    assert logged[REWARD_BONUS_MEAN] == pytest.approx(paid.mean())
+    assert logged[REWARD_BONUS_SHARE] == pytest.approx(paid.sum() / total)
+    assert 0.0 < logged[REWARD_BONUS_SHARE] <= 1.0
     for teams in RecordingJointConnector.recorded:
         for team in teams:
             block = team.block
