@@ -176,10 +176,10 @@ EFX_TAGS = {
     "binding": "learners/joint_critic/efx_binding_fraction",
     "weight": "learners/joint_critic/efx_push_weight_mean",
     "|push|": "learners/joint_critic/efx_push_term_abs_mean",
-    "bonus": "learners/joint_critic/efx_budget_bonus_mean",
+    # Any reward bonus (intrinsic_bonus_coeff or budget_bonus_coeff): its mean per team
+    # row, and its share of the team reward's magnitude.
+    "bonus": "learners/joint_critic/reward_bonus_mean",
     "bonus cut": "learners/joint_critic/efx_budget_bonus_cut_fraction",
-    # Any reward bonus (intrinsic_bonus_coeff or budget_bonus_coeff): its share of the
-    # team reward's magnitude.
     "bonus share": "learners/joint_critic/reward_bonus_share",
     "J_int(z_low)": "efx/intrinsic_return_at_z_low",
     "J_int(z_high)": "efx/intrinsic_return_at_z_high",

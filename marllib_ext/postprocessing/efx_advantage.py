@@ -47,9 +47,8 @@ CAPPED_POSITIVE_FRACTION = "efx_capped_positive_fraction"
 REWARDED_ADVANTAGE_EXT = "efx_rewarded_advantage_ext"
 REWARDED_ADVANTAGE_FINAL = "efx_rewarded_advantage_final"
 ZERO_BUDGET_ROW_FRACTION = "efx_zero_budget_row_fraction"
-# budget_bonus_coeff > 0: the mean bonus added to a valid team row's reward, and the
-# valid rows whose intrinsic reward the budget cut (the episode had met its budget).
-BUDGET_BONUS_MEAN = "efx_budget_bonus_mean"
+# budget_bonus_coeff > 0: the valid rows whose intrinsic reward the budget cut (the
+# episode had met its budget); the bonus paid is the joint critic's reward_bonus_mean.
 BUDGET_BONUS_CUT_FRACTION = "efx_budget_bonus_cut_fraction"
 
 
@@ -139,12 +138,12 @@ class EFXJointAdvantageConnector(EFXBlockHooks, JointAdvantageConnector):
         }
 
     def budget_bonus_metrics(self, delta: np.ndarray, z: np.ndarray) -> dict:
-        """What ``budget_bonus_coeff`` paid over the valid team rows (none at 0)."""
+        """How often ``budget_bonus_coeff``'s budget cut the bonus, over the valid team rows
+        (none at 0)."""
         if self.budget_bonus_coeff <= 0 or not len(delta):
             return {}
         paid = budget_capped_intrinsic(delta, z)
         return {
-            BUDGET_BONUS_MEAN: float(self.budget_bonus_coeff * paid.mean()),
             BUDGET_BONUS_CUT_FRACTION: float((paid < delta).mean()),
         }
 

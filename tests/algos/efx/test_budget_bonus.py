@@ -8,9 +8,9 @@ import pytest
 from marllib_ext import algos, make_env
 from marllib_ext.algos.efx import EFXJointCriticLearner, EFXVDLearner
 from marllib_ext.errors import ConfigError
+from marllib_ext.postprocessing.block_batch import REWARD_BONUS_MEAN
 from marllib_ext.postprocessing.efx_advantage import (
     BUDGET_BONUS_CUT_FRACTION,
-    BUDGET_BONUS_MEAN,
     EFXJointAdvantageConnector,
     EFXVDJointAdvantageConnector,
 )
@@ -77,8 +77,8 @@ def test_the_bonus_is_the_intrinsic_reward_up_to_the_budget(ray_session, algo, l
             zero_budget_rows += int((acted & (z <= 0)).sum())
     # Some rows were paid, and the budget cut others (episodes at z = 0 or past theirs).
     assert paid_total > 0 and cut_rows > 0 and zero_budget_rows > 0
-    critic = next(m for m in result["learners"].values() if BUDGET_BONUS_MEAN in m)
-    assert critic[BUDGET_BONUS_MEAN] > 0 and 0 < critic[BUDGET_BONUS_CUT_FRACTION] < 1
+    critic = next(m for m in result["learners"].values() if BUDGET_BONUS_CUT_FRACTION in m)
+    assert critic[REWARD_BONUS_MEAN] > 0 and 0 < critic[BUDGET_BONUS_CUT_FRACTION] < 1
 
 
 def test_a_negative_bonus_coefficient_is_named():
