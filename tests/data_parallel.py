@@ -5,6 +5,7 @@ import numpy as np
 
 from marllib_ext import algos
 from marllib_ext.algos.registry import ALGORITHMS
+from marllib_ext.algos.team_replay.settings import TeamReplaySettings
 from marllib_ext.rllib_compat import plain_module
 from tests.helpers import sgd_overrides
 
@@ -13,13 +14,16 @@ COST_ENV = "mpe:simple_spread"  # the safe algorithms need info["cost"]
 ENV_OF = {
     "sac_roer": "Pendulum-v1",
     "isac_roer": "toy:continuous_target",
+    **{name: "toy:continuous_target" for name in ("iddpg", "maddpg", "facmac")},
     **{name: COST_ENV for name in algos.algorithms_that(needs_costs=True)},
 }
 
 
 def two_learner_config(name, sampler="auto", **overrides):
     settings = {"num_learners": 2, "num_env_runners": 0}
-    if ALGORITHMS[name].capabilities.off_policy:
+    if issubclass(ALGORITHMS[name].settings_class, TeamReplaySettings):
+        settings.update(batch_episode=4, learning_starts=2)
+    elif ALGORITHMS[name].capabilities.off_policy:
         settings.update(train_batch_size=64, num_steps_sampled_before_learning_starts=64)
         settings["per_type"] = "uniform"
     else:

@@ -157,6 +157,29 @@ def test_private_hooks_that_mixins_override_exist():
     from ray.rllib.core.learner.learner_group import LearnerGroup
 
     assert "self._learner = " in inspect.getsource(LearnerGroup.__init__)
+    # AveragesGradientsOverLearners: build() wraps the modules last; the uncompiled
+    # update runs these steps in this order, entering no_sync() with several learners.
+    assert (
+        inspect.getsource(TorchLearner.build)
+        .rstrip()
+        .endswith("self._make_modules_ddp_if_necessary()")
+    )
+    steps = inspect.getsource(TorchLearner._uncompiled_update)
+    order = [
+        "self._compute_off_policyness(batch)",
+        "self.module.forward_train(batch)",
+        "self.compute_losses(",
+        "self.compute_gradients(",
+        "mod.no_sync()",
+        "self.postprocess_gradients(",
+        "self.apply_gradients(",
+    ]
+    assert all(step in steps for step in order)
+    assert sorted(order, key=steps.index) == order
+    # RestoresOptimizerStateUnshared: the restored buffers are tensors made from the
+    # state's arrays by convert_to_torch_tensor.
+    restore = inspect.getsource(TorchLearner._set_optimizer_state)
+    assert "convert_to_torch_tensor(" in restore and ".load_state_dict(" in restore
 
 
 def test_priority_trees_of_both_buffers():

@@ -73,7 +73,7 @@ class Capabilities:
     has_budget: bool = False  # EFX's team budget z (evaluate --z, outer loop)
     off_policy: bool = False  # replay buffer
     multi_team: bool = True  # mixed/competitive envs (one joint critic per team)
-    data_parallel: bool = True  # num_learners >= 2 (torch DDP); False: refused with the reason
+    data_parallel: bool = True  # num_learners >= 2; False: refused with the reason
     # Turn-taking envs; False for the independent team-replay learners, which bootstrap
     # an agent from the next env step, where on such envs it is not observing.
     turn_based: bool = True
@@ -269,8 +269,8 @@ EFX_TRUST_REGION = {
     "progress_columns": efx.PROGRESS_COLUMNS + trust_region.PROGRESS_COLUMNS,
     "progress": efx_trust_region_progress,
 }
-JOINT_Q_CAPABILITIES = Capabilities(continuous_actions=False, off_policy=True, data_parallel=False)
-DDPG_CAPABILITIES = Capabilities(discrete_actions=False, off_policy=True, data_parallel=False)
+JOINT_Q_CAPABILITIES = Capabilities(continuous_actions=False, off_policy=True)
+DDPG_CAPABILITIES = Capabilities(discrete_actions=False, off_policy=True)
 INDEPENDENT_REPLAY = {"turn_based": False}
 TEAM_REPLAY = {
     "progress_columns": team_replay.PROGRESS_COLUMNS,
@@ -278,7 +278,7 @@ TEAM_REPLAY = {
 }
 JOINT_Q = {"capabilities": JOINT_Q_CAPABILITIES, **TEAM_REPLAY}
 DDPG = {"capabilities": DDPG_CAPABILITIES, **TEAM_REPLAY}
-SOFT_AC_CAPABILITIES = Capabilities(off_policy=True, data_parallel=False)
+SOFT_AC_CAPABILITIES = Capabilities(off_policy=True)
 SOFT_AC = {"capabilities": SOFT_AC_CAPABILITIES, **TEAM_REPLAY}
 SOFT_AC_SEQUENTIAL = {
     **SOFT_AC,

@@ -20,6 +20,7 @@ from marllib_ext.rllib_compat.data_parallel import (
     first_learners_array,
     max_over_learners,
     sum_over_learners,
+    this_learners_rows,
 )
 from marllib_ext.rllib_compat.env_runners import (
     env_runner_callbacks,
@@ -29,8 +30,10 @@ from marllib_ext.rllib_compat.env_runners import (
     skip_end_of_iteration_runner_sync,
 )
 from marllib_ext.rllib_compat.learners import (
+    AveragesGradientsOverLearners,
     ObservesBatchBeforeLoss,
     ReadsEpisodesAsSortedAgents,
+    RestoresOptimizerStateUnshared,
     SameModuleOrderOnEveryLearner,
     local_learner,
     plain_module,
@@ -57,9 +60,11 @@ from marllib_ext.rllib_compat.settings import (
 __all__ = [
     "SETTINGS_KEY",
     "ActorBackwardApart",
+    "AveragesGradientsOverLearners",
     "BuildsReplayBuffer",
     "ObservesBatchBeforeLoss",
     "ReadsEpisodesAsSortedAgents",
+    "RestoresOptimizerStateUnshared",
     "SameModuleOrderOnEveryLearner",
     "TargetUpdateEveryGradientStep",
     "connectors_of",
@@ -84,6 +89,7 @@ __all__ = [
     "settings_of",
     "should_save_component",
     "sum_over_learners",
+    "this_learners_rows",
     "with_learner_value",
     "with_settings",
 ]

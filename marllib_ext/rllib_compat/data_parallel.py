@@ -57,3 +57,49 @@ def first_learners_array(array: np.ndarray) -> np.ndarray:
     tensor = torch.as_tensor(np.ascontiguousarray(array), device=device)
     torch.distributed.broadcast(tensor, src=0)
     return tensor.cpu().numpy()
+
+
+def learner_index_and_count() -> tuple[int, int]:
+    """``(this learner's index, the number of data-parallel learners)``; ``(0, 1)`` with
+    one learner."""
+    if _process_group_device() is None:
+        return 0, 1
+    return torch.distributed.get_rank(), torch.distributed.get_world_size()
+
+
+def this_learners_rows(num_rows: int) -> slice:
+    """The rows of a ``num_rows``-row batch this learner trains on: contiguous shares of
+    ``ceil(num_rows / N)`` rows in learner order (the last may hold fewer), as RLlib's
+    ``ShardBatchIterator`` splits a batch; every row with one learner."""
+    index, count = learner_index_and_count()
+    share = -(-num_rows // count)
+    return slice(min(index * share, num_rows), min((index + 1) * share, num_rows))
+
+
+def average_over_learners(tensors: list[torch.Tensor]) -> None:
+    """Replaces every tensor by its mean over the data-parallel learners, in place, in one
+    all-reduce (nothing with one learner). Every learner passes the same shapes in the
+    same order, or the all-reduce hangs."""
+    device = _process_group_device()
+    if device is None or not tensors:
+        return
+    flat = torch.cat([t.detach().reshape(-1).to(device) for t in tensors])
+    torch.distributed.all_reduce(flat, op=torch.distributed.ReduceOp.SUM)
+    flat /= torch.distributed.get_world_size()
+    offset = 0
+    for tensor in tensors:
+        size = tensor.numel()
+        tensor.copy_(flat[offset : offset + size].view_as(tensor))
+        offset += size
+
+
+def copy_first_learners_tensors(tensors: list[torch.Tensor]) -> None:
+    """Overwrites every tensor with the first learner's, in place (nothing with one
+    learner): the learners start from the same weights."""
+    device = _process_group_device()
+    if device is None:
+        return
+    for tensor in tensors:
+        buffer = tensor.detach().to(device).contiguous()
+        torch.distributed.broadcast(buffer, src=0)
+        tensor.copy_(buffer)

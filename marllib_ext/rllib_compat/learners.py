@@ -5,12 +5,20 @@ from __future__ import annotations
 
 from typing import Any
 
+import numpy as np
+import tree
 from ray.rllib.algorithms.algorithm import Algorithm
 from ray.rllib.core.learner.learner import Learner
+from ray.rllib.core.learner.torch.torch_learner import TorchLearner
 from ray.rllib.env.multi_agent_episode import MultiAgentEpisode
 from ray.rllib.policy.sample_batch import MultiAgentBatch
 from ray.rllib.utils.annotations import override
 
+from marllib_ext.rllib_compat.data_parallel import (
+    average_over_learners,
+    copy_first_learners_tensors,
+    data_parallel,
+)
 from marllib_ext.rllib_compat.episodes import as_sorted_agents_episode
 
 
@@ -108,3 +116,67 @@ class ReadsEpisodesAsSortedAgents:
             if isinstance(episode, MultiAgentEpisode):
                 as_sorted_agents_episode(episode)
         return super()._make_batch_if_necessary(training_data)
+
+
+class AveragesGradientsOverLearners:
+    """Learner mixin (list it before the RLlib learner) for losses that span modules
+    outside their ``forward_train`` (team replay's): with several learners no module is
+    wrapped in DDP, whose all-reduce follows ``forward_train``'s outputs. Instead every
+    learner starts from the first learner's weights, and each update's gradients are
+    averaged over the learners before they are clipped and applied; the learners then
+    take identical steps.
+
+    Relies on: ``TorchLearner.build`` wraps the modules in
+    ``_make_modules_ddp_if_necessary()`` after the modules and optimizers exist;
+    ``_uncompiled_update`` runs ``forward_train``, ``compute_losses``,
+    ``compute_gradients`` (``{param_ref: param.grad}``, the same order on every
+    learner), ``postprocess_gradients`` and ``apply_gradients``, inside every module's
+    DDP ``no_sync()`` when ``num_learners > 1``."""
+
+    @override(TorchLearner)
+    def _make_modules_ddp_if_necessary(self) -> None:
+        copy_first_learners_tensors(
+            [
+                tensor
+                for module_id in sorted(self.module.keys())
+                for tensor in self.module[module_id].state_dict().values()
+            ]
+        )
+
+    @override(TorchLearner)
+    def _uncompiled_update(self, batch: dict[str, Any], **kwargs):
+        if not data_parallel():
+            return super()._uncompiled_update(batch, **kwargs)
+        # RLlib's steps without the DDP wrappers' no_sync(): no module is wrapped.
+        self._compute_off_policyness(batch)
+        fwd_out = self.module.forward_train(batch)
+        losses = self.compute_losses(fwd_out=fwd_out, batch=batch)
+        gradients = self.compute_gradients(losses)
+        self.apply_gradients(self.postprocess_gradients(gradients))
+        return fwd_out, losses, {}
+
+    @override(TorchLearner)
+    def compute_gradients(self, loss_per_module, **kwargs):
+        gradients = super().compute_gradients(loss_per_module, **kwargs)
+        average_over_learners([g for g in gradients.values() if g is not None])
+        return gradients
+
+
+class RestoresOptimizerStateUnshared:
+    """Learner mixin (list it before the RLlib learner): a restored optimizer state is
+    the learner's own copy.
+
+    Relies on: ``TorchLearner._set_optimizer_state`` turns the state's numpy arrays into
+    tensors with ``torch.from_numpy`` (no copy), and the optimizer's ``load_state_dict``
+    keeps tensors already of its device and dtype. Remote learners receive the state
+    through ``ray.get``, which hands every learner on a node the same read-only arrays
+    of the object store: without the copy their Adam/RMSprop moments were one buffer,
+    stepped by each learner in turn (measured: two data-parallel learners restored from
+    one state parted after one update)."""
+
+    @override(TorchLearner)
+    def _set_optimizer_state(self, state) -> None:
+        owned = tree.map_structure(
+            lambda value: value.copy() if isinstance(value, np.ndarray) else value, state
+        )
+        super()._set_optimizer_state(owned)

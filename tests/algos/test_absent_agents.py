@@ -51,7 +51,7 @@ def tier(names):
 def test_trains_two_iterations_with_agents_that_come_and_go(ray_session, tmp_path, name):
     spec = ALGORITHMS[name]
     # isac_roer's default per_type (JS) refuses two learners with its reason (tested
-    # in tests/algos/roer); team replay refuses them (below).
+    # in tests/algos/roer).
     learners = 2 if spec.capabilities.data_parallel and name != "isac_roer" else 1
     result = algos.get(
         name, hyperparam_source="toy", num_env_runners=0, num_learners=learners, **overrides(name)
@@ -75,16 +75,8 @@ def test_isac_roer_on_rllibs_episode_buffers_meets_rllibs_concat_bug(ray_session
     )
 
 
-@pytest.mark.parametrize(
-    "name",
-    [
-        n
-        for n in MULTI_AGENT
-        if ALGORITHMS[n].capabilities.off_policy and not ALGORITHMS[n].capabilities.data_parallel
-    ],
-)
-def test_team_replay_refuses_two_learners_with_the_reason(name):
-    with pytest.raises(ConfigError, match="team-replay algorithms train on one learner"):
-        algos.get(name, hyperparam_source="toy", num_learners=2).rllib_config(
-            make_env("toy:come_and_go", **ENV_ARGS.get(name, {}))
+def test_team_replay_refuses_more_learners_than_batch_episodes_with_the_reason():
+    with pytest.raises(ConfigError, match="batch_episode must be >= num_learners"):
+        algos.get("qmix", hyperparam_source="toy", num_learners=2, batch_episode=1).rllib_config(
+            make_env("toy:come_and_go")
         )

@@ -1,6 +1,8 @@
-"""``masac`` and ``hasac`` from the command line: train with a checkpoint, continue
-the run, and evaluate the checkpoint with the mean action."""
+"""``masac`` and ``hasac`` from the command line, on one learner and on two
+data-parallel learners: train with a checkpoint, continue the run, and evaluate the
+checkpoint with the mean action."""
 
+import functools
 from pathlib import Path
 
 import pytest
@@ -10,13 +12,24 @@ from tests.cli.test_cli import run_cli as cli
 SMALL = ["learning_starts=2", "batch_episode=2", "actor_hiddens=[16]", "critic_hiddens=[16]"]
 
 
-def run_cli(*args: str, cwd: Path):
-    return cli(*args, "--num-cpus", "2", cwd=cwd)
+def run_cli_on(*args: str, cwd: Path, cpus: int = 2):
+    return cli(*args, "--num-cpus", str(cpus), cwd=cwd)
 
 
-@pytest.mark.parametrize("name", ["masac", pytest.param("hasac", marks=pytest.mark.slow)])
-def test_train_resume_and_evaluate(tmp_path, name):
-    sets = [arg for value in ["num_env_runners=0", *SMALL] for arg in ("--set", value)]
+@pytest.mark.parametrize(
+    ("name", "learners"),
+    [
+        ("masac", 0),
+        pytest.param("hasac", 0, marks=pytest.mark.slow),
+        pytest.param("masac", 2, marks=pytest.mark.slow),
+        pytest.param("hasac", 2, marks=pytest.mark.slow),
+    ],
+)
+def test_train_resume_and_evaluate(tmp_path, name, learners):
+    values = ["num_env_runners=0", f"num_learners={learners}", *SMALL]
+    sets = [arg for value in values for arg in ("--set", value)]
+    # The run's driver and one CPU per learner actor.
+    run_cli = functools.partial(run_cli_on, cpus=max(2, 1 + learners))
     env = ["--env", "mpe:simple_spread", "--env-arg", "continuous_actions=true"]
     first = run_cli("train", name, *env, "--stop-iters", "2", *sets, cwd=tmp_path)
     assert first.returncode == 0, first.stderr[-3000:]

@@ -133,12 +133,17 @@ class DDPGLearner(TeamReplayLearner):
         )
 
     @override(TeamReplayLearner)
-    def batch_view(self, columns: dict[str, torch.Tensor]) -> DDPGBatch:
+    def whole_batch_columns(self, columns: dict[str, torch.Tensor]) -> dict[str, torch.Tensor]:
+        if not self.settings.reward_standardize:
+            return columns
+        return {**columns, "rewards": standardized_rewards(columns["rewards"], columns["mask"])}
+
+    @override(TeamReplayLearner)
+    def rows_view(self, columns: dict[str, torch.Tensor]) -> DDPGBatch:
+        """``columns`` (single transitions) with the rewards of ``whole_batch_columns``."""
         obs, next_obs = columns["obs"][:, 0], columns["obs"][:, 1]  # (B, n, d)
         mask = columns["mask"][:, 0]
         rewards = columns["rewards"][:, 0]  # (B, n)
-        if self.settings.reward_standardize:
-            rewards = standardized_rewards(rewards, mask)
         n_agents = len(self.agents)
         present, next_present = columns["present"][:, 0], columns["present"][:, 1]
         policy_actions = (

@@ -1,7 +1,7 @@
 """Joint Q-learning learners: ``iql``, ``vdn``, ``qmix`` (MARLlib / PyMARL).
 
 Every agent's online and target Q network runs once per replayed batch
-(``JointQLearner.batch_view``); each team then takes its TD loss (``team_loss``):
+(``JointQLearner.rows_view``); each team then takes its TD loss (``team_loss``):
 
 - ``IQLLearner``: every agent its own double-Q target on its own reward (its team's
   summed reward with ``common_reward``, as EPyMARL);
@@ -132,12 +132,10 @@ class JointQLearner(TeamReplayLearner):
         return torch.stack(values, dim=2)
 
     @override(TeamReplayLearner)
-    def batch_view(self, columns: dict[str, torch.Tensor]) -> JointQBatch:
-        obs, mask, rewards = columns["obs"], columns["mask"], columns["rewards"]
+    def whole_batch_columns(self, columns: dict[str, torch.Tensor]) -> dict[str, torch.Tensor]:
+        mask, rewards = columns["mask"], columns["rewards"]
         if self.settings.common_reward:
             rewards = common_rewards(rewards, list(self.teams.values()))
-        if not self.settings.bootstrap_truncated:  # every stored episode is whole
-            columns = {**columns, "terminated": episode_last_steps(mask)}
         if self.settings.running_reward_moments:
             moments = self.module[self.first_team]
             rewards = moment_standardized_rewards(
@@ -145,6 +143,14 @@ class JointQLearner(TeamReplayLearner):
             )
         elif self.settings.reward_standardize:
             rewards = standardized_rewards(rewards, mask)
+        return {**columns, "rewards": rewards}
+
+    @override(TeamReplayLearner)
+    def rows_view(self, columns: dict[str, torch.Tensor]) -> JointQBatch:
+        """``columns`` with the rewards of ``whole_batch_columns``."""
+        obs, mask, rewards = columns["obs"], columns["mask"], columns["rewards"]
+        if not self.settings.bootstrap_truncated:  # every stored episode is whole
+            columns = {**columns, "terminated": episode_last_steps(mask)}
         length = mask.shape[1]
         # segmented_unroll: each row's observed steps, so GRU agents skip the padding
         observed = observed_lengths(mask) if self.settings.segmented_unroll else None

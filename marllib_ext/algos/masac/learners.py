@@ -42,6 +42,7 @@ from marllib_ext.ops.soft_ac import (
 )
 from marllib_ext.ops.td import n_step_returns, team_sum
 from marllib_ext.policies.soft_actor import SoftActorRLModule, SoftTeamCritic
+from marllib_ext.rllib_compat.data_parallel import average_over_learners
 
 ACTOR_OPTIMIZER, CRITIC_OPTIMIZER, TEMPERATURE_OPTIMIZER = "actor", "critic", "temperature"
 
@@ -158,7 +159,7 @@ class MASACLearner(TeamReplayLearner):
 
     # ---- the batch --------------------------------------------------------------------
     @override(TeamReplayLearner)
-    def batch_view(self, columns: dict[str, torch.Tensor]) -> SoftBatch:
+    def rows_view(self, columns: dict[str, torch.Tensor]) -> SoftBatch:
         present = columns["present"][:, 0]
         actions = columns["actions"][:, 0]
         if self.continuous:
@@ -360,6 +361,8 @@ class HASACLearner(MASACLearner):
         weights = list(self.module[module_id].net.parameters())
         optimizer.zero_grad(set_to_none=True)
         grads = torch.autograd.grad(loss, weights, allow_unused=True)
+        # Data-parallel learners take the same step: the mean of their shards' gradients.
+        average_over_learners([grad for grad in grads if grad is not None])
         for weight, grad in zip(weights, grads, strict=True):
             weight.grad = grad
         if self.settings.grad_clip:

@@ -39,6 +39,7 @@ from marllib_ext.policies.joint_critic import is_critic_module
 from marllib_ext.policies.rnd import RND_MODULE_ID
 from marllib_ext.postprocessing.block_batch import TEAM_ROW
 from marllib_ext.rllib_compat import (
+    RestoresOptimizerStateUnshared,
     first_learners_array,
     learner_value,
     plain_module,
@@ -91,7 +92,7 @@ def with_schedule(config, settings: Any, schedule: Schedule):
     return with_learner_value(config, SCHEDULE_KEY, schedule)
 
 
-class PhasedLearner(PPOTorchLearner):
+class PhasedLearner(RestoresOptimizerStateUnshared, PPOTorchLearner):
     """Runs the schedule its config carries. A phase's step kind ``k`` is the method
     ``k_step(phase, module_batches, context)``; a family with a new kind of step adds
     that method, not an ``update`` override."""

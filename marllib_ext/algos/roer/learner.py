@@ -16,6 +16,7 @@ from marllib_ext.ops.roer import (
 from marllib_ext.rllib_compat import (
     ActorBackwardApart,
     ReadsEpisodesAsSortedAgents,
+    RestoresOptimizerStateUnshared,
     SameModuleOrderOnEveryLearner,
     TargetUpdateEveryGradientStep,
     hand_priorities_to_replay,
@@ -36,6 +37,7 @@ class ROERSACLearner(
     ActorBackwardApart,
     TargetUpdateEveryGradientStep,
     SameModuleOrderOnEveryLearner,
+    RestoresOptimizerStateUnshared,
     SACTorchLearner,
 ):
     """Adds to RLlib's SAC losses a value loss on ``diff = min(Q1, Q2)(s, a) - V(s)``

@@ -118,22 +118,33 @@ class TeamReplayAlgorithm(ReplayInCheckpoints, Algorithm):
         for _ in range(updates):
             sampled = self._sample()
             policy_batch = SampleBatch(sampled.columns())
+            batch = MultiAgentBatch(
+                {mid: policy_batch for mid in self.team_modules},
+                env_steps=int(sampled.mask.sum()),
+            )
+            # Several learners each take the whole batch and train on their share of it.
+            learners = self.config.num_learners
             learner_results = self.learner_group.update(
-                batch=MultiAgentBatch(
-                    {mid: policy_batch for mid in self.team_modules},
-                    env_steps=int(sampled.mask.sum()),
-                ),
+                **({"batches": [batch] * learners} if learners > 1 else {"batch": batch}),
                 timesteps={
                     NUM_ENV_STEPS_SAMPLED_LIFETIME: env_steps,
                     EPISODES_SAMPLED: self.episodes_sampled,
                 },
             )
-            # One learner: this update's (B, L) priorities and its mean |TD error|.
-            priorities = priorities_from_learner(learner_results[0], self.team_modules[0])
+            # This update's (B, L) priorities, the learners' shares in order, and the
+            # mean |TD error|.
+            team = self.team_modules[0]
+            priorities = np.concatenate(
+                [priorities_from_learner(result, team) for result in learner_results]
+            )
             self.store.update_priorities(sampled, priorities)
             self.last_td_error = float(
                 np.nanmean(
-                    [learner_results[0][mid]["td_error_abs"].peek() for mid in self.team_modules]
+                    [
+                        result[mid]["td_error_abs"].peek()
+                        for result in learner_results
+                        for mid in self.team_modules
+                    ]
                 )
             )
             self.metrics.aggregate(learner_results, key=LEARNER_RESULTS)

@@ -3,12 +3,18 @@
 The base reads the agent/team layout, builds the optimizers, runs one ``team_loss`` per
 team module on the replayed batch, turns the TD errors into the replay priorities of
 ``per_type`` and syncs the targets. An algorithm overrides ``team_loss`` (and, where it
-needs them, ``batch_view`` for quantities every team shares, ``optimizer_for`` and
-``target_step``).
+needs them, ``rows_view`` and ``whole_batch_columns`` for quantities every team shares,
+``optimizer_for`` and ``target_step``).
 
 Targets, one convention: an agent's or actor's target is the learner-only module
 ``target_<policy>``; every other module with a target (critics, mixers) keeps it inside
 and exposes ``sync_target(tau)``. ``sync_targets(tau)`` moves all of them.
+
+Data-parallel learners (``num_learners >= 2``): every learner gets the whole replayed
+batch, takes its running statistics from all of it, trains on its own contiguous share
+of the rows and averages its gradients with the others'
+(``rllib_compat.AveragesGradientsOverLearners``); its priorities cover its share, and
+the algorithm joins them in learner order.
 """
 
 from __future__ import annotations
@@ -24,10 +30,13 @@ from marllib_ext.algos.team_replay.algorithm import LAYOUT_KEY
 from marllib_ext.algos.team_replay.settings import TeamReplaySettings
 from marllib_ext.policies.q_agent import TARGET_PREFIX, polyak_update, target_module_id
 from marllib_ext.rllib_compat import (
+    AveragesGradientsOverLearners,
     ObservesBatchBeforeLoss,
+    RestoresOptimizerStateUnshared,
     hand_priorities_to_replay,
     learner_value,
     settings_of,
+    this_learners_rows,
 )
 
 
@@ -47,7 +56,12 @@ class TeamLoss:
     metrics: dict[str, Any] = field(default_factory=dict)
 
 
-class TeamReplayLearner(ObservesBatchBeforeLoss, TorchLearner):
+class TeamReplayLearner(
+    ObservesBatchBeforeLoss,
+    AveragesGradientsOverLearners,
+    RestoresOptimizerStateUnshared,
+    TorchLearner,
+):
     """See the module docstring."""
 
     @override(TorchLearner)
@@ -76,10 +90,25 @@ class TeamReplayLearner(ObservesBatchBeforeLoss, TorchLearner):
         indices into the sorted agent list) on the batch ``view``."""
         raise NotImplementedError
 
-    def batch_view(self, columns: dict[str, torch.Tensor]) -> Any:
-        """Quantities every team's loss reads, computed once per batch (default: the
-        replayed columns themselves)."""
+    def rows_view(self, columns: dict[str, torch.Tensor]) -> Any:
+        """Quantities every team's loss reads, computed once per batch from the rows this
+        learner trains on (default: the columns themselves)."""
         return columns
+
+    def whole_batch_columns(self, columns: dict[str, torch.Tensor]) -> dict[str, torch.Tensor]:
+        """The replayed columns with what is taken over the whole batch applied (its
+        reward moments), before data-parallel learners take their rows (default: the
+        columns themselves)."""
+        return columns
+
+    def batch_view(self, columns: dict[str, torch.Tensor]) -> Any:
+        """What the team losses read of a replayed batch: ``whole_batch_columns`` on all
+        of it, then ``rows_view`` on this learner's rows. Data-parallel learners each get
+        the whole batch (``observe`` keeps the same running moments on each) and train on
+        their own share of its rows; one learner trains on every row."""
+        whole = self.whole_batch_columns(columns)
+        rows = this_learners_rows(len(whole["mask"]))
+        return self.rows_view({name: column[rows] for name, column in whole.items()})
 
     def optimizer_for(
         self, module_id: str, params: list[torch.nn.Parameter]

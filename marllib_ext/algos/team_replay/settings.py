@@ -49,12 +49,11 @@ class TeamReplaySettings(Settings, PrioritizedReplayFields):
                 "sample and learn at once",
             ),
             (
-                self.num_learners <= 1,
+                self.num_learners <= 1 or self.batch_episode >= self.num_learners,
                 "num_learners",
-                "team-replay algorithms train on one learner (0 or 1): their loss couples "
-                "every agent network and the team's mixer or critics in one backward pass "
-                "outside the modules' forward_train, which data-parallel (DDP) learners "
-                "would not synchronize",
+                "each data-parallel learner trains on its share of a batch of "
+                "batch_episode episodes' worth of rows: batch_episode must be >= "
+                "num_learners",
             ),
         ]
 

@@ -456,9 +456,9 @@ def test_continuous_actions_are_refused_before_anything_starts(name):
         algos.get(name).rllib_config(make_env("mpe:simple_spread", continuous_actions=True))
 
 
-def test_data_parallel_learners_are_refused_with_the_reason():
+def test_more_learners_than_batch_episodes_are_refused_with_the_reason():
     with pytest.raises(ConfigError, match="num_learners"):
-        algos.get("qmix", num_learners=2).settings("mpe:simple_spread")
+        algos.get("qmix", num_learners=4, batch_episode=2).settings("mpe:simple_spread")
 
 
 def test_vdn_learner_loss_matches_a_step_by_step_reference(ray_session):

@@ -252,4 +252,4 @@ def test_refusals_name_the_field(ray_session):
     with pytest.raises(ConfigError, match="discrete_target_entropy_scale"):
         algos.get("masac", discrete_target_entropy_scale=2.0).rllib_config(spread())
     with pytest.raises(ConfigError, match="num_learners"):
-        algos.get("masac", num_learners=2).rllib_config(spread())
+        algos.get("masac", num_learners=3, batch_episode=2).rllib_config(spread())
