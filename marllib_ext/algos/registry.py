@@ -73,7 +73,6 @@ class Capabilities:
     has_budget: bool = False  # EFX's team budget z (evaluate --z, outer loop)
     off_policy: bool = False  # replay buffer
     multi_team: bool = True  # mixed/competitive envs (one joint critic per team)
-    data_parallel: bool = True  # num_learners >= 2; False: refused with the reason
     # Turn-taking envs; False for the independent team-replay learners, which bootstrap
     # an agent from the next env step, where on such envs it is not observing.
     turn_based: bool = True

@@ -59,7 +59,7 @@ def test_one_algorithm_per_family_trains_with_two_learners(ray_session, name):
 @pytest.mark.slow
 @pytest.mark.parametrize(
     "name",
-    sorted(set(algos.algorithms_that(data_parallel=True)) - set(FAMILIES) - set(STATE_TESTED)),
+    sorted(set(ALGORITHMS) - set(FAMILIES) - set(STATE_TESTED)),
 )
 def test_every_other_algorithm_trains_with_two_learners(ray_session, name):
     algorithm, _ = train_and_check(name)
@@ -87,10 +87,17 @@ def test_central_critic_trains_when_an_episode_is_sliced_across_learners(ray_ses
         algorithm.stop()
 
 
-@pytest.mark.parametrize("name", algos.algorithms_that(data_parallel=False))
-def test_algorithms_without_data_parallel_learners_refuse_them_with_the_reason(name):
-    with pytest.raises(ConfigError, match="num_learners.*one learner"):
-        algos.get(name, num_learners=2).settings("toy:coordination")
+def test_learners_restored_from_one_state_stay_identical(ray_session):
+    """A restore gives each learner its own optimizer moments: learners that shared the
+    restored Adam buffers stepped them in turn and parted after one update."""
+    algorithm = two_learner_algorithm("mappo")
+    try:
+        algorithm.train()
+        algorithm.learner_group.set_state(algorithm.learner_group.get_state())
+        algorithm.train()
+        assert_learners_identical(algorithm)
+    finally:
+        algorithm.stop()
 
 
 @pytest.mark.slow  # two learners per team critic; the one-team case runs by default
