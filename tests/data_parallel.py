@@ -41,17 +41,19 @@ def two_learner_algorithm(name, sampler="auto", **overrides):
     return two_learner_config(name, sampler, **overrides).build_algo()
 
 
-def learner_weights(algorithm):
-    def weights(learner):
-        return {
-            module_id: {
-                name: value.detach().cpu().numpy().copy()
-                for name, value in plain_module(learner.module, module_id).state_dict().items()
-            }
-            for module_id in list(learner.module.keys())
+def module_weights(learner):
+    """``{module_id: {name: array}}``: every module's state of one learner."""
+    return {
+        module_id: {
+            name: value.detach().cpu().numpy().copy()
+            for name, value in plain_module(learner.module, module_id).state_dict().items()
         }
+        for module_id in list(learner.module.keys())
+    }
 
-    return [ref.get() for ref in algorithm.learner_group.foreach_learner(weights)]
+
+def learner_weights(algorithm):
+    return [ref.get() for ref in algorithm.learner_group.foreach_learner(module_weights)]
 
 
 def assert_learners_identical(algorithm):

@@ -3,7 +3,6 @@ their gradients are averaged, and they end where one learner on the whole batch 
 The collectives themselves on a two-process gloo group, without Ray."""
 
 import numpy as np
-import pytest
 import torch
 import torch.multiprocessing as mp
 from ray.rllib.policy.sample_batch import MultiAgentBatch, SampleBatch
@@ -11,7 +10,7 @@ from ray.rllib.policy.sample_batch import MultiAgentBatch, SampleBatch
 from marllib_ext import algos
 from marllib_ext.rllib_compat import local_learner, priorities_from_learner
 from marllib_ext.rllib_compat.data_parallel import average_over_learners, this_learners_rows
-from tests.data_parallel import learner_weights
+from tests.data_parallel import learner_weights, module_weights
 
 SETTINGS = {
     "batch_episode": 4,
@@ -35,7 +34,7 @@ def test_two_learners_step_as_one_learner_on_the_whole_batch(ray_session):
     RMSprop's moments) on a 64-transition batch."""
     one, two = build(0), build(2)
     try:
-        one.train()  # fills the store and moves the weights and Adam's moments
+        one.train()  # fills the store and moves the weights and RMSprop's moments
         two.learner_group.set_state(one.learner_group.get_state())
         sampled = one.store.sample_transitions(64)
         rows = SampleBatch(sampled.columns())
@@ -49,7 +48,7 @@ def test_two_learners_step_as_one_learner_on_the_whole_batch(ray_session):
         np.testing.assert_allclose(
             np.concatenate(shares), priorities_from_learner(single, team), rtol=1e-5
         )
-        (expected,) = learner_weights_of_local(one)
+        expected = module_weights(local_learner(one))
         for weights in learner_weights(two):
             for module_id, params in expected.items():
                 for name, value in params.items():
@@ -60,19 +59,6 @@ def test_two_learners_step_as_one_learner_on_the_whole_batch(ray_session):
     finally:
         one.stop()
         two.stop()
-
-
-def learner_weights_of_local(algorithm):
-    learner = local_learner(algorithm)
-    return [
-        {
-            module_id: {
-                name: value.detach().cpu().numpy().copy()
-                for name, value in learner.module[module_id].state_dict().items()
-            }
-            for module_id in list(learner.module.keys())
-        }
-    ]
 
 
 def _collectives(rank, init_file, results):
@@ -105,6 +91,3 @@ def test_gradients_are_averaged_and_rows_split_as_rllib_shards(tmp_path):
     grads = [torch.ones(2)]
     average_over_learners(grads)
     assert grads[0].tolist() == [1.0, 1.0]
-
-
-pytestmark = pytest.mark.filterwarnings("ignore::DeprecationWarning")
