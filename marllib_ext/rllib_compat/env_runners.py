@@ -221,8 +221,9 @@ def skip_end_of_iteration_runner_sync(config) -> None:
     config._dont_auto_sync_env_runner_states = True
 
 
-def sample_episodes(env_runner_group, sample_timeout_s: float | None):
-    """``(episodes, env_runner_metrics)`` of one synchronous sample over the group.
+def sample_episodes(env_runner_group, sample_timeout_s: float | None, random_actions: bool = False):
+    """``(episodes, env_runner_metrics)`` of one synchronous sample over the group;
+    ``random_actions``: every runner acts uniformly at random.
 
     Relies on: ``synchronous_parallel_sample`` returns new-stack episodes and the
     runners' metrics with ``_uses_new_env_runners=True, _return_metrics=True``."""
@@ -232,6 +233,7 @@ def sample_episodes(env_runner_group, sample_timeout_s: float | None):
         worker_set=env_runner_group,
         concat=True,
         sample_timeout_s=sample_timeout_s,
+        random_actions=random_actions,
         _uses_new_env_runners=True,
         _return_metrics=True,
     )

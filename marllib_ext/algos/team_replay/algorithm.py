@@ -83,7 +83,9 @@ class TeamReplayAlgorithm(ReplayInCheckpoints, Algorithm):
             seed=self.config.seed,
         )
         self.overlapped = (
-            OverlappedSampler(self.env_runner_group, self.config.sample_timeout_s)
+            OverlappedSampler(
+                self.env_runner_group, self.config.sample_timeout_s, settings.acts_randomly_at
+            )
             if settings.overlap_sampling
             else None
         )
@@ -94,14 +96,16 @@ class TeamReplayAlgorithm(ReplayInCheckpoints, Algorithm):
     @override(Algorithm)
     def training_step(self) -> None:
         settings = self.replay_settings
+        steps_before = self.metrics.peek(
+            (ENV_RUNNER_RESULTS, NUM_ENV_STEPS_SAMPLED_LIFETIME), default=0
+        )
         if self.overlapped is None:
+            random_actions = settings.acts_randomly_at(steps_before)
             episodes, runner_results = sample_episodes(
-                self.env_runner_group, self.config.sample_timeout_s
+                self.env_runner_group, self.config.sample_timeout_s, random_actions
             )
         else:  # the runners sample the next episodes while this iteration updates
-            episodes, runner_results = self.overlapped.collect(
-                self.metrics.peek((ENV_RUNNER_RESULTS, NUM_ENV_STEPS_SAMPLED_LIFETIME), default=0)
-            )
+            episodes, runner_results, random_actions = self.overlapped.collect(steps_before)
         self.metrics.aggregate(runner_results, key=ENV_RUNNER_RESULTS)
         for episode in episodes:  # TeamEpisodes, assembled by the runners
             self.store.add(episode)
@@ -157,6 +161,7 @@ class TeamReplayAlgorithm(ReplayInCheckpoints, Algorithm):
         self.metrics.log_dict(
             {
                 "exploration": settings.exploration_at(env_steps),
+                "random_action_episodes": len(episodes) if random_actions else 0,
                 "buffer_episodes": len(self.store),
                 "episodes_sampled": self.episodes_sampled,
                 "updates": updates,

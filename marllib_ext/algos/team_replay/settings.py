@@ -19,6 +19,7 @@ class TeamReplaySettings(Settings, PrioritizedReplayFields):
     buffer_size: int
     training_intensity: float
     learning_starts: int | None
+    random_warmup_steps: int
     num_env_runners: int
     overlap_sampling: bool
     num_envs_per_env_runner: int
@@ -42,6 +43,7 @@ class TeamReplaySettings(Settings, PrioritizedReplayFields):
                 "learning_starts",
                 "null (batch_episode) or >= 1 episode",
             ),
+            (self.random_warmup_steps >= 0, "random_warmup_steps", "must be >= 0"),
             (
                 not self.overlap_sampling or self.num_env_runners >= 1,
                 "overlap_sampling",
@@ -60,6 +62,12 @@ class TeamReplaySettings(Settings, PrioritizedReplayFields):
     @property
     def episodes_before_learning(self) -> int:
         return self.batch_episode if self.learning_starts is None else self.learning_starts
+
+    def acts_randomly_at(self, env_steps: int) -> bool:
+        """Whether a sample call that starts after ``env_steps`` lifetime env steps acts
+        with uniformly random actions (HARL's warm-up); the whole call does, so the
+        warm-up ends at the first whole sample call at or past ``random_warmup_steps``."""
+        return env_steps < self.random_warmup_steps
 
     @property
     def samples_whole_episodes(self) -> bool:

@@ -114,7 +114,14 @@ def team_replay_config(
             grad_clip_by="global_norm",
             **({} if lr is None else {"lr": lr}),
         )
-        .environment(env.register_with_rllib(), env_config=dict(env.env_args))
+        .environment(
+            env.register_with_rllib(),
+            env_config=dict(env.env_args),
+            # The actors act within the env's bounds (squashed into [low, high]), as
+            # the uniformly random warm-up actions do: the env takes them unchanged.
+            normalize_actions=False,
+            clip_actions=False,
+        )
         .env_runners(
             num_env_runners=settings.num_env_runners,
             num_envs_per_env_runner=settings.num_envs_per_env_runner,

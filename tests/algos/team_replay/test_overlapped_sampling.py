@@ -6,6 +6,7 @@ import numpy as np
 import pytest
 
 from marllib_ext import algos, make_env
+from marllib_ext.algos.team_replay import PROGRESS_KEY
 from marllib_ext.envs import register_env
 from marllib_ext.errors import ConfigError
 from marllib_ext.rollout.overlapped import OverlappedSampler
@@ -85,6 +86,19 @@ def test_no_blocking_runner_sync_and_exploration_reads_the_env_steps(ray_session
             )
             assert clock == steps > 0
         assert blocking_syncs == []
+    finally:
+        algorithm.stop()
+
+
+def test_the_random_warmup_goes_with_each_request(ray_session):
+    """Each request acts at random while the env steps sampled before it are below
+    ``random_warmup_steps``: here the first one only."""
+    algorithm = overlapped_qmix(random_warmup_steps=1).build_algo()
+    try:
+        random_episodes = [
+            algorithm.train()[PROGRESS_KEY]["random_action_episodes"] for _ in range(3)
+        ]
+        assert random_episodes == [2, 0, 0]
     finally:
         algorithm.stop()
 
