@@ -8,7 +8,6 @@ import pytest
 import torch
 
 from marllib_ext import algos, make_env
-from marllib_ext.algos.team_replay import PROGRESS_KEY
 from marllib_ext.errors import ConfigError
 from marllib_ext.rollout.actions import env_actions
 
@@ -50,8 +49,8 @@ def test_warmup_calls_act_uniformly_and_later_calls_use_the_modules(ray_session)
     try:
         poison_acting_modules(algorithm)
         for _ in range(2):
-            result = algorithm.train()
-            assert result[PROGRESS_KEY]["random_action_episodes"] == WORLDS
+            progress = algos.get_algo_spec("masac").progress(algorithm.train())
+            assert progress["replay_random_episodes"] == WORLDS
         actions = algorithm.store.arrays["actions"][: 2 * WORLDS, :EPISODE_STEPS]
         # simple_spread's continuous actions, Box(0, 1, (5,)): mean 1/2, variance 1/12.
         assert np.isfinite(actions).all() and actions.min() >= 0 and actions.max() <= 1
