@@ -52,15 +52,26 @@ ACTIVATIONS = {"tanh": nn.Tanh, "relu": nn.ReLU, "elu": nn.ELU, "silu": nn.SiLU}
 
 
 def mlp(
-    in_dim: int, hiddens: list[int], out_dim: int, activation: str, *, input_norm: bool = False
+    in_dim: int,
+    hiddens: list[int],
+    out_dim: int,
+    activation: str,
+    *,
+    input_norm: bool = False,
+    final_activation: str | None = None,
 ) -> nn.Sequential:
     """``Linear -> act`` per hidden size, then a linear output layer; ``input_norm``
-    puts a LayerNorm on the inputs first (HARL's feature normalization)."""
-    if activation not in ACTIVATIONS:
-        raise ValueError(f"activation must be one of {sorted(ACTIVATIONS)}, got {activation!r}")
+    puts a LayerNorm on the inputs first (HARL's feature normalization);
+    ``final_activation``: the last hidden layer's activation instead of ``activation``
+    (HARL's ``final_activation_func``)."""
+    for name in (activation, final_activation or activation):
+        if name not in ACTIVATIONS:
+            raise ValueError(f"activation must be one of {sorted(ACTIVATIONS)}, got {name!r}")
     layers: list[nn.Module] = [nn.LayerNorm(in_dim)] if input_norm else []
-    for size in hiddens:
-        layers += [nn.Linear(in_dim, size), ACTIVATIONS[activation]()]
+    for index, size in enumerate(hiddens):
+        last = index == len(hiddens) - 1
+        act = (final_activation or activation) if last else activation
+        layers += [nn.Linear(in_dim, size), ACTIVATIONS[act]()]
         in_dim = size
     layers.append(nn.Linear(in_dim, out_dim))
     return nn.Sequential(*layers)

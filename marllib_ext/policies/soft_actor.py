@@ -34,7 +34,8 @@ from marllib_ext.policies.masked_actor import split_masked_batch
 
 class SoftActorRLModule(TorchRLModule):
     """``model_config``: ``hiddens``, ``activation``, ``input_norm`` (a LayerNorm on
-    the observation, HARL's feature normalization), ``initial_alpha``."""
+    the observation, HARL's feature normalization), ``final_activation`` (the last
+    hidden layer's activation; None: ``activation``), ``initial_alpha``."""
 
     handles_action_masks = True
 
@@ -60,6 +61,7 @@ class SoftActorRLModule(TorchRLModule):
             outputs,
             config["activation"],
             input_norm=bool(config.get("input_norm", False)),
+            final_activation=config.get("final_activation"),
         )
         self.log_alpha = nn.Parameter(torch.tensor(math.log(float(config["initial_alpha"]))))
 

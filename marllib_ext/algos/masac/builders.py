@@ -57,6 +57,7 @@ def build_soft_actor_critic(
         "hiddens": list(settings.actor_hiddens),
         "activation": settings.activation,
         "input_norm": settings.input_norm,
+        "final_activation": settings.actor_final_activation,
         "initial_alpha": settings.initial_alpha,
     }
     specs: dict[str, RLModuleSpec] = {}

@@ -21,6 +21,7 @@ class MASACSettings(TeamReplaySettings):
     actor_hiddens: list[int]
     critic_hiddens: list[int]
     activation: str
+    actor_final_activation: str | None
     input_norm: bool
     grad_clip: float | None
     initial_alpha: float
@@ -42,6 +43,12 @@ class MASACSettings(TeamReplaySettings):
                 "must be in [0, 1] (a share of log |A|)",
             ),
             (self.activation in ACTIVATION_NAMES, "activation", f"one of {ACTIVATION_NAMES}"),
+            (
+                self.actor_final_activation is None
+                or self.actor_final_activation in ACTIVATION_NAMES,
+                "actor_final_activation",
+                f"null (activation) or one of {ACTIVATION_NAMES}",
+            ),
             (self.n_step >= 1, "n_step", "must be >= 1"),
             (
                 self.n_step == 1 or self.per_type == "uniform",

@@ -253,3 +253,30 @@ def test_refusals_name_the_field(ray_session):
         algos.get("masac", discrete_target_entropy_scale=2.0).rllib_config(spread())
     with pytest.raises(ConfigError, match="num_learners"):
         algos.get("masac", num_learners=3, batch_episode=2).rllib_config(spread())
+    with pytest.raises(ConfigError, match="actor_final_activation"):
+        algos.get("masac", actor_final_activation="sigmoid").rllib_config(spread())
+
+
+def test_harls_actor_trunk_ends_in_its_final_activation():
+    """``actor_final_activation`` (HARL's ``final_activation_func``) replaces only the
+    last hidden layer's activation; ``input_norm`` puts a LayerNorm before the first."""
+    from marllib_ext.policies.soft_actor import SoftActorRLModule
+
+    env = spread()
+    agent = env.layout.agents[0]
+    module = SoftActorRLModule(
+        observation_space=env.layout.observation_spaces[agent],
+        action_space=env.layout.action_spaces[agent],
+        model_config={
+            "hiddens": [16, 8],
+            "activation": "relu",
+            "final_activation": "tanh",
+            "input_norm": False,
+            "initial_alpha": 1.0,
+        },
+    )
+    kinds = [type(layer).__name__ for layer in module.net]
+    assert kinds == ["Linear", "ReLU", "Linear", "Tanh", "Linear"]
+    obs = torch.randn(5, module.net[0].in_features)
+    trunk = torch.tanh(module.net[2](torch.relu(module.net[0](obs))))
+    torch.testing.assert_close(module.net(obs), module.net[4](trunk))
