@@ -234,15 +234,16 @@ def save_checkpoint(algorithm, path: Path, run: RunSpec) -> Path:
 
 def continued_progress(run_dir: Path, iteration: int, fields) -> list[dict[str, Any]]:
     """Rewrites ``run_dir/progress.csv`` to the rows up to ``iteration`` (those a
-    restored checkpoint had reached) and returns them; later rows were trained by the
-    interrupted process and are trained again."""
+    restored checkpoint had reached) under ``fields`` and returns them; later rows were
+    trained by the interrupted process and are trained again. A column the earlier
+    rows lack (a field added since) reads ``nan`` there, as an absent value does."""
     path = Path(run_dir) / "progress.csv"
     if not path.exists():
         return []
     with open(path, newline="") as f:
         rows = [row for row in csv.DictReader(f) if int(row["training_iteration"]) <= iteration]
     with open(path, "w", newline="") as f:
-        writer = csv.DictWriter(f, fieldnames=list(fields), extrasaction="ignore")
+        writer = csv.DictWriter(f, fieldnames=list(fields), extrasaction="ignore", restval="nan")
         writer.writeheader()
         writer.writerows(rows)
     for row in rows:

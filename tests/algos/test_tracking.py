@@ -190,3 +190,20 @@ def test_evaluation_videos_reach_the_run_dir_tensorboard_wandb_and_mlflow(tracke
     assert [a.path for a in client.list_artifacts(run.info.run_id, "videos")] == [
         f"videos/{video.name}"
     ]
+
+
+def test_a_continued_progress_file_fills_columns_added_since_with_nan(tmp_path):
+    """Rows written before a progress field existed read nan in it, not an empty cell
+    that no float reader takes; rows past the checkpoint's iteration are dropped."""
+    import csv
+
+    from marllib_ext.algos.tracking import continued_progress
+
+    (tmp_path / "progress.csv").write_text(
+        "training_iteration,timesteps_total,old\n1,100,0.5\n2,200,0.7\n3,300,0.9\n"
+    )
+    kept = continued_progress(tmp_path, 2, ["training_iteration", "timesteps_total", "old", "new"])
+    assert [row["timesteps_total"] for row in kept] == [100, 200]
+    with open(tmp_path / "progress.csv", newline="") as f:
+        rows = list(csv.DictReader(f))
+    assert [(row["old"], row["new"]) for row in rows] == [("0.5", "nan"), ("0.7", "nan")]
