@@ -64,14 +64,15 @@ def mlp(
     puts a LayerNorm on the inputs first (HARL's feature normalization);
     ``final_activation``: the last hidden layer's activation instead of ``activation``
     (HARL's ``final_activation_func``)."""
-    for name in (activation, final_activation or activation):
+    hidden_activations = [activation] * len(hiddens)
+    if hiddens and final_activation is not None:
+        hidden_activations[-1] = final_activation
+    for name in {activation, *hidden_activations}:
         if name not in ACTIVATIONS:
             raise ValueError(f"activation must be one of {sorted(ACTIVATIONS)}, got {name!r}")
     layers: list[nn.Module] = [nn.LayerNorm(in_dim)] if input_norm else []
-    for index, size in enumerate(hiddens):
-        last = index == len(hiddens) - 1
-        act = (final_activation or activation) if last else activation
-        layers += [nn.Linear(in_dim, size), ACTIVATIONS[act]()]
+    for size, name in zip(hiddens, hidden_activations, strict=True):
+        layers += [nn.Linear(in_dim, size), ACTIVATIONS[name]()]
         in_dim = size
     layers.append(nn.Linear(in_dim, out_dim))
     return nn.Sequential(*layers)
